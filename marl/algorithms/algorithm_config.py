@@ -1,0 +1,206 @@
+"""AlgorithmConfig: the typed builder every algorithm's config extends.
+
+    PPOConfig().environment("mpe2.simple_spread_v3", env_config={"N": 3})
+               .env_runners(num_env_runners=2).training(lr=3e-4).build()
+
+A scenario file holds the same sections (see `marl.algorithms.scenario`).
+Each section is a dataclass in `sections.py`; the algorithm adds its own
+`training` section and names its loss, learner connectors and default workflow.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Callable
+
+from marl.algorithms.sections import (
+    ConfigError,
+    DebuggingSection,
+    EnvironmentSection,
+    EnvRunnersSection,
+    EvaluationSection,
+    LearnersSection,
+    MultiAgentSection,
+    StopSection,
+    update_section,
+)
+from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
+
+SECTION_NAMES = ("environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop")
+
+
+class AlgorithmParts:
+    """What an algorithm contributes to the generic learner: its loss and its learner connectors."""
+
+    loss_columns: tuple[str, ...] = ()
+
+    @staticmethod
+    def loss(module, batch, cfg):
+        raise NotImplementedError
+
+    @staticmethod
+    def learner_connectors(cfg) -> list[Callable]:
+        return []
+
+
+class AlgorithmConfig:
+    algo_name = "?"
+    training_section_cls: type = object
+
+    def __init__(self):
+        self.environment_cfg = EnvironmentSection()
+        self.env_runners_cfg = EnvRunnersSection()
+        self.multi_agent_cfg = MultiAgentSection()
+        self.training_cfg = self.training_section_cls()
+        self.learners_cfg = LearnersSection()
+        self.debugging_cfg = DebuggingSection()
+        self.evaluation_cfg = EvaluationSection()
+        self.stop_cfg = StopSection()
+        self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
+        self.env_creator = None  # the registered creator, shipped with the config to runner processes
+
+    # -- builder --------------------------------------------------------------
+    def _set(self, name: str, values: dict) -> "AlgorithmConfig":
+        update_section(getattr(self, name + "_cfg"), name, {k: v for k, v in values.items()})
+        return self
+
+    def environment(self, env: str | None = None, *, env_config: dict | None = None, **kw) -> "AlgorithmConfig":
+        values = dict(kw)
+        if env is not None:
+            values["env"] = env
+        if env_config is not None:
+            values["env_config"] = env_config
+        return self._set("environment", values)
+
+    def env_runners(self, **kw) -> "AlgorithmConfig":
+        return self._set("env_runners", kw)
+
+    def multi_agent(
+        self,
+        *,
+        policies: dict | list | None = None,
+        policy_mapping_fn: Callable | dict | None = None,
+        policies_to_train: list | None = None,
+        **kw,
+    ) -> "AlgorithmConfig":
+        values = dict(kw)
+        if policies is not None:
+            values["policies"] = {p: None for p in policies} if isinstance(policies, (list, tuple, set)) else policies
+        if policy_mapping_fn is not None:
+            values["policy_mapping"] = policy_mapping_fn
+        if policies_to_train is not None:
+            values["policies_to_train"] = list(policies_to_train)
+        return self._set("multi_agent", values)
+
+    def training(self, **kw) -> "AlgorithmConfig":
+        return self._set("training", kw)
+
+    def learners(self, **kw) -> "AlgorithmConfig":
+        return self._set("learners", kw)
+
+    def debugging(self, **kw) -> "AlgorithmConfig":
+        return self._set("debugging", kw)
+
+    def evaluation(self, **kw) -> "AlgorithmConfig":
+        return self._set("evaluation", kw)
+
+    def stopping(self, **kw) -> "AlgorithmConfig":
+        return self._set("stop", kw)
+
+    def with_workflow(self, workflow) -> "AlgorithmConfig":
+        """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
+        self.workflow = workflow
+        return self
+
+    def update_from_dict(self, data: dict) -> "AlgorithmConfig":
+        allowed = set(SECTION_NAMES) | {"workflow"}
+        for name, values in data.items():
+            if name not in allowed:
+                import difflib
+
+                near = difflib.get_close_matches(name, sorted(allowed), n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                raise ConfigError(f"unknown section '{name}'{hint}; valid sections: {sorted(allowed)}")
+            if name == "workflow":
+                self.workflow = values
+                continue
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise ConfigError(f"section '{name}' must be a mapping of keys to values, got {type(values).__name__}")
+            self._set(name, values)
+        return self
+
+    def copy(self) -> "AlgorithmConfig":
+        return copy.deepcopy(self)
+
+    def to_dict(self) -> dict:
+        """Plain-data form (what `config.yaml` of a run holds); callables become their names."""
+        out: dict[str, Any] = {"algo": self.algo_name}
+        for name in SECTION_NAMES:
+            section = dataclasses.asdict(getattr(self, name + "_cfg"))
+            out[name] = _plain(section)
+        wf = self.workflow
+        out["workflow"] = wf.to_dict() if hasattr(wf, "to_dict") else _plain(wf)
+        return out
+
+    # -- what the runtime asks of a config -----------------------------------
+    def validate(self) -> None:
+        if not self.environment_cfg.env:
+            raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
+        t = self.training_cfg
+        if hasattr(t, "minibatch_size") and hasattr(t, "train_batch_size") and t.minibatch_size > t.train_batch_size * 1000:
+            raise ConfigError("'training.minibatch_size' is larger than any train batch could be")
+        ids = list(self.policy_specs())
+        if self.multi_agent_cfg.policies_to_train is not None:
+            for pid in self.multi_agent_cfg.policies_to_train:
+                if pid not in ids:
+                    raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
+
+    def policy_specs(self) -> dict[str, PolicySpec]:
+        policies = self.multi_agent_cfg.policies or {DEFAULT_POLICY_ID: None}
+        return {str(pid): PolicySpec.from_any(str(pid), spec) for pid, spec in policies.items()}
+
+    def policy_mapping(self) -> PolicyMapping:
+        return PolicyMapping(self.multi_agent_cfg.policy_mapping, list(self.policy_specs()))
+
+    def trained_policy_ids(self, all_ids: list[str]) -> list[str]:
+        wanted = self.multi_agent_cfg.policies_to_train
+        return list(all_ids) if wanted is None else [p for p in all_ids if p in wanted]
+
+    def model_for(self, policy_id: str) -> dict:
+        """The policy's model options over the algorithm's default `training.model`."""
+        base = dict(getattr(self.training_cfg, "model", {}) or {})
+        base.update(self.policy_specs()[policy_id].model)
+        return base
+
+    def algorithm_parts(self) -> AlgorithmParts:
+        raise NotImplementedError
+
+    def default_workflow(self):
+        raise NotImplementedError
+
+    def build(self):
+        from marl.algorithms.algorithm import Algorithm
+        from marl.envs.registry import registered_creator
+
+        self.validate()
+        self.env_creator = registered_creator(self.environment_cfg.env)
+        return Algorithm(self.copy())
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, type):
+        return f"{value.__module__}:{value.__qualname__}"
+    if callable(value):
+        return f"<callable {getattr(value, '__qualname__', repr(value))}>"
+    if dataclasses.is_dataclass(value):
+        return _plain(dataclasses.asdict(value))
+    return repr(value)

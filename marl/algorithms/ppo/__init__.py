@@ -1,0 +1,3 @@
+from marl.algorithms.ppo.config import PPOConfig
+
+__all__ = ["PPOConfig"]

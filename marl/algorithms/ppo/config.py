@@ -1,0 +1,64 @@
+"""PPOConfig: PPO's training section, loss and learner connectors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss
+from marl.algorithms.sections import doc
+from marl.connectors import compute_gae, standardize
+from marl.data import sample_batch as sb
+
+
+@dataclass
+class PPOTraining:
+    lr: float = doc("Adam learning rate", 3e-4, min=0)
+    adam_eps: float = doc("Adam epsilon", 1e-5, min=0)
+    gamma: float = doc("discount factor", 0.99, min=0, max=1)
+    gae_lambda: float = doc("GAE lambda", 0.95, min=0, max=1)
+    train_batch_size: int = doc("env steps per learner update", 4096, min=1)
+    minibatch_size: int = doc("agent rows per SGD minibatch", 64, min=1)
+    num_epochs: int = doc("passes over each train batch", 10, min=1)
+    clip_param: float = doc("PPO ratio clip epsilon", 0.2, min=0)
+    vf_clip_param: float = doc("clip of the value prediction change", 10.0, min=0)
+    vf_loss_coeff: float = doc("value loss weight", 0.5, min=0)
+    entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
+    grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
+    standardize_advantages: bool = doc("standardise advantages over each policy's train batch", True)
+    model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
+
+
+def _gae(batch, cfg):
+    return compute_gae(batch, cfg.gamma, cfg.gae_lambda)
+
+
+def _standardize(batch):
+    batch[sb.ADVANTAGES] = standardize(batch[sb.ADVANTAGES])
+    return batch
+
+
+class PPOParts(AlgorithmParts):
+    loss_columns = LOSS_COLUMNS
+    loss = staticmethod(ppo_loss)
+
+    @staticmethod
+    def learner_connectors(cfg):
+        connectors = [partial(_gae, cfg=cfg)]
+        if cfg.standardize_advantages:
+            connectors.append(_standardize)
+        return connectors
+
+
+class PPOConfig(AlgorithmConfig):
+    algo_name = "PPO"
+    training_section_cls = PPOTraining
+
+    def algorithm_parts(self):
+        return PPOParts()
+
+    def default_workflow(self):
+        from marl.algorithms.ppo.workflow import ppo_workflow
+
+        return ppo_workflow(self)

@@ -1,0 +1,74 @@
+"""Scenario files: an algorithm's config sections in YAML, loaded with OmegaConf.
+
+    algo: PPO
+    environment: {env: mpe2.simple_spread_v3, env_config: {N: 3}}
+    training: {lr: 3e-4}
+
+`key=value` overrides (`training.lr=1e-4`) apply on top. The algorithm's
+defaults are merged underneath first, so `${training.train_batch_size}` in a
+workflow section resolves even when the file does not set it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from marl.algorithms.registry import config_class
+from marl.algorithms.sections import ConfigError
+
+TOP_LEVEL = ("algo", "name", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "workflow")
+
+
+def _check_top_level(data: dict, where: str) -> None:
+    import difflib
+
+    for key in data:
+        if key not in TOP_LEVEL:
+            near = difflib.get_close_matches(str(key), TOP_LEVEL, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise ConfigError(f"{where}: unknown top-level key '{key}'{hint}; valid keys: {list(TOP_LEVEL)}")
+
+
+def config_from_dict(data: dict, overrides: list[str] | None = None, where: str = "scenario"):
+    """An AlgorithmConfig from a plain scenario dict plus `key=value` overrides."""
+    try:
+        raw = OmegaConf.create(data)
+        if overrides:
+            for item in overrides:
+                if "=" not in item:
+                    raise ConfigError(f"override '{item}' must look like key=value, e.g. training.lr=1e-4")
+            raw = OmegaConf.merge(raw, OmegaConf.from_dotlist(list(overrides)))
+        plain_top = OmegaConf.to_container(raw, resolve=False)
+        if not isinstance(plain_top, dict):
+            raise ConfigError(f"{where}: a scenario must be a mapping of sections, got {type(plain_top).__name__}")
+        _check_top_level(plain_top, where)
+        if "algo" not in plain_top:
+            raise ConfigError(f"{where}: 'algo' is required (one of the algorithm names, e.g. algo: PPO)")
+        cls = config_class(plain_top["algo"])
+        defaults = cls().to_dict()
+        defaults.pop("workflow")
+        merged = OmegaConf.merge(OmegaConf.create(defaults), raw)
+        resolved = OmegaConf.to_container(merged, resolve=True)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{where}: {err}".splitlines()[0]) from None
+    config = cls()
+    resolved.pop("algo")
+    resolved.pop("name", None)
+    return config.update_from_dict(resolved)
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None):
+    """An AlgorithmConfig from a scenario YAML file plus `key=value` overrides."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"scenario file '{path}' does not exist")
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as err:  # YAML syntax errors come in several types
+        raise ConfigError(f"scenario file '{path}' is not valid YAML: {err}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"scenario file '{path}' must hold a mapping of sections")
+    return config_from_dict(data, overrides, where=str(path))

@@ -1,0 +1,149 @@
+"""The config sections shared by every algorithm: typed, documented, validated.
+
+Each section is a dataclass; each field's `doc` metadata is the reference for
+the YAML key of the same name. `update_section` is the one place a key/value
+is checked: unknown key (with the nearest valid one), wrong type, value out
+of range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A scenario or builder value that cannot work; the message names the key."""
+
+
+def doc(text: str, default=dataclasses.MISSING, default_factory=dataclasses.MISSING, **checks):
+    meta = {"doc": text, **checks}
+    if default_factory is not dataclasses.MISSING:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class EnvironmentSection:
+    env: str | None = doc("Gymnasium id, PettingZoo module path (mpe2.simple_spread_v3) or registered name", None)
+    env_config: dict = doc("keyword arguments for the env's constructor", default_factory=dict)
+    clip_actions: bool = doc("clip Box actions to the action space's bounds", True)
+    unsquash_actions: bool = doc("module acts in [-1, 1]; rescale Box actions to the bounds", False)
+
+
+@dataclass
+class EnvRunnersSection:
+    num_env_runners: int = doc("remote EnvRunner actors; 0 samples in-process", 0, min=0)
+    num_envs_per_env_runner: int = doc("env copies stepped in lockstep by each runner", 8, min=1)
+    rollout_fragment_length: int = doc("env steps per env copy in one sample() call", 128, min=1)
+    num_cpus_per_env_runner: float = doc("CPUs Ray reserves for each runner actor", 1.0, min=0)
+    observation_filter: str = doc("observation normalisation: none | mean_std", "none", choices=("none", "mean_std"))
+    max_runner_restarts: int = doc("runner crashes tolerated before the run stops", 100, min=0)
+
+
+@dataclass
+class MultiAgentSection:
+    policies: dict = doc("policy id -> spec {module_class, model}; empty: one 'default_policy'", default_factory=dict)
+    policy_mapping: Any = doc("glob-pattern table agent -> policy (first match wins) or a callable (agent_id, episode)", None)
+    policies_to_train: list | None = doc("policies the learner updates; null: all", None)
+
+
+@dataclass
+class LearnersSection:
+    num_learners: int = doc("learner actors; 0 learns in-process", 0, min=0)
+    num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
+    num_threads: int = doc("torch threads in the learner (1 is fastest for small MLPs on few cores)", 1, min=1)
+
+
+@dataclass
+class DebuggingSection:
+    seed: int | None = doc("base seed; each runner and env copy derives its own", None)
+    log_level: str = doc("python logging level", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+@dataclass
+class EvaluationSection:
+    evaluation_interval: int | None = doc("evaluate every N iterations; null: never during training", None, min=1)
+    evaluation_duration: int = doc("episodes per evaluation", 10, min=1)
+    evaluation_explore: bool = doc("sample actions during evaluation instead of acting greedily", False)
+
+
+@dataclass
+class StopSection:
+    episode_return_mean: float | None = doc("stop once the iteration's mean episode return reaches this", None)
+    env_steps_total: int | None = doc("stop after this many env steps", None, min=1)
+    time_total_s: float | None = doc("stop after this many seconds of training", None, min=0)
+    iterations: int | None = doc("stop after this many iterations", None, min=1)
+
+
+def section_fields(section) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(section)}
+
+
+def _type_ok(value, hint) -> tuple[bool, Any]:
+    """Checks (and gently coerces, e.g. int -> float) a value against a simple type hint."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is Any:
+        return True, value
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None and type(None) in args:
+            return True, None
+        for arg in args:
+            if arg is type(None):
+                continue
+            ok, coerced = _type_ok(value, arg)
+            if ok:
+                return True, coerced
+        return False, value
+    if hint is bool:
+        return isinstance(value, bool), value
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True, float(value)
+        return False, value
+    if hint is str:
+        return isinstance(value, str), value
+    if hint is dict or origin is dict:
+        return isinstance(value, typing.Mapping), (dict(value) if isinstance(value, typing.Mapping) else value)
+    if hint is list or origin is list:
+        if isinstance(value, (list, tuple)):
+            return True, list(value)
+        return False, value
+    return True, value
+
+
+def _type_name(hint) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def update_section(section, section_name: str, values: dict) -> None:
+    """Sets `values` on a section dataclass, naming any bad key or value."""
+    fields = section_fields(section)
+    hints = typing.get_type_hints(type(section))
+    for key, value in values.items():
+        if key not in fields:
+            near = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise ConfigError(
+                f"unknown key '{section_name}.{key}'{hint}; valid keys of '{section_name}': {sorted(fields)}"
+            )
+        ok, coerced = _type_ok(value, hints[key])
+        if not ok:
+            raise ConfigError(
+                f"'{section_name}.{key}' must be {_type_name(hints[key])}, got {type(value).__name__} {value!r}"
+            )
+        meta = fields[key].metadata
+        if coerced is not None:
+            if "min" in meta and coerced < meta["min"]:
+                raise ConfigError(f"'{section_name}.{key}' must be >= {meta['min']}, got {coerced!r}")
+            if "max" in meta and coerced > meta["max"]:
+                raise ConfigError(f"'{section_name}.{key}' must be <= {meta['max']}, got {coerced!r}")
+            if "choices" in meta and coerced not in meta["choices"]:
+                raise ConfigError(f"'{section_name}.{key}' must be one of {list(meta['choices'])}, got {coerced!r}")
+        setattr(section, key, coerced)

@@ -1,0 +1,6 @@
+"""Data layer: SampleBatch, MultiAgentBatch, episodes."""
+
+from marl.data.episode import Episode
+from marl.data.sample_batch import MultiAgentBatch, SampleBatch
+
+__all__ = ["Episode", "MultiAgentBatch", "SampleBatch"]

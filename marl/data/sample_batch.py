@@ -1,0 +1,199 @@
+"""Columns of NumPy arrays: the one currency between runners, buffers and learners.
+
+A `SampleBatch` is a flat table: every column has the same length along axis 0.
+A `MultiAgentBatch` maps policy id -> `SampleBatch` and counts env steps and
+agent steps separately (one env step of simple_spread is three agent steps).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+import numpy as np
+
+# Column names shared by runners, connectors and losses.
+OBS = "obs"
+ACTIONS = "actions"
+REWARDS = "rewards"
+TERMINATEDS = "terminateds"
+TRUNCATEDS = "truncateds"
+ACTION_LOGP = "action_logp"
+ACTION_DIST_INPUTS = "action_dist_inputs"
+VF_PREDS = "vf_preds"
+ACTION_MASK = "action_mask"
+EPS_ID = "eps_id"  # unique episode id (int64)
+AGENT_INDEX = "agent_index"  # index of the agent in env.possible_agents
+ENV_INDEX = "env_index"  # which env copy of the runner
+T = "t"  # env step index inside the episode at which the agent acted
+SEGMENT_END = "segment_end"  # last row of an agent's trajectory piece in this batch
+BOOTSTRAP_VALUE = "bootstrap_value"  # V(s') at a segment end that is not a termination
+ADVANTAGES = "advantages"
+VALUE_TARGETS = "value_targets"
+WEIGHTS_VERSION = "weights_version"
+
+
+class SampleBatch:
+    """Named NumPy columns of equal length."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: Mapping[str, np.ndarray] | None = None):
+        self.columns: dict[str, np.ndarray] = {}
+        lengths = set()
+        for name, value in (columns or {}).items():
+            arr = np.asarray(value)
+            if arr.ndim == 0:
+                raise ValueError(f"SampleBatch column '{name}' is a scalar; columns need a leading batch axis")
+            self.columns[name] = arr
+            lengths.add(len(arr))
+        if len(lengths) > 1:
+            sizes = {k: len(v) for k, v in self.columns.items()}
+            raise ValueError(f"SampleBatch columns have different lengths: {sizes}")
+
+    # -- mapping-like access -------------------------------------------------
+    def __len__(self) -> int:
+        for value in self.columns.values():
+            return len(value)
+        return 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def __setitem__(self, name: str, value: np.ndarray) -> None:
+        value = np.asarray(value)
+        if self.columns and len(value) != len(self):
+            raise ValueError(f"column '{name}' has length {len(value)}, batch has {len(self)}")
+        self.columns[name] = value
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    def keys(self):
+        return self.columns.keys()
+
+    def items(self):
+        return self.columns.items()
+
+    def get(self, name: str, default=None):
+        return self.columns.get(name, default)
+
+    def copy(self) -> "SampleBatch":
+        return SampleBatch({k: v.copy() for k, v in self.columns.items()})
+
+    # -- row operations ------------------------------------------------------
+    def slice(self, start: int, end: int) -> "SampleBatch":
+        return SampleBatch({k: v[start:end] for k, v in self.columns.items()})
+
+    def take(self, indices: np.ndarray) -> "SampleBatch":
+        return SampleBatch({k: v[indices] for k, v in self.columns.items()})
+
+    def shuffle(self, rng: np.random.Generator | None = None) -> "SampleBatch":
+        """A row-permuted copy (the columns stay aligned)."""
+        rng = rng if rng is not None else np.random.default_rng()
+        return self.take(rng.permutation(len(self)))
+
+    def minibatches(
+        self, size: int, rng: np.random.Generator | None = None, drop_last: bool = False
+    ) -> Iterator["SampleBatch"]:
+        """Yields minibatches of `size` rows, shuffled when `rng` is given."""
+        if size <= 0:
+            raise ValueError(f"minibatch size must be positive, got {size}")
+        n = len(self)
+        order = rng.permutation(n) if rng is not None else np.arange(n)
+        stop = n - (n % size) if drop_last else n
+        for start in range(0, stop, size):
+            yield self.take(order[start : start + size])
+
+    @staticmethod
+    def concat(batches: list["SampleBatch"]) -> "SampleBatch":
+        batches = [b for b in batches if len(b) > 0]
+        if not batches:
+            return SampleBatch()
+        if len(batches) == 1:
+            return batches[0]
+        names = list(batches[0].columns)
+        for b in batches[1:]:
+            if set(b.columns) != set(names):
+                raise ValueError(
+                    f"cannot concat SampleBatches with different columns: {sorted(names)} vs {sorted(b.columns)}"
+                )
+        return SampleBatch({k: np.concatenate([b.columns[k] for b in batches]) for k in names})
+
+    # -- inspection ----------------------------------------------------------
+    def summary(self) -> str:
+        """One line per column: dtype, shape, min, max, mean (as RLlib users know it)."""
+        lines = []
+        for name in sorted(self.columns):
+            arr = self.columns[name]
+            if arr.dtype.kind in "biuf" and arr.size:
+                stats = f"min={arr.min():.4g}, max={arr.max():.4g}, mean={arr.astype(np.float64).mean():.4g}"
+            elif arr.size:
+                stats = f"head={arr.flat[0]!r}"
+            else:
+                stats = "empty"
+            lines.append(f"  {name!r}: np.ndarray({arr.shape}, dtype={arr.dtype}, {stats})")
+        return "{\n" + ",\n".join(lines) + "\n}"
+
+    def size_bytes(self) -> int:
+        return sum(v.nbytes for v in self.columns.values())
+
+    def __repr__(self) -> str:
+        return f"SampleBatch({len(self)} rows: {', '.join(self.columns)})"
+
+
+class MultiAgentBatch:
+    """Policy id -> SampleBatch, with env steps counted apart from agent steps.
+
+    A batch with one policy stays a MultiAgentBatch: code downstream never has
+    to ask which of the two shapes it got.
+    """
+
+    __slots__ = ("policy_batches", "env_steps", "info")
+
+    def __init__(self, policy_batches: dict[str, SampleBatch], env_steps: int, info: dict | None = None):
+        self.policy_batches = dict(policy_batches)
+        self.env_steps = int(env_steps)
+        # Side information that travels with the data, each value a list with one
+        # entry per sample call it came from (weights versions, connector deltas).
+        self.info = info if info is not None else {}
+
+    def agent_steps(self) -> int:
+        return sum(len(b) for b in self.policy_batches.values())
+
+    def agent_steps_per_policy(self) -> dict[str, int]:
+        return {pid: len(b) for pid, b in self.policy_batches.items()}
+
+    def __getitem__(self, policy_id: str) -> SampleBatch:
+        return self.policy_batches[policy_id]
+
+    def __contains__(self, policy_id: str) -> bool:
+        return policy_id in self.policy_batches
+
+    def size_bytes(self) -> int:
+        return sum(b.size_bytes() for b in self.policy_batches.values())
+
+    @staticmethod
+    def concat(batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":
+        policy_ids: list[str] = []
+        for b in batches:
+            policy_ids.extend(p for p in b.policy_batches if p not in policy_ids)
+        merged = {
+            pid: SampleBatch.concat([b.policy_batches[pid] for b in batches if pid in b.policy_batches])
+            for pid in policy_ids
+        }
+        # info values are lists (one entry per producing sample call); concat joins them.
+        info: dict[str, list] = {}
+        for b in batches:
+            for key, values in b.info.items():
+                info.setdefault(key, []).extend(values)
+        return MultiAgentBatch(merged, sum(b.env_steps for b in batches), info)
+
+    def summary(self) -> str:
+        parts = [f"MultiAgentBatch(env_steps={self.env_steps}, agent_steps={self.agent_steps()})"]
+        for pid, b in self.policy_batches.items():
+            parts.append(f"policy {pid!r}: {b.summary()}")
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        per = ", ".join(f"{p}: {len(b)}" for p, b in self.policy_batches.items())
+        return f"MultiAgentBatch(env_steps={self.env_steps}, {per})"

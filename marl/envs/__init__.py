@@ -1,0 +1,22 @@
+"""Multi-agent environment protocol, adapters and registry.
+
+Everything above this layer talks to :class:`MultiAgentEnv`; ``make_env`` and
+``wrap_env`` turn names and third-party envs (PettingZoo, Gymnasium) into one.
+"""
+
+from marl.envs.base import EnvError, MultiAgentEnv
+from marl.envs.gymnasium import GymnasiumAdapter
+from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
+from marl.envs.registry import make_env, register_env, registered_envs, wrap_env
+
+__all__ = [
+    "AECEnvAdapter",
+    "EnvError",
+    "GymnasiumAdapter",
+    "MultiAgentEnv",
+    "ParallelEnvAdapter",
+    "make_env",
+    "register_env",
+    "registered_envs",
+    "wrap_env",
+]

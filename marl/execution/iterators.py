@@ -1,0 +1,120 @@
+"""Lazy iterators over actors: the runtime the workflow graph compiles into.
+
+A `LocalIterator` is a pull-based chain of Python generators carrying the
+workflow's `SharedMetrics`. Sources pull from a runner group: `gather_sync`
+asks every runner for one item and waits for all; `gather_async` keeps
+`num_async` requests in flight per runner and yields items as they finish
+(`ray.wait`). In-process (no Ray) the same calls run the local runner
+directly, so one workflow serves both.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+
+from marl.execution.metrics import SharedMetrics
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class LocalIterator(Generic[T]):
+    def __init__(self, make: Callable[[], Iterator[T]], metrics: SharedMetrics, name: str = "source"):
+        self._make = make
+        self._it: Iterator[T] | None = None
+        self.metrics = metrics
+        self.name = name
+
+    def __iter__(self) -> "LocalIterator[T]":
+        return self
+
+    def __next__(self) -> T:
+        if self._it is None:
+            self._it = iter(self._make())
+        return next(self._it)
+
+    def _chain(self, gen: Callable[[], Iterable[U]], name: str) -> "LocalIterator[U]":
+        return LocalIterator(gen, self.metrics, f"{self.name}.{name}")
+
+    def for_each(self, fn: Callable[[T], U]) -> "LocalIterator[U]":
+        return self._chain(lambda: map(fn, self), f"for_each({getattr(fn, '__name__', 'fn')})")
+
+    def filter(self, pred: Callable[[T], bool]) -> "LocalIterator[T]":
+        return self._chain(lambda: filter(pred, self), "filter")
+
+    def flatten(self) -> "LocalIterator":
+        return self._chain(lambda: (x for items in self for x in items), "flatten")
+
+    def combine(self, fn: Callable[[T], list[U]]) -> "LocalIterator[U]":
+        """fn returns a list of zero or more outputs per input (an accumulator, say)."""
+        return self.for_each(fn).flatten()
+
+    def take(self, n: int) -> list[T]:
+        return list(itertools.islice(self, n))
+
+    def duplicate(self, n: int) -> list["LocalIterator[T]"]:
+        """n iterators over the same items (fan-out); items wait until every branch pulled them."""
+        copies = itertools.tee(self, n)
+        return [LocalIterator(lambda c=c: c, self.metrics, f"{self.name}.copy{i}") for i, c in enumerate(copies)]
+
+
+def union(*its: LocalIterator, weights: list[int] | None = None) -> LocalIterator:
+    """Round-robin over several iterators, pulling `weights[i]` items from iterator i in turn.
+
+    This is how two branches of a graph (say DQN's store and learn branches)
+    interleave: `weights=[1, 4]` pulls four learn results per stored batch.
+    """
+    if not its:
+        raise ValueError("union of no iterators")
+    weights = weights or [1] * len(its)
+    if len(weights) != len(its) or any(w < 1 for w in weights):
+        raise ValueError(f"union weights must be one positive int per input, got {weights} for {len(its)} inputs")
+
+    def gen():
+        while True:
+            for it, w in zip(its, weights):
+                for _ in range(w):
+                    yield next(it)
+
+    return LocalIterator(gen, its[0].metrics, "union(" + ", ".join(i.name for i in its) + ")")
+
+
+def gather_sync(group, metrics: SharedMetrics, method: str = "sample") -> LocalIterator[list[Any]]:
+    """Each item is the list of one `method()` result per runner, all from the same round."""
+
+    def gen():
+        while True:
+            yield group.call_all(method)
+
+    return LocalIterator(gen, metrics, f"gather_sync({method})")
+
+
+def gather_async(group, metrics: SharedMetrics, num_async: int = 1, method: str = "sample") -> LocalIterator:
+    """Yields (runner index, result) as results arrive, keeping `num_async` calls in flight per runner."""
+    if num_async < 1:
+        raise ValueError(f"num_async must be >= 1, got {num_async}")
+    if group.is_local:
+
+        def local_gen():
+            while True:
+                yield 0, group.call_all(method)[0]
+
+        return LocalIterator(local_gen, metrics, f"gather_async({method})")
+
+    import ray
+
+    def gen():
+        in_flight: dict = {}
+        for index in range(group.num_remote):
+            for _ in range(num_async):
+                in_flight[group.call_remote(index, method)] = index
+        while True:
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            ref = ready[0]
+            index = in_flight.pop(ref)
+            result = ray.get(ref)
+            in_flight[group.call_remote(index, method)] = index
+            yield index, result
+
+    return LocalIterator(gen, metrics, f"gather_async({method}, num_async={num_async})")

@@ -1,0 +1,16 @@
+"""Modules: RLModule, MultiRLModule, the default networks and action distributions."""
+
+from marl.modules.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_factory
+from marl.modules.mlp import ActorCriticMLP
+from marl.modules.rl_module import MultiRLModule, RLModule, build_module
+
+__all__ = [
+    "ActorCriticMLP",
+    "Categorical",
+    "DiagGaussian",
+    "MultiCategorical",
+    "MultiRLModule",
+    "RLModule",
+    "build_module",
+    "distribution_factory",
+]

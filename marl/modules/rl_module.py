@@ -1,0 +1,106 @@
+"""RLModule: the torch network of one policy, with its three forward passes.
+
+- `forward_inference`: acting greedily (evaluation, deployment);
+- `forward_exploration`: acting while sampling (also returns what the loss needs later, e.g. values);
+- `forward_train`: the learner's pass, with gradients.
+
+Inputs are dicts of tensors: `obs` (flat float32, see `marl.modules.spaces`)
+and, for masked action spaces, `action_mask` (1 = legal).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from marl.modules.distributions import distribution_factory
+from marl.modules.spaces import action_input_dim, flat_obs_dim
+
+MASKED_LOGIT = -1e9
+
+
+class RLModule(nn.Module):
+    """Base class. Subclasses build their layers in `__init__` and implement `forward_train`."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, model_config: dict | None = None):
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.model_config = dict(model_config or {})
+        self.obs_dim = flat_obs_dim(observation_space)
+        self.action_dim = action_input_dim(action_space)
+        self.action_dist = distribution_factory(action_space)
+
+    def forward_train(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward_exploration(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            return self.forward_train(batch)
+
+    def forward_inference(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            return self.forward_train(batch)
+
+    @staticmethod
+    def apply_action_mask(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = batch.get("action_mask")
+        if mask is None:
+            return logits
+        return logits.masked_fill(mask < 0.5, MASKED_LOGIT)
+
+    # -- weights as NumPy (what travels through Ray's object store) --------
+    def get_state(self) -> dict[str, np.ndarray]:
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+
+
+def build_module(module_class, observation_space, action_space, model_config: dict | None) -> RLModule:
+    """Instantiates a policy's module; `module_class` is None (default MLP), a class or 'pkg.mod:Class'."""
+    from marl.modules.mlp import ActorCriticMLP
+
+    cls = ActorCriticMLP if module_class is None else module_class
+    if isinstance(cls, str):
+        path = cls
+        mod_name, _, attr = path.replace(":", ".").rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(mod_name), attr)
+        except (ImportError, AttributeError, ValueError) as err:
+            raise ValueError(f"module_class '{path}' cannot be imported: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, RLModule)):
+        raise ValueError(f"module_class {cls!r} is not a subclass of marl.RLModule")
+    return cls(observation_space, action_space, model_config)
+
+
+class MultiRLModule(nn.Module):
+    """Policy id -> RLModule."""
+
+    def __init__(self, modules: dict[str, RLModule]):
+        super().__init__()
+        self._modules_by_id = nn.ModuleDict(modules)
+
+    def __getitem__(self, policy_id: str) -> RLModule:
+        return self._modules_by_id[policy_id]
+
+    def __contains__(self, policy_id: str) -> bool:
+        return policy_id in self._modules_by_id
+
+    def keys(self):
+        return self._modules_by_id.keys()
+
+    def items(self):
+        return self._modules_by_id.items()
+
+    def get_state(self, policy_ids=None) -> dict[str, dict[str, np.ndarray]]:
+        ids = self.keys() if policy_ids is None else policy_ids
+        return {pid: self._modules_by_id[pid].get_state() for pid in ids}
+
+    def set_state(self, state: dict[str, dict[str, np.ndarray]]) -> None:
+        for pid, module_state in state.items():
+            self._modules_by_id[pid].set_state(module_state)

@@ -1,0 +1,35 @@
+"""How observations of a space become the flat float vectors modules read.
+
+Kept beside the modules so a module can size its input layer from the space
+alone; the env->module connector applies the same rule to the data.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+def is_masked_space(space: gym.Space) -> bool:
+    """A Dict with `observation` and `action_mask`: PettingZoo's convention for legal moves."""
+    return isinstance(space, gym.spaces.Dict) and "observation" in space.spaces and "action_mask" in space.spaces
+
+
+def observation_part(space: gym.Space) -> gym.Space:
+    return space["observation"] if is_masked_space(space) else space
+
+
+def flat_obs_dim(space: gym.Space) -> int:
+    """Width of the flattened observation fed to the module (action mask excluded)."""
+    return int(gym.spaces.flatdim(observation_part(space)))
+
+
+def action_input_dim(space: gym.Space) -> int:
+    """Width of the action-distribution inputs a module must produce for this action space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, gym.spaces.Box):
+        return 2 * int(np.prod(space.shape))
+    raise TypeError(f"unsupported action space {space}; supported: Discrete, MultiDiscrete, Box")

@@ -1,0 +1,144 @@
+"""Policy specs and the agent -> policy mapping.
+
+A scenario declares policies (id -> spec) and a mapping from agent ids to
+policy ids: a Python callable `(agent_id, episode) -> policy_id` or, in YAML, an
+ordered table of glob patterns (`"adversary_*": predator`, first match wins).
+Spaces are inferred from the agents mapped to each policy, so a spec usually
+names only the module and its options.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import gymnasium as gym
+
+DEFAULT_POLICY_ID = "default_policy"
+
+
+class MappingError(ValueError):
+    """A policy or mapping declaration that cannot work."""
+
+
+@dataclass
+class PolicySpec:
+    """What a policy is: its module and options; spaces are filled in from its agents."""
+
+    module_class: str | type | None = None  # import path "pkg.mod:Class" or a class; None: default MLP
+    model: dict = field(default_factory=dict)  # options passed to the module (hiddens, activation, ...)
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
+
+    @staticmethod
+    def from_any(policy_id: str, value: Any) -> "PolicySpec":
+        if value is None:
+            return PolicySpec()
+        if isinstance(value, PolicySpec):
+            return value
+        if isinstance(value, Mapping):
+            allowed = {"module_class", "model", "observation_space", "action_space"}
+            unknown = set(value) - allowed
+            if unknown:
+                raise MappingError(
+                    f"multi_agent.policies.{policy_id}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+                )
+            return PolicySpec(**{k: (dict(v) if k == "model" else v) for k, v in value.items()})
+        raise MappingError(
+            f"multi_agent.policies.{policy_id}: expected a PolicySpec, a mapping or null, got {type(value).__name__}"
+        )
+
+
+class PolicyMapping:
+    """agent id -> policy id, from a callable or an ordered glob-pattern table."""
+
+    def __init__(self, mapping: Callable[[str, Any], str] | Mapping[str, str] | None, policy_ids: list[str]):
+        self.policy_ids = list(policy_ids)
+        if mapping is None:
+            if len(self.policy_ids) == 1:
+                only = self.policy_ids[0]
+                self._fn: Callable[[str, Any], str] = lambda agent_id, episode: only
+            else:
+                # Several policies and no mapping: agents map to the policy of the same name.
+                self._fn = self._by_name
+            self.description = "all agents -> " + self.policy_ids[0] if len(self.policy_ids) == 1 else "by name"
+        elif callable(mapping):
+            self._fn = mapping
+            self.description = getattr(mapping, "__name__", "callable")
+        elif isinstance(mapping, Mapping):
+            self._patterns = [(str(p), str(pid)) for p, pid in mapping.items()]
+            self._fn = self._by_pattern
+            self.description = ", ".join(f"{p}: {pid}" for p, pid in self._patterns)
+        else:
+            raise MappingError(
+                "multi_agent.policy_mapping must be a callable (agent_id, episode) -> policy_id "
+                f"or a table of glob patterns, got {type(mapping).__name__}"
+            )
+
+    def _by_name(self, agent_id: str, episode: Any) -> str:
+        if agent_id in self.policy_ids:
+            return agent_id
+        raise MappingError(
+            f"agent '{agent_id}' has no policy: several policies {self.policy_ids} are declared and no "
+            "multi_agent.policy_mapping says which one it uses"
+        )
+
+    def _by_pattern(self, agent_id: str, episode: Any) -> str:
+        for pattern, pid in self._patterns:
+            if fnmatch.fnmatchcase(agent_id, pattern):
+                return pid
+        raise MappingError(
+            f"agent '{agent_id}' matches no pattern of multi_agent.policy_mapping "
+            f"({[p for p, _ in self._patterns]}); add one, e.g. '\"*\": {self.policy_ids[0]}'"
+        )
+
+    def __call__(self, agent_id: str, episode: Any = None) -> str:
+        pid = self._fn(agent_id, episode)
+        if pid not in self.policy_ids:
+            raise MappingError(
+                f"agent '{agent_id}' is mapped to unknown policy '{pid}'; declared policies: {self.policy_ids}"
+            )
+        return pid
+
+
+def resolve_policies(
+    env, specs: Mapping[str, PolicySpec], mapping: PolicyMapping
+) -> tuple[dict[str, PolicySpec], dict[str, list[str]]]:
+    """Fills each spec's spaces from the agents mapped to it.
+
+    Returns (specs with spaces, policy id -> agent ids). Fails if agents with
+    different spaces share a policy, or a declared policy gets no agent and
+    names no spaces.
+    """
+    agents_of: dict[str, list[str]] = {pid: [] for pid in specs}
+    for agent in env.possible_agents:
+        agents_of[mapping(agent, None)].append(agent)
+    resolved: dict[str, PolicySpec] = {}
+    for pid, spec in specs.items():
+        agents = agents_of[pid]
+        obs_space, act_space = spec.observation_space, spec.action_space
+        for agent in agents:
+            a_obs, a_act = env.observation_space(agent), env.action_space(agent)
+            if obs_space is None:
+                obs_space = a_obs
+            elif a_obs != obs_space:
+                raise MappingError(
+                    f"policy '{pid}' is shared by agents with different observation spaces: "
+                    f"'{agent}' has {a_obs}, but {agents[0] if agents[0] != agent else 'the spec'} has {obs_space}; "
+                    "map them to different policies"
+                )
+            if act_space is None:
+                act_space = a_act
+            elif a_act != act_space:
+                raise MappingError(
+                    f"policy '{pid}' is shared by agents with different action spaces: "
+                    f"'{agent}' has {a_act}, but another has {act_space}; map them to different policies"
+                )
+        if obs_space is None or act_space is None:
+            raise MappingError(
+                f"policy '{pid}' has no agents mapped to it (agents: {list(env.possible_agents)}, "
+                f"mapping: {mapping.description}); remove it or give it observation_space and action_space"
+            )
+        resolved[pid] = PolicySpec(spec.module_class, dict(spec.model), obs_space, act_space)
+    return resolved, agents_of

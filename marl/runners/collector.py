@@ -1,0 +1,84 @@
+"""Preallocated per-policy row storage used while a runner samples.
+
+Rows are written in blocks (all acting agents of one policy at one env step)
+and turned into a `SampleBatch` once per fragment, regrouped so that each
+agent's rows of one episode are contiguous and ordered by env step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from marl.data import sample_batch as sb
+
+
+class PolicyCollector:
+    def __init__(self, obs_dim: int, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int):
+        self.spec = {
+            sb.OBS: ((obs_dim,), np.float32),
+            sb.ACTIONS: (tuple(action_shape), action_dtype),
+            sb.ACTION_LOGP: ((), np.float32),
+            sb.VF_PREDS: ((), np.float32),
+            sb.REWARDS: ((), np.float32),
+            sb.TERMINATEDS: ((), np.bool_),
+            sb.TRUNCATEDS: ((), np.bool_),
+            sb.BOOTSTRAP_VALUE: ((), np.float32),
+            sb.EPS_ID: ((), np.int64),
+            sb.AGENT_INDEX: ((), np.int32),
+            sb.ENV_INDEX: ((), np.int32),
+            sb.T: ((), np.int32),
+        }
+        if mask_dim is not None:
+            self.spec[sb.ACTION_MASK] = ((mask_dim,), np.float32)
+        self.n = 0
+        self._alloc(max(capacity, 16))
+
+    def _alloc(self, capacity: int) -> None:
+        old = getattr(self, "cols", None)
+        self.cols = {k: np.zeros((capacity,) + shape, dtype) for k, (shape, dtype) in self.spec.items()}
+        if old is not None:
+            for k, arr in old.items():
+                self.cols[k][: self.n] = arr[: self.n]
+        self.capacity = capacity
+        # Hot columns bound once: the step loop writes them by index.
+        self.rewards = self.cols[sb.REWARDS]
+        self.terminateds = self.cols[sb.TERMINATEDS]
+        self.truncateds = self.cols[sb.TRUNCATEDS]
+        self.bootstrap_value = self.cols[sb.BOOTSTRAP_VALUE]
+        self.vf_preds = self.cols[sb.VF_PREDS]
+
+    def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t) -> int:
+        """Writes m rows; returns the index of the first. Rewards and flags start at zero."""
+        m = len(obs)
+        start, end = self.n, self.n + m
+        if end > self.capacity:
+            self._alloc(max(end, 2 * self.capacity))
+        c = self.cols
+        c[sb.OBS][start:end] = obs
+        c[sb.ACTIONS][start:end] = actions.reshape((m,) + self.spec[sb.ACTIONS][0])
+        c[sb.ACTION_LOGP][start:end] = logp
+        c[sb.VF_PREDS][start:end] = vf
+        if mask is not None:
+            c[sb.ACTION_MASK][start:end] = mask
+        c[sb.EPS_ID][start:end] = eps_id
+        c[sb.AGENT_INDEX][start:end] = agent_index
+        c[sb.ENV_INDEX][start:end] = env_index
+        c[sb.T][start:end] = t
+        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE):
+            c[name][start:end] = 0
+        self.n = end
+        return start
+
+    def build(self) -> sb.SampleBatch:
+        """The rows so far, grouped by (episode, agent) and ordered by step; resets the collector."""
+        n = self.n
+        cols = self.cols
+        order = np.lexsort((cols[sb.T][:n], cols[sb.AGENT_INDEX][:n], cols[sb.EPS_ID][:n]))
+        batch = sb.SampleBatch({k: v[:n][order] for k, v in cols.items()})
+        eps, agent = batch[sb.EPS_ID], batch[sb.AGENT_INDEX]
+        end = np.ones(n, dtype=np.bool_)
+        if n > 1:
+            end[:-1] = (eps[1:] != eps[:-1]) | (agent[1:] != agent[:-1])
+        batch[sb.SEGMENT_END] = end | batch[sb.TERMINATEDS] | batch[sb.TRUNCATEDS]
+        self.n = 0
+        return batch

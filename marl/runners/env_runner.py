@@ -1,0 +1,288 @@
+"""EnvRunner: K env copies stepped in lockstep, one batched forward pass per policy per step.
+
+The same class runs in-process or as a Ray actor. Each step it groups the
+acting agents of all K envs by policy, runs ONE forward pass per policy,
+writes the rows into preallocated per-policy columns, and steps every env.
+A fragment of `rollout_fragment_length` steps per env comes back as a
+`MultiAgentBatch` plus the metrics of the episodes that finished.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+
+from marl.connectors import ActionAdapter, ObservationPreprocessor
+from marl.data import Episode, MultiAgentBatch
+from marl.envs import EnvError, make_env, register_env
+from marl.modules import MultiRLModule, build_module
+from marl.policies import PolicyMapping, resolve_policies
+from marl.runners.collector import PolicyCollector
+
+ALL = "__all__"
+
+
+class EnvRunner:
+    def __init__(self, config, worker_index: int = 0):
+        torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
+        self.config = config
+        self.worker_index = worker_index
+        env_cfg, run_cfg = config.environment_cfg, config.env_runners_cfg
+        self.num_envs = run_cfg.num_envs_per_env_runner
+        self.fragment_length = run_cfg.rollout_fragment_length
+        if getattr(config, "env_creator", None) is not None:  # a name registered in the driver process
+            register_env(env_cfg.env, config.env_creator)
+        self.envs = [make_env(env_cfg.env, dict(env_cfg.env_config)) for _ in range(self.num_envs)]
+        env0 = self.envs[0]
+        self.possible_agents = list(env0.possible_agents)
+        self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
+
+        self.mapping: PolicyMapping = config.policy_mapping()
+        self.specs, agents_of = resolve_policies(env0, config.policy_specs(), self.mapping)
+        self.policy_ids = list(self.specs)
+        self.module = MultiRLModule(
+            {pid: build_module(s.module_class, s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
+        )
+        self.module.eval()
+        normalize = run_cfg.observation_filter == "mean_std"
+        self.preprocessors = {pid: ObservationPreprocessor(s.observation_space, normalize) for pid, s in self.specs.items()}
+        self.action_adapters = {
+            pid: ActionAdapter(s.action_space, env_cfg.clip_actions, env_cfg.unsquash_actions) for pid, s in self.specs.items()
+        }
+        self.collectors = {}
+        for pid, spec in self.specs.items():
+            pre, act = self.preprocessors[pid], self.action_adapters[pid]
+            mask_dim = self.module[pid].action_dim if pre.masked else None
+            capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
+            self.collectors[pid] = PolicyCollector(pre.dim, act.shape, act.dtype, mask_dim, capacity)
+
+        seed = config.debugging_cfg.seed
+        self._base_seed = None if seed is None else int(seed) + 10_007 * worker_index
+        if self._base_seed is not None:
+            torch.manual_seed(self._base_seed)
+        self.weights_version = 0
+        self._episode_ids = itertools.count((worker_index << 40) + 1)
+        self._obs: list[dict] = [{} for _ in range(self.num_envs)]
+        self._episodes: list[Episode | None] = [None] * self.num_envs
+        # pending[k][agent] = (policy id, row) of the agent's last action still collecting reward
+        self._pending: list[dict] = [{} for _ in range(self.num_envs)]
+        self._finished: list[dict] = []
+        self._started = False
+
+    # -- episodes -----------------------------------------------------------
+    def _reset_env(self, k: int, first: bool) -> None:
+        seed = None
+        if first and self._base_seed is not None:
+            seed = self._base_seed + k
+        obs, _ = self.envs[k].reset(seed=seed)
+        self._obs[k] = obs
+        self._episodes[k] = Episode(id=next(self._episode_ids), env_index=k)
+        self._pending[k] = {}
+
+    def _bind(self, episode: Episode, agent: str) -> str:
+        pid = self.mapping(agent, episode)
+        if pid not in self.specs:
+            raise ValueError(f"policy_mapping sent agent '{agent}' to unknown policy '{pid}'; known: {self.policy_ids}")
+        episode.bind(agent, pid)
+        return pid
+
+    def _start(self) -> None:
+        for k in range(self.num_envs):
+            self._reset_env(k, first=True)
+        self._started = True
+
+    # -- one lockstep step over all envs ------------------------------------
+    def _act(self, collect: bool, explore: bool) -> list[dict]:
+        """One forward pass per policy over the acting agents of all envs; returns per-env action dicts."""
+        groups: dict[str, tuple[list, list, list]] = {}
+        for k in range(self.num_envs):
+            episode = self._episodes[k]
+            binding = episode.policy_of
+            for agent, ob in self._obs[k].items():
+                pid = binding.get(agent) or self._bind(episode, agent)
+                group = groups.get(pid)
+                if group is None:
+                    group = groups[pid] = ([], [], [])
+                group[0].append(k)
+                group[1].append(agent)
+                group[2].append(ob)
+                episode.agent_steps[agent].append(episode.t)
+
+        actions: list[dict] = [{} for _ in range(self.num_envs)]
+        for pid, (envs_idx, agents, raw_obs) in groups.items():
+            obs, mask = self.preprocessors[pid](raw_obs, update_filter=collect)
+            module = self.module[pid]
+            inputs = {"obs": torch.from_numpy(obs)}
+            if mask is not None:
+                inputs["action_mask"] = torch.from_numpy(mask)
+            if explore:
+                out = module.forward_exploration(inputs)
+                dist = module.action_dist(out["action_dist_inputs"])
+                act_t = dist.sample()
+            else:
+                out = module.forward_inference(inputs)
+                dist = module.action_dist(out["action_dist_inputs"])
+                act_t = dist.deterministic_sample()
+            act = act_t.numpy()
+            env_actions = self.action_adapters[pid](act)
+            if collect:
+                logp = dist.logp(act_t).numpy()
+                vf = out["vf_preds"].numpy()
+                ks = np.asarray(envs_idx)
+                eps_ids = np.fromiter((self._episodes[k].id for k in envs_idx), np.int64, len(envs_idx))
+                t = np.fromiter((self._episodes[k].t for k in envs_idx), np.int32, len(envs_idx))
+                agent_idx = np.fromiter((self.agent_index[a] for a in agents), np.int32, len(agents))
+                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, ks, t)
+                for k, agent in zip(envs_idx, agents):
+                    self._pending[k][agent] = (pid, row)
+                    row += 1
+            for j, (k, agent) in enumerate(zip(envs_idx, agents)):
+                actions[k][agent] = env_actions[j]
+        return actions
+
+    def _step_envs(self, actions: list[dict], collect: bool) -> int:
+        """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
+        truncated_rows: dict[str, tuple[list, list]] = {}  # pid -> (rows, final obs) needing V(s')
+        collectors = self.collectors
+        for k, env in enumerate(self.envs):
+            try:
+                obs, rewards, terminateds, truncateds, _ = env.step(actions[k])
+            except Exception as err:  # name where it happened; the original error stays attached
+                episode = self._episodes[k]
+                raise EnvError(
+                    f"env '{self.config.environment_cfg.env}' (runner {self.worker_index}, copy {k}) raised at "
+                    f"episode step {episode.t} with actions {actions[k]}: {type(err).__name__}: {err}"
+                ) from err
+            episode = self._episodes[k]
+            episode.t += 1
+            pending = self._pending[k]
+            returns = episode.agent_returns
+            for agent, r in rewards.items():
+                r = float(r)
+                returns[agent] = returns.get(agent, 0.0) + r
+                slot = pending.get(agent)
+                if slot is not None and collect:
+                    collectors[slot[0]].rewards[slot[1]] += r
+            all_done = terminateds.get(ALL, False) or truncateds.get(ALL, False)
+            ended = [a for a, d in terminateds.items() if d and a != ALL]
+            ended_trunc = [a for a, d in truncateds.items() if d and a != ALL]
+            if ended or ended_trunc or all_done:
+                obs = dict(obs)
+                for agent in ended:
+                    slot = pending.pop(agent, None)
+                    if slot is not None and collect:
+                        collectors[slot[0]].terminateds[slot[1]] = True
+                    obs.pop(agent, None)
+                for agent in ended_trunc:
+                    slot = pending.pop(agent, None)
+                    final_obs = obs.pop(agent, None)
+                    if slot is not None and collect:
+                        collectors[slot[0]].truncateds[slot[1]] = True
+                        rows = truncated_rows.setdefault(slot[0], ([], []))
+                        rows[0].append(slot[1])
+                        rows[1].append(final_obs)
+                if all_done:
+                    # Agents the env ended without a flag: treat as truncated, bootstrap from their own value.
+                    for agent, (pid, row) in pending.items():
+                        if collect:
+                            collectors[pid].truncateds[row] = True
+                            collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
+                    episode.done = True
+                    self._finished.append(episode.metrics())
+                    self._reset_env(k, first=False)
+                    continue
+            self._obs[k] = obs
+        if truncated_rows:
+            self._bootstrap(truncated_rows)
+        return self.num_envs
+
+    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list]]) -> None:
+        """V(s') for rows whose trajectory piece ends without termination: one pass per policy."""
+        for pid, (rows, raw_obs) in rows_by_policy.items():
+            fallback = [r for r, o in zip(rows, raw_obs) if o is None]
+            rows = [r for r, o in zip(rows, raw_obs) if o is not None]
+            raw_obs = [o for o in raw_obs if o is not None]
+            collector = self.collectors[pid]
+            if fallback:
+                collector.bootstrap_value[fallback] = collector.vf_preds[fallback]
+            if not rows:
+                continue
+            obs, mask = self.preprocessors[pid](raw_obs, update_filter=False)
+            inputs = {"obs": torch.from_numpy(obs)}
+            if mask is not None:
+                inputs["action_mask"] = torch.from_numpy(mask)
+            collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
+
+    # -- public API ---------------------------------------------------------
+    def sample(self, explore: bool = True) -> MultiAgentBatch:
+        """`rollout_fragment_length` lockstep steps of all envs, as one MultiAgentBatch.
+
+        `info` carries the finished episodes' metrics, the weights version the
+        data was produced with, and the observation-filter deltas.
+        """
+        if not self._started:
+            self._start()
+        env_steps = 0
+        for _ in range(self.fragment_length):
+            env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
+        # Cut the fragment: agents still mid-episode bootstrap from the observation they act on next.
+        cut: dict[str, tuple[list, list]] = {}
+        for k in range(self.num_envs):
+            obs = self._obs[k]
+            for agent, (pid, row) in self._pending[k].items():
+                rows = cut.setdefault(pid, ([], []))
+                rows[0].append(row)
+                rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
+            self._pending[k] = {}
+        self._bootstrap(cut)
+        batches = {pid: c.build() for pid, c in self.collectors.items() if c.n > 0}
+        deltas = {pid: p.filter.pop_delta() for pid, p in self.preprocessors.items() if p.filter is not None}
+        finished, self._finished = self._finished, []
+        info = {
+            "episodes": finished,
+            "weights_version": [self.weights_version],
+            "runner": [self.worker_index],
+            "connector_deltas": [deltas] if deltas else [],
+        }
+        return MultiAgentBatch(batches, env_steps, info)
+
+    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
+        """Runs until `num_episodes` episodes finish (no rows kept); returns their metrics."""
+        if not self._started:
+            self._start()
+        done: list[dict] = []
+        while len(done) < num_episodes:
+            self._step_envs(self._act(collect=False, explore=explore), collect=False)
+            done.extend(self._finished)
+            self._finished = []
+        return done[:num_episodes]
+
+    def set_weights(self, weights: dict) -> int:
+        """Loads modules (and observation-filter state); skipped when the version is already loaded."""
+        version = weights["version"]
+        if version != self.weights_version:
+            self.module.set_state(weights["modules"])
+            for pid, state in weights.get("connectors", {}).items():
+                filt = self.preprocessors[pid].filter
+                if filt is not None:
+                    filt.set_state(state)
+            self.weights_version = version
+        return self.weights_version
+
+    def get_weights_version(self) -> int:
+        return self.weights_version
+
+    def get_spaces(self) -> dict:
+        return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
+
+    def ping(self) -> str:
+        return "ok"
+
+    def stop(self) -> None:
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass

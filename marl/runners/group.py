@@ -1,0 +1,105 @@
+"""The env runners of a run: one in-process runner, or N Ray actors.
+
+Remote work is Ray actors; waiting is `ray.get`/`ray.wait`; weights travel
+through the object store, put once per version and shared by all runners. A
+runner actor that dies is recreated, given the current weights before its
+samples are used, and counted in `restarts`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from marl.runners.env_runner import EnvRunner
+
+log = logging.getLogger(__name__)
+
+
+class RunnerFailedError(RuntimeError):
+    pass
+
+
+class EnvRunnerGroup:
+    def __init__(self, config):
+        self.config = config
+        self.num_remote = config.env_runners_cfg.num_env_runners
+        self.is_local = self.num_remote == 0
+        self.local: EnvRunner | None = EnvRunner(config, 0) if self.is_local else None
+        self.remote: list = []
+        self.restarts = 0
+        self.max_restarts = config.env_runners_cfg.max_runner_restarts
+        self._weights_ref = None  # latest weights in the object store (for restarts)
+        self._weights_version = 0
+        if not self.is_local:
+            import ray
+
+            self._actor_cls = ray.remote(num_cpus=config.env_runners_cfg.num_cpus_per_env_runner)(EnvRunner)
+            self.remote = [self._make_actor(i) for i in range(self.num_remote)]
+            ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
+
+    def _make_actor(self, index: int):
+        return self._actor_cls.options(max_concurrency=1).remote(self.config, index + 1)
+
+    # -- calls --------------------------------------------------------------
+    def call_all(self, method: str, *args) -> list:
+        if self.is_local:
+            return [getattr(self.local, method)(*args)]
+        import ray
+
+        refs = [getattr(a, method).remote(*args) for a in self.remote]
+        results = []
+        for index, ref in enumerate(refs):
+            try:
+                results.append(ray.get(ref))
+            except ray.exceptions.RayActorError as err:
+                self._restart(index, err)
+                results.append(ray.get(getattr(self.remote[index], method).remote(*args)))
+        return results
+
+    def call_remote(self, index: int, method: str, *args):
+        return getattr(self.remote[index], method).remote(*args)
+
+    def _restart(self, index: int, err: Exception) -> None:
+        import ray
+
+        self.restarts += 1
+        if self.restarts > self.max_restarts:
+            raise RunnerFailedError(
+                f"env runner {index + 1} died ({err}); {self.restarts} restarts exceed "
+                f"env_runners.max_runner_restarts={self.max_restarts}"
+            ) from err
+        log.warning("env runner %d died (%s); restarting it", index + 1, err)
+        self.remote[index] = self._make_actor(index)
+        if self._weights_ref is not None:
+            ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+
+    # -- weights ------------------------------------------------------------
+    def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
+        """Sends weights to all runners (or `indices`); a no-op for runners already at this version."""
+        self._weights_version = weights["version"]
+        if self.is_local:
+            self.local.set_weights(weights)
+            return
+        import ray
+
+        self._weights_ref = ray.put(weights)  # one copy in the object store, read by every runner
+        targets = range(self.num_remote) if indices is None else indices
+        refs = {i: self.remote[i].set_weights.remote(self._weights_ref) for i in targets}
+        for i, ref in refs.items():
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as err:
+                self._restart(i, err)
+
+    def stop(self) -> None:
+        if self.local is not None:
+            self.local.stop()
+        if self.remote:
+            import ray
+
+            for actor in self.remote:
+                try:
+                    ray.kill(actor)
+                except Exception:
+                    pass
+            self.remote = []

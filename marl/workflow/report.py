@@ -1,0 +1,79 @@
+"""The result dict of one iteration: counters, episode metrics, losses, throughput.
+
+Names are namespaced CleanRL-style (`losses/<policy>/...`, `perf/...`,
+`env_runners/...`, `counters/...`) plus the flat keys users compare against
+RLlib (`episode_return_mean`, `env_steps_total`, ...).
+`episode_return_mean` is the mean over the episodes that finished in this
+iteration (NaN if none did), the same rule as RLlib's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from marl.execution import metrics as m
+
+
+def _mean(values) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+class ResultBuilder:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.time_total_s = 0.0
+        self.episodes_total = 0
+        self.last_env_steps = 0
+        self.last_agent_steps = 0
+        self.timer_totals: dict[str, float] = {}
+
+    def build(self, learner_results: dict, started: float, now: float) -> dict:
+        metrics = self.ctx.metrics
+        c = metrics.counters
+        iter_time = now - started
+        self.time_total_s += iter_time
+        episodes = metrics.drain_episodes()
+        self.episodes_total += len(episodes)
+        env_steps = c[m.ENV_STEPS_SAMPLED]
+        agent_steps = c[m.AGENT_STEPS_SAMPLED]
+        env_steps_iter = env_steps - self.last_env_steps
+        self.last_env_steps, self.last_agent_steps = env_steps, agent_steps
+
+        result: dict = {
+            "env_steps_total": env_steps,
+            "agent_steps_total": agent_steps,
+            "env_steps_trained_total": c[m.ENV_STEPS_TRAINED],
+            "episode_return_mean": _mean([e["return"] for e in episodes]),
+            "episode_return_min": float(min((e["return"] for e in episodes), default=math.nan)),
+            "episode_return_max": float(max((e["return"] for e in episodes), default=math.nan)),
+            "episode_len_mean": _mean([e["length"] for e in episodes]),
+            "episodes_this_iter": len(episodes),
+            "episodes_total": self.episodes_total,
+            "time_this_iter_s": iter_time,
+            "time_total_s": self.time_total_s,
+            "env_steps_this_iter": env_steps_iter,
+            "env_steps_per_s": env_steps_iter / iter_time if iter_time > 0 else math.nan,
+            "weights_version": c[m.WEIGHTS_VERSION],
+        }
+        policy_returns: dict[str, list[float]] = {}
+        for e in episodes:
+            for pid, ret in e["policy_returns"].items():
+                policy_returns.setdefault(pid, []).append(ret)
+        for pid in self.ctx.config.policy_specs():
+            result[f"policy_return_mean/{pid}"] = _mean(policy_returns.get(pid, []))
+        for name, value in sorted(c.items()):
+            result[f"counters/{name}"] = value
+        for pid, stats in learner_results.items():
+            for key, value in stats.items():
+                result[f"losses/{pid}/{key}"] = value
+        for name, timer in metrics.timers.items():
+            previous = self.timer_totals.get(name, 0.0)
+            result[f"perf/{name}_time_s"] = timer.total_s - previous
+            self.timer_totals[name] = timer.total_s
+        lag = metrics.info.pop("policy_lag", [])
+        if lag:
+            result["perf/policy_lag_mean"] = float(np.mean(lag))
+            result["perf/policy_lag_max"] = int(max(lag))
+        return result
