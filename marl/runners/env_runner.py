@@ -30,6 +30,10 @@ class EnvRunner:
         self.config = config
         self.worker_index = worker_index
         env_cfg, run_cfg = config.environment_cfg, config.env_runners_cfg
+        seed = config.debugging_cfg.seed
+        self._base_seed = None if seed is None else int(seed) + 10_007 * worker_index  # derived per runner
+        if self._base_seed is not None:
+            torch.manual_seed(self._base_seed)  # before the modules exist: their init is seeded too
         self.num_envs = run_cfg.num_envs_per_env_runner
         self.fragment_length = run_cfg.rollout_fragment_length
         if getattr(config, "env_creator", None) is not None:  # a name registered in the driver process
@@ -58,10 +62,6 @@ class EnvRunner:
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(pre.dim, act.shape, act.dtype, mask_dim, capacity)
 
-        seed = config.debugging_cfg.seed
-        self._base_seed = None if seed is None else int(seed) + 10_007 * worker_index
-        if self._base_seed is not None:
-            torch.manual_seed(self._base_seed)
         self.weights_version = 0
         self._episode_ids = itertools.count((worker_index << 40) + 1)
         self._obs: list[dict] = [{} for _ in range(self.num_envs)]

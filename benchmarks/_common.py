@@ -1,0 +1,88 @@
+"""Small helpers shared by the benchmark scripts (tables, medians, timing).
+
+The benchmark machines are shared 2-core boxes with 10-25 % run-to-run noise,
+so every script measures marl and its baseline interleaved in one process and
+reports the median over repeats rather than a single figure.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def median(values) -> float:
+    values = [v for v in values if v == v]  # drop NaN
+    return statistics.median(values) if values else float("nan")
+
+
+def spread(values) -> str:
+    """'min-max' of a list, for showing the noise next to a median."""
+    values = [v for v in values if v == v]
+    if not values:
+        return "-"
+    return f"{fmt_num(min(values))}-{fmt_num(max(values))}"
+
+
+def fmt_num(x: float, digits: int = 3) -> str:
+    """Compact number: thousands separators for big values, `digits` significant figures for small ones."""
+    if x != x:
+        return "nan"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.{digits}g}"
+
+
+def print_table(headers: list[str], rows: list[list], title: str | None = None) -> None:
+    """A plain fixed-width text table (first column left-aligned, the rest right-aligned)."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+
+    def line(values):
+        parts = [values[0].ljust(widths[0])] + [v.rjust(w) for v, w in zip(values[1:], widths[1:])]
+        return "  ".join(parts)
+
+    if title:
+        print(f"\n{title}")
+    print(line(headers))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print(line(row))
+
+
+def machine_line() -> str:
+    import torch
+
+    try:
+        load = os.getloadavg()
+        load_s = f"load avg {load[0]:.2f}/{load[1]:.2f}"
+    except OSError:
+        load_s = "load avg n/a"
+    return (
+        f"python {platform.python_version()}, torch {torch.__version__} "
+        f"(threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, {load_s}"
+    )
+
+
+def run_for(seconds: float, step_fn) -> tuple[int, float]:
+    """Calls `step_fn()` (returning a step count) until `seconds` have passed; returns (steps, elapsed)."""
+    steps = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        steps += step_fn()
+        now = time.perf_counter()
+        if now >= deadline:
+            return steps, now - start
+
+
+def flush() -> None:
+    sys.stdout.flush()
