@@ -1,0 +1,86 @@
+"""The `marl` command as a user runs it: subprocesses, files on disk, error messages."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml  # PyYAML comes with omegaconf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_train_writes_a_run_directory(tmp_path):
+    out = tmp_path / "run"
+    p = run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=2", "training.train_batch_size=256",
+            "env_runners.rollout_fragment_length=32", "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stdout.splitlines() if l.startswith("iter")]
+    assert len(lines) == 2 and "env_steps" in lines[0]
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["algo"] == "PPO" and config["training"]["train_batch_size"] == 256
+    assert config["multi_agent"]["policy_mapping"] == {"adversary_*": "predator", "*": "prey"}
+    results = [json.loads(l) for l in (out / "result.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in results] == [1, 2]
+    assert results[-1]["env_steps_total"] == 512
+    assert "policy_return_mean/predator" in results[0] and "losses/prey/policy_loss" in results[0]
+    rows = list(csv.DictReader((out / "progress.csv").open()))
+    assert len(rows) == 2 and int(rows[1]["env_steps_total"]) == 512
+    assert (out / "checkpoint" / "manifest.json").is_file()
+
+
+def test_default_run_directory_is_named_after_the_scenario(tmp_path):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text("algo: PPO\nenvironment: {env: CartPole-v1}\ntraining: {train_batch_size: 64, num_epochs: 1}\n"
+                        "env_runners: {num_envs_per_env_runner: 2, rollout_fragment_length: 32}\nstop: {iterations: 1}\n")
+    p = run("train", str(scenario), "--quiet", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1 and re.fullmatch(r"tiny-\d{8}-\d{6}", runs[0].name)
+
+
+def test_evaluate_prints_per_policy_returns(tmp_path):
+    out = tmp_path / "run"
+    assert run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=1", "training.train_batch_size=64",
+               "env_runners.rollout_fragment_length=8", "--output", str(out), "--quiet").returncode == 0
+    p = run("evaluate", str(out / "checkpoint"), "--episodes", "2")
+    assert p.returncode == 0, p.stderr
+    assert "evaluation/policy_return_mean/predator" in p.stdout and "evaluation/episodes: 2" in p.stdout
+
+
+def test_graph_prints_operators_and_edges():
+    p = run("graph", "scenarios/cartpole_ppo.yaml")
+    assert p.returncode == 0, p.stderr
+    assert "concat: concat(min_env_steps=2048)" in p.stdout
+    assert "learn --results--> sync_weights" in p.stdout
+
+
+def test_bad_key_is_one_clear_line_without_traceback():
+    p = run("train", "scenarios/cartpole_ppo.yaml", "training.lrr=0.1")
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert "training.lrr" in p.stderr and "did you mean 'lr'" in p.stderr
+
+
+def test_unknown_env_is_one_clear_line(tmp_path):
+    p = run("train", "scenarios/cartpole_ppo.yaml", "environment.env=NoSuchEnv-v9", "--output", str(tmp_path / "r"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "NoSuchEnv-v9" in p.stderr
+
+
+def test_readme_commands_match_ci():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
+    setup_and_train, setup_and_test = commands[0].strip(), commands[1].strip()
+    assert setup_and_train.endswith("marl train scenarios/simple_spread_ppo.yaml")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert setup_and_test in ci, "'.ci/run' must run the README's test command"
