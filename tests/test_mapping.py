@@ -162,3 +162,41 @@ def test_policy_spec_from_any_rejects_unknown_keys():
 def test_policy_spec_from_any_rejects_wrong_type():
     with pytest.raises(MappingError, match="str"):
         PolicySpec.from_any("p", "not a spec")
+
+
+def test_policy_spec_from_any_model_null_or_bad_type():
+    assert PolicySpec.from_any("p", {"model": None}).model == {}
+    with pytest.raises(MappingError, match="model"):
+        PolicySpec.from_any("p", {"model": [1, 2]})
+
+
+class _FakeEnv:
+    """Just what resolve_policies reads: possible_agents and per-agent spaces."""
+
+    def __init__(self, spaces: dict):
+        self.possible_agents = list(spaces)
+        self._spaces = spaces
+
+    def observation_space(self, agent):
+        return self._spaces[agent][0]
+
+    def action_space(self, agent):
+        return self._spaces[agent][1]
+
+
+def test_sharing_policy_across_different_action_spaces_raises():
+    obs = gym.spaces.Box(-1, 1, (4,), np.float32)
+    env = _FakeEnv({"a_0": (obs, gym.spaces.Discrete(3)), "a_1": (obs, gym.spaces.Discrete(7))})
+    with pytest.raises(MappingError) as info:
+        resolve_policies(env, {"shared": PolicySpec()}, PolicyMapping(None, ["shared"]))
+    msg = str(info.value)
+    assert "shared" in msg and "action" in msg
+    assert "a_1" in msg and "Discrete(7)" in msg and "Discrete(3)" in msg
+
+
+def test_agents_with_equal_spaces_share_a_policy():
+    obs = gym.spaces.Box(-1, 1, (4,), np.float32)
+    env = _FakeEnv({f"a_{i}": (obs, gym.spaces.Discrete(3)) for i in range(3)})
+    resolved, agents_of = resolve_policies(env, {"shared": PolicySpec()}, PolicyMapping(None, ["shared"]))
+    assert agents_of == {"shared": ["a_0", "a_1", "a_2"]}
+    assert resolved["shared"].observation_space == obs

@@ -50,6 +50,13 @@ def config_from_dict(data: dict, overrides: list[str] | None = None, where: str 
         cls = config_class(plain_top["algo"])
         defaults = cls().to_dict()
         defaults.pop("workflow")
+        # A mapping value in the file (model, env_config, policies, ...) replaces the default
+        # outright, as the builder does; only sections themselves merge key by key.
+        for section, values in plain_top.items():
+            if isinstance(values, dict) and isinstance(defaults.get(section), dict):
+                for key, value in values.items():
+                    if isinstance(value, dict):
+                        defaults[section].pop(key, None)
         merged = OmegaConf.merge(OmegaConf.create(defaults), raw)
         resolved = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as err:

@@ -123,9 +123,10 @@ def _type_name(hint) -> str:
 
 
 def update_section(section, section_name: str, values: dict) -> None:
-    """Sets `values` on a section dataclass, naming any bad key or value."""
+    """Sets `values` on a section dataclass, naming any bad key or value; all or nothing."""
     fields = section_fields(section)
     hints = typing.get_type_hints(type(section))
+    checked = {}
     for key, value in values.items():
         if key not in fields:
             near = difflib.get_close_matches(str(key), list(fields), n=1)
@@ -146,4 +147,6 @@ def update_section(section, section_name: str, values: dict) -> None:
                 raise ConfigError(f"'{section_name}.{key}' must be <= {meta['max']}, got {coerced!r}")
             if "choices" in meta and coerced not in meta["choices"]:
                 raise ConfigError(f"'{section_name}.{key}' must be one of {list(meta['choices'])}, got {coerced!r}")
-        setattr(section, key, coerced)
+        checked[key] = coerced
+    for key, value in checked.items():
+        setattr(section, key, value)

@@ -67,6 +67,7 @@ class Learner:
 
     def _update_policy(self, pid: str, batch: SampleBatch) -> dict[str, float]:
         cfg = self.train_cfg
+        batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
         for connector in self.algo.learner_connectors(cfg):
             batch = connector(batch)
         module, optimizer = self.module[pid], self.optimizers[pid]

@@ -44,7 +44,12 @@ class PolicySpec:
                 raise MappingError(
                     f"multi_agent.policies.{policy_id}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
                 )
-            return PolicySpec(**{k: (dict(v) if k == "model" else v) for k, v in value.items()})
+            model = value.get("model") or {}
+            if not isinstance(model, Mapping):
+                raise MappingError(
+                    f"multi_agent.policies.{policy_id}.model must be a mapping of options, got {type(model).__name__}"
+                )
+            return PolicySpec(**{**value, "model": dict(model)})
         raise MappingError(
             f"multi_agent.policies.{policy_id}: expected a PolicySpec, a mapping or null, got {type(value).__name__}"
         )
@@ -133,7 +138,8 @@ def resolve_policies(
             elif a_act != act_space:
                 raise MappingError(
                     f"policy '{pid}' is shared by agents with different action spaces: "
-                    f"'{agent}' has {a_act}, but another has {act_space}; map them to different policies"
+                    f"'{agent}' has {a_act}, but {agents[0] if agents[0] != agent else 'the spec'} has {act_space}; "
+                    "map them to different policies"
                 )
         if obs_space is None or act_space is None:
             raise MappingError(
