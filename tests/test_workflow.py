@@ -204,8 +204,8 @@ def test_async_sampling_on_ray_runners_bounds_policy_lag(ray_session):
         lags = [algo.train()["perf/policy_lag_max"] for _ in range(6)]
     finally:
         algo.stop()
-    # A runner's next request is sent as soon as its fragment arrives, before the learner trains on
-    # it and broadcasts: that request was produced with weights at most one update per in-flight
-    # request (2 runners x 1) plus its own predecessor's update behind.
+    # A runner is asked again only after the learner trained on its last fragment and queued the
+    # new weights ahead of the request; the other runner's in-flight fragment (2 runners x 1 in
+    # flight) may be trained first, so data is at most that many updates old.
     assert max(lags) >= 1, "asynchronous sampling should show some lag"
-    assert max(lags) <= 2 * 1 + 1, lags
+    assert max(lags) <= 2 * 1, lags

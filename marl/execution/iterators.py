@@ -109,12 +109,17 @@ def gather_async(group, metrics: SharedMetrics, num_async: int = 1, method: str 
         for index in range(group.num_remote):
             for _ in range(num_async):
                 in_flight[group.call_remote(index, method)] = index
+        refill = None
         while True:
+            # The runner whose result we yielded last is asked again only now, when the consumer
+            # comes back for more: by then it has trained on that result and queued fresh weights
+            # to the runner ahead of this request (actor calls run in order).
+            if refill is not None:
+                in_flight[group.call_remote(refill, method)] = refill
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             ref = ready[0]
-            index = in_flight.pop(ref)
-            result = ray.get(ref)
-            in_flight[group.call_remote(index, method)] = index
-            yield index, result
+            refill = in_flight.pop(ref)
+            result = group.get_remote(refill, ref, method)
+            yield refill, result
 
     return LocalIterator(gen, metrics, f"gather_async({method}, num_async={num_async})")

@@ -24,6 +24,13 @@ def _make_adam(params, lr: float, eps: float):
         return torch.optim.Adam(params, lr=lr, eps=eps)
 
 
+def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    # Arrays that came through Ray's object store are read-only views; torch wants writable memory.
+    if not array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array)
+    return torch.from_numpy(array)
+
+
 class Learner:
     def __init__(self, config, specs: dict):
         torch.set_num_threads(config.learners_cfg.num_threads)
@@ -72,7 +79,7 @@ class Learner:
             batch = connector(batch)
         module, optimizer = self.module[pid], self.optimizers[pid]
         module.train()
-        tensors = {k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in self.algo.loss_columns if k in batch}
+        tensors = {k: _as_tensor(batch[k]) for k in self.algo.loss_columns if k in batch}
         n = len(batch)
         size = min(cfg.minibatch_size, n)
         sums: dict[str, torch.Tensor] = {}

@@ -30,6 +30,7 @@ class EnvRunnerGroup:
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
         self._weights_ref = None  # latest weights in the object store (for restarts)
         self._weights_version = 0
+        self._acks: dict = {}  # set_weights calls in flight -> runner index
         if not self.is_local:
             import ray
 
@@ -59,6 +60,16 @@ class EnvRunnerGroup:
     def call_remote(self, index: int, method: str, *args):
         return getattr(self.remote[index], method).remote(*args)
 
+    def get_remote(self, index: int, ref, method: str, *args):
+        """The result of `call_remote`; a dead runner is restarted and asked again."""
+        import ray
+
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as err:
+            self._restart(index, err)
+            return ray.get(getattr(self.remote[index], method).remote(*args))
+
     def _restart(self, index: int, err: Exception) -> None:
         import ray
 
@@ -82,14 +93,27 @@ class EnvRunnerGroup:
             return
         import ray
 
+        self._check_acks()
         self._weights_ref = ray.put(weights)  # one copy in the object store, read by every runner
         targets = range(self.num_remote) if indices is None else indices
-        refs = {i: self.remote[i].set_weights.remote(self._weights_ref) for i in targets}
-        for i, ref in refs.items():
+        # Not waited for: a runner busy sampling applies the weights right after, before any later
+        # call (actor calls run in order), and the driver goes on meanwhile.
+        for i in targets:
+            self._acks[self.remote[i].set_weights.remote(self._weights_ref)] = i
+
+    def _check_acks(self) -> None:
+        """Surfaces failures of earlier weight syncs that have finished (restarting dead runners)."""
+        import ray
+
+        if not self._acks:
+            return
+        done, _ = ray.wait(list(self._acks), num_returns=len(self._acks), timeout=0)
+        for ref in done:
+            index = self._acks.pop(ref)
             try:
                 ray.get(ref)
             except ray.exceptions.RayActorError as err:
-                self._restart(i, err)
+                self._restart(index, err)
 
     def stop(self) -> None:
         if self.local is not None:
