@@ -327,3 +327,19 @@ def test_multi_rl_module_partial_state():
     assert not torch.allclose(a["predator"].forward_train(y)["vf_preds"], b["predator"].forward_train(y)["vf_preds"])
     assert "prey" in a and "nobody" not in a
     assert sorted(a.keys()) == ["predator", "prey"]
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu", "silu"])
+def test_fast_acting_path_matches_train_forward(activation):
+    import gymnasium as gym
+
+    from marl.modules import ActorCriticMLP
+
+    torch.manual_seed(0)
+    module = ActorCriticMLP(gym.spaces.Box(-1, 1, (5,)), gym.spaces.Discrete(4), {"hiddens": [16, 8], "activation": activation})
+    obs = {"obs": torch.randn(7, 5)}
+    train = module.forward_train(obs)
+    explore = module.forward_exploration(obs)
+    torch.testing.assert_close(explore["action_dist_inputs"], train["action_dist_inputs"])
+    torch.testing.assert_close(explore["vf_preds"], train["vf_preds"])
+    torch.testing.assert_close(module.forward_inference(obs)["action_dist_inputs"], train["action_dist_inputs"])

@@ -32,7 +32,8 @@ class ActionAdapter:
             raise TypeError(f"unsupported action space {space}; supported: Discrete, MultiDiscrete, Box")
 
     def _discrete(self, actions: np.ndarray) -> list:
-        return (actions + self.space.start).tolist()
+        start = int(self.space.start)
+        return actions.tolist() if start == 0 else (actions + start).tolist()
 
     def _multi_discrete(self, actions: np.ndarray) -> list:
         return list(actions.reshape((len(actions),) + self.shape) + self.space.start)

@@ -36,7 +36,7 @@ class PolicyCollector:
     def _alloc(self, capacity: int) -> None:
         old = getattr(self, "cols", None)
         self.cols = {k: np.zeros((capacity,) + shape, dtype) for k, (shape, dtype) in self.spec.items()}
-        if old is not None:
+        if old is not None:  # grown mid-fragment: keep the rows so far (the rest is zeros already)
             for k, arr in old.items():
                 self.cols[k][: self.n] = arr[: self.n]
         self.capacity = capacity
@@ -48,7 +48,7 @@ class PolicyCollector:
         self.vf_preds = self.cols[sb.VF_PREDS]
 
     def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t) -> int:
-        """Writes m rows; returns the index of the first. Rewards and flags start at zero."""
+        """Writes m rows; returns the index of the first. Rewards and flags start at zero (see build)."""
         m = len(obs)
         start, end = self.n, self.n + m
         if end > self.capacity:
@@ -64,8 +64,6 @@ class PolicyCollector:
         c[sb.AGENT_INDEX][start:end] = agent_index
         c[sb.ENV_INDEX][start:end] = env_index
         c[sb.T][start:end] = t
-        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE):
-            c[name][start:end] = 0
         self.n = end
         return start
 
@@ -80,5 +78,8 @@ class PolicyCollector:
         if n > 1:
             end[:-1] = (eps[1:] != eps[:-1]) | (agent[1:] != agent[:-1])
         batch[sb.SEGMENT_END] = end | batch[sb.TERMINATEDS] | batch[sb.TRUNCATEDS]
+        # The accumulating columns start the next fragment at zero (one write here, not one per step).
+        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE):
+            cols[name][:n] = 0
         self.n = 0
         return batch

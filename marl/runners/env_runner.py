@@ -96,22 +96,27 @@ class EnvRunner:
     # -- one lockstep step over all envs ------------------------------------
     def _act(self, collect: bool, explore: bool) -> list[dict]:
         """One forward pass per policy over the acting agents of all envs; returns per-env action dicts."""
-        groups: dict[str, tuple[list, list, list]] = {}
+        # pid -> (env indices, agent ids, raw obs, episode ids, env steps, agent indices)
+        groups: dict[str, tuple[list, list, list, list, list, list]] = {}
+        agent_index = self.agent_index
         for k in range(self.num_envs):
             episode = self._episodes[k]
-            binding = episode.policy_of
+            binding, eps_id, t = episode.policy_of, episode.id, episode.t
             for agent, ob in self._obs[k].items():
                 pid = binding.get(agent) or self._bind(episode, agent)
                 group = groups.get(pid)
                 if group is None:
-                    group = groups[pid] = ([], [], [])
+                    group = groups[pid] = ([], [], [], [], [], [])
                 group[0].append(k)
                 group[1].append(agent)
                 group[2].append(ob)
-                episode.agent_steps[agent].append(episode.t)
+                group[3].append(eps_id)
+                group[4].append(t)
+                group[5].append(agent_index[agent])
+                episode.agent_steps[agent].append(t)
 
         actions: list[dict] = [{} for _ in range(self.num_envs)]
-        for pid, (envs_idx, agents, raw_obs) in groups.items():
+        for pid, (envs_idx, agents, raw_obs, eps_ids, steps, agent_idx) in groups.items():
             obs, mask = self.preprocessors[pid](raw_obs, update_filter=collect)
             module = self.module[pid]
             inputs = {"obs": torch.from_numpy(obs)}
@@ -128,13 +133,10 @@ class EnvRunner:
             act = act_t.numpy()
             env_actions = self.action_adapters[pid](act)
             if collect:
-                logp = dist.logp(act_t).numpy()
+                with torch.inference_mode():
+                    logp = dist.logp(act_t).numpy()
                 vf = out["vf_preds"].numpy()
-                ks = np.asarray(envs_idx)
-                eps_ids = np.fromiter((self._episodes[k].id for k in envs_idx), np.int64, len(envs_idx))
-                t = np.fromiter((self._episodes[k].t for k in envs_idx), np.int32, len(envs_idx))
-                agent_idx = np.fromiter((self.agent_index[a] for a in agents), np.int32, len(agents))
-                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, ks, t)
+                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, envs_idx, steps)
                 for k, agent in zip(envs_idx, agents):
                     self._pending[k][agent] = (pid, row)
                     row += 1
