@@ -86,10 +86,11 @@ class Learner:
         steps = 0
         params = [p for p in module.parameters() if p.requires_grad]
         for _ in range(cfg.num_epochs):
+            # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
             order = torch.from_numpy(self.rng.permutation(n))
+            shuffled = {k: t[order] for k, t in tensors.items()}
             for start in range(0, n, size):
-                idx = order[start : start + size]
-                minibatch = {k: t[idx] for k, t in tensors.items()}
+                minibatch = {k: t[start : start + size] for k, t in shuffled.items()}
                 loss, stats = self.algo.loss(module, minibatch, cfg)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
