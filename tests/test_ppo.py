@@ -192,3 +192,17 @@ def test_remote_learner_and_runners_on_ray(ray_session):
         assert versions == [algo.get_weights()["version"]] * 2
     finally:
         algo.stop()
+
+
+def test_killed_runner_is_restarted_with_current_weights(ray_session):
+    algo = tag_config().env_runners(num_env_runners=2).build()
+    try:
+        algo.train()
+        ray_session.kill(algo.runners.remote[0], no_restart=True)
+        r = algo.train()  # the dead runner's sample fails, it is recreated, synced and asked again
+        assert r["fault/runner_restarts"] == 1
+        assert r["env_steps_total"] == 400
+        versions = ray_session.get([a.get_weights_version.remote() for a in algo.runners.remote])
+        assert versions == [algo.get_weights()["version"]] * 2
+    finally:
+        algo.stop()

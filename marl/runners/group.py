@@ -30,7 +30,7 @@ class EnvRunnerGroup:
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
         self._weights_ref = None  # latest weights in the object store (for restarts)
         self._weights_version = 0
-        self._acks: dict = {}  # set_weights calls in flight -> runner index
+        self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
         if not self.is_local:
             import ray
 
@@ -99,7 +99,8 @@ class EnvRunnerGroup:
         # Not waited for: a runner busy sampling applies the weights right after, before any later
         # call (actor calls run in order), and the driver goes on meanwhile.
         for i in targets:
-            self._acks[self.remote[i].set_weights.remote(self._weights_ref)] = i
+            actor = self.remote[i]
+            self._acks[actor.set_weights.remote(self._weights_ref)] = (i, actor)
 
     def _check_acks(self) -> None:
         """Surfaces failures of earlier weight syncs that have finished (restarting dead runners)."""
@@ -109,11 +110,12 @@ class EnvRunnerGroup:
             return
         done, _ = ray.wait(list(self._acks), num_returns=len(self._acks), timeout=0)
         for ref in done:
-            index = self._acks.pop(ref)
+            index, actor = self._acks.pop(ref)
             try:
                 ray.get(ref)
             except ray.exceptions.RayActorError as err:
-                self._restart(index, err)
+                if self.remote[index] is actor:  # not yet replaced by a failed sample call
+                    self._restart(index, err)
 
     def stop(self) -> None:
         if self.local is not None:
