@@ -149,9 +149,6 @@ class AlgorithmConfig:
     def validate(self) -> None:
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
-        t = self.training_cfg
-        if hasattr(t, "minibatch_size") and hasattr(t, "train_batch_size") and t.minibatch_size > t.train_batch_size * 1000:
-            raise ConfigError("'training.minibatch_size' is larger than any train batch could be")
         ids = list(self.policy_specs())
         if self.multi_agent_cfg.policies_to_train is not None:
             for pid in self.multi_agent_cfg.policies_to_train:
