@@ -29,7 +29,6 @@ class EnvRunnerGroup:
         self.restarts = 0
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
         self._weights_ref = None  # latest weights in the object store (for restarts)
-        self._weights_version = 0
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
         if not self.is_local:
             import ray
@@ -45,17 +44,8 @@ class EnvRunnerGroup:
     def call_all(self, method: str, *args) -> list:
         if self.is_local:
             return [getattr(self.local, method)(*args)]
-        import ray
-
-        refs = [getattr(a, method).remote(*args) for a in self.remote]
-        results = []
-        for index, ref in enumerate(refs):
-            try:
-                results.append(ray.get(ref))
-            except ray.exceptions.RayActorError as err:
-                self._restart(index, err)
-                results.append(ray.get(getattr(self.remote[index], method).remote(*args)))
-        return results
+        refs = [self.call_remote(index, method, *args) for index in range(self.num_remote)]
+        return [self.get_remote(index, ref, method, *args) for index, ref in enumerate(refs)]
 
     def call_remote(self, index: int, method: str, *args):
         return getattr(self.remote[index], method).remote(*args)
@@ -87,7 +77,6 @@ class EnvRunnerGroup:
     # -- weights ------------------------------------------------------------
     def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
         """Sends weights to all runners (or `indices`); a no-op for runners already at this version."""
-        self._weights_version = weights["version"]
         if self.is_local:
             self.local.set_weights(weights)
             return
