@@ -1,6 +1,6 @@
 """marl: multi-agent reinforcement learning, declared as a dataflow graph of operators."""
 
-from marl.algorithms import Algorithm, AlgorithmConfig, ConfigError, PPOConfig, load_scenario
+from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, PPOConfig, load_module, load_scenario
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.envs import MultiAgentEnv, make_env, register_env
 from marl.modules import MultiRLModule, RLModule
@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Algorithm",
     "AlgorithmConfig",
+    "CheckpointError",
     "ConfigError",
     "MultiAgentBatch",
     "MultiAgentEnv",
@@ -21,6 +22,7 @@ __all__ = [
     "RLModule",
     "SampleBatch",
     "Workflow",
+    "load_module",
     "load_scenario",
     "make_env",
     "register_env",

@@ -46,13 +46,24 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from marl.algorithms import Algorithm
+    from marl.algorithms import Algorithm, CheckpointError
 
-    algo = Algorithm.from_checkpoint(args.checkpoint)
+    if args.episodes < 1:
+        print(f"marl: error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        return 2
+    # Evaluation needs no training runners or learner actors: build those in-process.
+    overrides = ["env_runners.num_env_runners=0", "learners.num_learners=0"]
     try:
-        result = algo.evaluate(args.episodes)
+        algo = Algorithm.from_checkpoint(args.checkpoint, overrides=overrides)
+    except CheckpointError as err:
+        print(f"marl: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        result = algo.evaluate(args.episodes, unit="episodes", explore=args.explore or None)
     finally:
         algo.stop()
+    print(f"checkpoint {args.checkpoint} (iteration {algo.iteration}): {result['evaluation/episodes']} episodes, "
+          f"{'sampled' if args.explore else 'greedy'} actions")
     for key, value in result.items():
         print(f"{key}: {_fmt(value, '.2f') if isinstance(value, float) else value}")
     return 0
@@ -84,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint", description="Run greedy episodes from a checkpoint.")
     evaluate.add_argument("checkpoint", help="checkpoint directory (a run's checkpoint/)")
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
+    evaluate.add_argument("--explore", action="store_true", help="sample actions instead of acting greedily")
     evaluate.set_defaults(fn=cmd_evaluate)
 
     graph = sub.add_parser("graph", help="print a scenario's workflow graph", description="Print the workflow's operators and edges.")

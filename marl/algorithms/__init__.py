@@ -2,9 +2,22 @@
 
 from marl.algorithms.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
+from marl.algorithms.checkpoint import CheckpointError, load_connector_state, load_module
 from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.registry import ALGORITHMS, config_class
 from marl.algorithms.scenario import config_from_dict, load_scenario
 from marl.algorithms.sections import ConfigError
 
-__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmConfig", "ConfigError", "PPOConfig", "config_class", "config_from_dict", "load_scenario"]
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "AlgorithmConfig",
+    "CheckpointError",
+    "ConfigError",
+    "PPOConfig",
+    "config_class",
+    "config_from_dict",
+    "load_connector_state",
+    "load_module",
+    "load_scenario",
+]

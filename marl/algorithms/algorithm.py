@@ -3,29 +3,47 @@
 `train()` pulls one item out of the workflow's report node; there is no
 hand-written training loop here. PPO, and any later algorithm, differ only in
 the graph and the loss their config supplies.
+
+Checkpoints (`save`, `restore`, `from_checkpoint`; layout in `checkpoint.py`)
+hold everything a run needs to go on: weights, optimiser and connector state,
+counters, report totals, every RNG (driver, learner, each runner's), each
+runner's in-progress episodes and any registered component state (replay
+buffers). Resume guarantee: a seeded run with synchronous sampling that is
+saved after iteration N and restored -- in this process or a new one, with
+the same config -- produces bit-identical weights and results to an
+uninterrupted run from iteration N on, provided the envs are deterministic
+given their reset seed and actions (every Gymnasium and PettingZoo env that
+draws only from its seeded `np_random` is; a restore warns when a replayed
+episode diverges). Restoring with a different number of env runners or env
+copies, after a runner restart, or with asynchronous sampling (fragments in
+flight are not saved) continues correctly but not bit-identically.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import shutil
-import tempfile
+import random
 from pathlib import Path
 
 import numpy as np
 
+from marl.algorithms import checkpoint as ckpt
+from marl.algorithms.evaluation import Evaluator
+from marl.algorithms.sections import ConfigError
+from marl.algorithms.state_files import StateFileError, read_tree, write_tree
 from marl.envs import make_env
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
 from marl.learners import LearnerGroup
 from marl.policies import resolve_policies
-from marl.runners import EnvRunner, EnvRunnerGroup
+from marl.runners import EnvRunnerGroup
 from marl.workflow import ExecutionContext, Workflow
 
-CHECKPOINT_SCHEMA = 1
+log = logging.getLogger(__name__)
+
+CheckpointError = ckpt.CheckpointError
 
 
 def ensure_ray(num_cpus: int | None = None) -> None:
@@ -45,6 +63,10 @@ class Algorithm:
     def __init__(self, config):
         self.config = config
         logging.getLogger("marl").setLevel(config.debugging_cfg.log_level)
+        seed = config.debugging_cfg.seed
+        if seed is not None:  # user code (envs, mapping functions) drawing from the global generators
+            random.seed(seed)
+            np.random.seed(seed)
         if config.env_runners_cfg.num_env_runners > 0 or config.learners_cfg.num_learners > 0:
             needed = config.env_runners_cfg.num_env_runners * config.env_runners_cfg.num_cpus_per_env_runner
             needed += config.learners_cfg.num_learners * config.learners_cfg.num_cpus_per_learner
@@ -54,6 +76,7 @@ class Algorithm:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
         finally:
             probe.close()
+        self._check_models()
         self.learners = LearnerGroup(config, self.policy_specs)
         self.runners = EnvRunnerGroup(config)
         self.metrics = SharedMetrics()
@@ -62,7 +85,25 @@ class Algorithm:
         self._sync_runners()  # runners must act with the learner's weights from the first step
         self._results = self.workflow.compile(self._context)
         self.iteration = 0
-        self._eval_runner: EnvRunner | None = None
+        self._evaluator: Evaluator | None = None
+        self._saved_evaluation_states: list[dict] | None = None
+
+    def _check_models(self) -> None:
+        """Builds each policy's module once, so a bad model option is a ConfigError before any actor starts."""
+        import torch
+
+        from marl.modules import build_module
+
+        for pid, spec in self.policy_specs.items():
+            model = self.config.model_for(pid)
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    build_module(spec.module_class, spec.observation_space, spec.action_space, model)
+            except (ValueError, TypeError) as err:
+                raise ConfigError(
+                    f"the model of policy '{pid}' (training.model with multi_agent.policies.{pid}.model: {model}) "
+                    f"cannot be built: {err}"
+                ) from None
 
     def _make_workflow(self) -> Workflow:
         wf = self.config.workflow
@@ -71,8 +112,6 @@ class Algorithm:
         elif isinstance(wf, dict):
             wf = Workflow.from_dict(wf)
         elif not isinstance(wf, Workflow):
-            from marl.algorithms.sections import ConfigError
-
             raise ConfigError(f"'workflow' must be a Workflow or its YAML form, got {type(wf).__name__}")
         return wf.validate()
 
@@ -83,33 +122,37 @@ class Algorithm:
 
     # -- the user's verbs -----------------------------------------------------
     def train(self) -> dict:
-        """One iteration: one item out of the workflow's report node."""
+        """One iteration: one item out of the workflow's report node (plus an evaluation when one is due)."""
+        ev = self.config.evaluation_cfg
+        due = bool(ev.evaluation_interval) and (self.iteration + 1) % ev.evaluation_interval == 0
+        parallel = due and ev.evaluation_parallel_to_training
+        if parallel:  # the evaluation runners play the current weights while this iteration trains
+            self._get_evaluator().start(self.learners.get_weights())
         result = next(self._results)
         self.iteration += 1
         result["iteration"] = self.iteration
         result["fault/runner_restarts"] = self.runners.restarts
-        interval = self.config.evaluation_cfg.evaluation_interval
-        if interval and self.iteration % interval == 0:
-            result.update(self.evaluate())
+        if due:
+            result.update(self._get_evaluator().collect() if parallel else self.evaluate())
         return result
 
-    def evaluate(self, num_episodes: int | None = None) -> dict:
-        """Episodes with the current weights on a separate in-process runner (greedy unless configured)."""
-        cfg = self.config.evaluation_cfg
-        n = num_episodes or cfg.evaluation_duration
-        if self._eval_runner is None:
-            self._eval_runner = EnvRunner(self.config, worker_index=10_000)
-        self._eval_runner.set_weights(self.learners.get_weights())
-        episodes = self._eval_runner.evaluate(n, explore=cfg.evaluation_explore)
-        out = {
-            "evaluation/episode_return_mean": float(np.mean([e["return"] for e in episodes])),
-            "evaluation/episode_len_mean": float(np.mean([e["length"] for e in episodes])),
-            "evaluation/episodes": len(episodes),
-        }
-        for pid in self.policy_specs:
-            values = [e["policy_returns"][pid] for e in episodes if pid in e["policy_returns"]]
-            out[f"evaluation/policy_return_mean/{pid}"] = float(np.mean(values)) if values else math.nan
-        return out
+    def evaluate(self, duration: int | None = None, unit: str | None = None, explore: bool | None = None) -> dict:
+        """One evaluation with the current weights on the evaluation runners; `evaluation/...` results.
+
+        `duration`, `unit` ("episodes" | "env_steps") and `explore` default to the
+        config's `evaluation` section.
+        """
+        evaluator = self._get_evaluator()
+        evaluator.start(self.learners.get_weights(), duration, unit, explore)
+        return evaluator.collect()
+
+    def _get_evaluator(self) -> Evaluator:
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self.config, list(self.policy_specs))
+            if self._saved_evaluation_states:
+                self._evaluator.set_states(self._saved_evaluation_states)
+                self._saved_evaluation_states = None
+        return self._evaluator
 
     def stop_reason(self, result: dict) -> str | None:
         """Which `stop` criterion the result meets, if any."""
@@ -129,98 +172,223 @@ class Algorithm:
         return self.learners.get_weights()
 
     # -- checkpoints ----------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> str:
-        """Writes a checkpoint directory atomically (temp dir + rename): weights as safetensors, no pickled code."""
-        import torch
+    def register_checkpointable(self, name: str, component) -> None:
+        """Adds a component (with get_state() and set_state(state)) that checkpoints save and restore by `name`.
+
+        Operators register their own state on the ExecutionContext the same way
+        (`ctx.checkpointables[name] = component`), e.g. replay buffers.
+        """
+        if not (callable(getattr(component, "get_state", None)) and callable(getattr(component, "set_state", None))):
+            raise TypeError(f"checkpointable '{name}' needs get_state() and set_state(state) methods")
+        self._context.checkpointables[name] = component
+
+    def save(self, path: str | os.PathLike, *, skip: tuple[str, ...] | list[str] = ()) -> str:
+        """Writes a checkpoint directory atomically; returns its path.
+
+        `skip`: registered components to leave out (a name, or a prefix ending
+        in '/', e.g. "replay/" for every replay buffer); they keep their fresh
+        state at restore.
+        """
         from safetensors.numpy import save_file
 
+        from marl.algorithms.algorithm_config import _plain
+        from marl.algorithms.state_files import fsync_file
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        weights = self.learners.get_weights()
+        tmp = ckpt.new_temp_directory(path)
+        learner = self.learners.get_state()
+        weights = learner["weights"]
+        trained = self.config.trained_policy_ids(list(self.policy_specs))
+        policies = {}
+        (tmp / "policies").mkdir()
         for pid, state in weights["modules"].items():
-            save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(tmp / f"policy_{pid}.safetensors"))
-        torch.save(self.learners.get_optimizer_state(), tmp / "optimizers.pt")
-        manifest = {
-            "schema_version": CHECKPOINT_SCHEMA,
-            "marl_version": _version(),
+            file = f"policies/{ckpt.file_stem(pid)}.safetensors"
+            save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(tmp / file))
+            fsync_file(tmp / file)
+            spec = self.policy_specs[pid]
+            policies[pid] = {
+                "file": file,
+                "module_class": _plain(spec.module_class),
+                "model": _plain(self.config.model_for(pid)),
+                "observation_space": ckpt.space_to_json(spec.observation_space),
+                "action_space": ckpt.space_to_json(spec.action_space),
+                "trained": pid in trained,
+            }
+        ckpt.save_step("policies_written")
+        learner["weights"] = {k: v for k, v in weights.items() if k != "modules"}  # the weights are in policies/
+        write_tree(learner, tmp / "learner", "state")
+        ckpt.save_step("learner_written")
+        runner_states = self.runners.get_states()
+        for i, state in enumerate(runner_states):
+            write_tree(state, tmp / "runners", str(i))
+        evaluation_states = self._evaluator.get_states() if self._evaluator is not None else []
+        for i, state in enumerate(evaluation_states):
+            write_tree(state, tmp / "evaluation_runners", str(i))
+        ckpt.save_step("runners_written")
+        extra = {}
+        for name, component in self._context.checkpointables.items():
+            if any(name == s or (s.endswith("/") and name.startswith(s)) for s in skip):
+                continue
+            stem = ckpt.file_stem(name)
+            write_tree(component.get_state(), tmp / "extra", stem)
+            extra[name] = stem
+        ckpt.save_step("extra_written")
+        import torch
+
+        write_tree(
+            {
+                "iteration": self.iteration,
+                "counters": dict(self.metrics.counters),
+                "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+            },
+            tmp,
+            "algorithm",
+        )
+        ckpt.write_manifest(tmp, {
+            "schema_version": ckpt.SCHEMA_VERSION,
+            "marl_version": ckpt.marl_version(),
             "algo": self.config.algo_name,
             "config": self.config.to_dict(),
             "iteration": self.iteration,
             "weights_version": weights["version"],
-            "counters": dict(self.metrics.counters),
-            "policies": list(weights["modules"]),
-            "connectors": {pid: {k: np.asarray(v).tolist() for k, v in s.items()} for pid, s in weights["connectors"].items()},
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+            "policies": policies,
+            "runners": len(runner_states),
+            "evaluation_runners": len(evaluation_states),
+            "extra": extra,
+        })
+        ckpt.save_step("manifest_written")
+        ckpt.commit_directory(tmp, path)
         return str(path)
 
     def restore(self, path: str | os.PathLike) -> None:
-        import torch
-        from safetensors.numpy import load_file
-
+        """Continues from a checkpoint of the same algorithm and policies (any number of env runners)."""
         path = Path(path)
-        manifest = read_manifest(path)
-        modules = {pid: load_file(str(path / f"policy_{pid}.safetensors")) for pid in manifest["policies"]}
-        connectors = {pid: {k: (float(v) if k == "count" else np.asarray(v)) for k, v in s.items()} for pid, s in manifest["connectors"].items()}
-        self.learners.set_weights({"version": manifest["weights_version"], "modules": modules, "connectors": connectors})
-        self.learners.set_optimizer_state(torch.load(path / "optimizers.pt", weights_only=True))
+        manifest = ckpt.read_manifest(path)
+        self._check_compatible(path, manifest)
+        try:
+            if "v1" in manifest:
+                self._restore_v1(path, manifest)
+            else:
+                self._restore_v2(path, manifest)
+        except StateFileError as err:
+            raise CheckpointError(f"checkpoint '{path}' is damaged: {err}") from None
+        self._sync_runners()
+
+    def _check_compatible(self, path: Path, manifest: dict) -> None:
+        algo = manifest.get("algo")
+        if algo != self.config.algo_name:
+            raise CheckpointError(f"checkpoint '{path}' is a {algo} checkpoint; this algorithm is {self.config.algo_name}")
+        saved, ours = set(manifest["policies"]), set(self.policy_specs)
+        if saved != ours:
+            raise CheckpointError(
+                f"checkpoint '{path}' has policies {sorted(saved)}; this algorithm has {sorted(ours)} "
+                f"(missing: {sorted(ours - saved)}, extra: {sorted(saved - ours)})"
+            )
+
+    def _load_learner(self, path: Path, learner: dict) -> None:
+        trained = set(self.config.trained_policy_ids(list(self.policy_specs)))
+        learner["optimizers"] = {pid: s for pid, s in learner["optimizers"].items() if pid in trained}
+        try:
+            self.learners.set_state(learner)
+        except (RuntimeError, KeyError, ValueError) as err:
+            raise CheckpointError(
+                f"checkpoint '{path}' does not fit this algorithm's modules: {str(err).splitlines()[0]}"
+            ) from None
+
+    def _restore_v2(self, path: Path, manifest: dict) -> None:
+        import torch
+
+        learner = read_tree(path / "learner", "state")
+        learner["weights"]["modules"] = {pid: ckpt.load_policy_weights(path, manifest, pid) for pid in manifest["policies"]}
+        # A fresh compile: operators start from clean buffers (and re-register), the report from the saved totals.
+        self._results = self.workflow.compile(self._context)
+        self.metrics.timers.clear()
+        self._load_learner(path, learner)
+        algorithm = read_tree(path, "algorithm")
+        self.iteration = int(algorithm["iteration"])
+        self.metrics.counters.clear()
+        self.metrics.counters.update(algorithm["counters"])
+        self.metrics.drain_episodes()
+        runner_states = [read_tree(path / "runners", str(i)) for i in range(manifest["runners"])]
+        self.runners.set_states(runner_states)
+        evaluation_states = [read_tree(path / "evaluation_runners", str(i)) for i in range(manifest["evaluation_runners"])]
+        if self._evaluator is not None:
+            self._evaluator.set_states(evaluation_states)
+        else:
+            self._saved_evaluation_states = evaluation_states or None
+        for name, stem in manifest["extra"].items():
+            component = self._context.checkpointables.get(name)
+            if component is None:
+                log.warning("checkpoint '%s' holds state for '%s', which this algorithm does not have; ignored", path, name)
+                continue
+            component.set_state(read_tree(path / "extra", stem))
+        for name in set(self._context.checkpointables) - set(manifest["extra"]):
+            log.warning("checkpoint '%s' has no state for '%s'; it starts fresh", path, name)
+        rng = algorithm["rng"]  # last: nothing above may draw from the driver's generators afterwards
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        torch.set_rng_state(rng["torch"])
+
+    def _restore_v1(self, path: Path, manifest: dict) -> None:
+        """Schema 1: weights, optimisers, connectors and counters; runners start new episodes."""
+        import torch
+
+        modules = {pid: ckpt.load_policy_weights(path, manifest, pid) for pid in manifest["policies"]}
+        connectors = {
+            pid: {k: (float(v) if k == "count" else np.asarray(v)) for k, v in s.items()}
+            for pid, s in manifest["v1"]["connectors"].items()
+        }
+        try:
+            optimizers = torch.load(path / manifest["v1"]["optimizers"], weights_only=True)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint '{path}' is incomplete: {manifest['v1']['optimizers']} is missing") from None
+        learner = {"weights": {"version": manifest["weights_version"], "modules": modules, "connectors": connectors},
+                   "optimizers": optimizers}
+        self._load_learner(path, learner)
         self.metrics.counters.clear()
         self.metrics.counters.update(manifest["counters"])
         self.iteration = manifest["iteration"]
-        self._sync_runners()
+        log.warning("checkpoint '%s' has schema version 1: no runner or RNG state, the run goes on with new episodes", path)
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike) -> "Algorithm":
+    def from_checkpoint(cls, path: str | os.PathLike, overrides: list[str] | None = None, config=None) -> "Algorithm":
+        """An algorithm rebuilt from a checkpoint's resolved config and restored.
+
+        `overrides` (`key=value`, as on the command line) change the config
+        first, e.g. `["env_runners.num_env_runners=4"]`; or pass a whole
+        `config` (needed when the policy mapping is a Python callable).
+        """
         from marl.algorithms.scenario import config_from_dict
 
-        manifest = read_manifest(Path(path))
-        data = dict(manifest["config"])
-        if data.get("multi_agent", {}).get("policy_mapping") and str(data["multi_agent"]["policy_mapping"]).startswith("<callable"):
-            raise ValueError(
-                "this checkpoint's policy mapping is a Python callable; build the config in Python and call algo.restore(path)"
-            )
-        algo = config_from_dict(data, where=f"checkpoint {path}").build()
-        algo.restore(path)
+        path = Path(path)
+        manifest = ckpt.read_manifest(path)
+        if config is None:
+            data = dict(manifest["config"])
+            mapping = data.get("multi_agent", {}).get("policy_mapping")
+            if isinstance(mapping, str) and mapping.startswith("<callable"):
+                raise CheckpointError(
+                    f"checkpoint '{path}': its policy mapping is a Python callable ({mapping}); build the config in "
+                    "Python and call Algorithm.from_checkpoint(path, config=config)"
+                )
+            config = config_from_dict(data, overrides, where=f"checkpoint '{path}'")
+        elif overrides:
+            raise ValueError("from_checkpoint takes overrides or a config, not both")
+        algo = config.build()
+        try:
+            algo.restore(path)
+        except BaseException:
+            algo.stop()
+            raise
         return algo
 
     def stop(self) -> None:
         self.runners.stop()
         self.learners.stop()
-        if self._eval_runner is not None:
-            self._eval_runner.stop()
+        if self._evaluator is not None:
+            self._evaluator.stop()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.stop()
-
-
-def read_manifest(path: Path) -> dict:
-    file = path / "manifest.json"
-    if not file.is_file():
-        raise FileNotFoundError(f"'{path}' is not a marl checkpoint (no manifest.json)")
-    manifest = json.loads(file.read_text())
-    if manifest.get("schema_version") != CHECKPOINT_SCHEMA:
-        raise ValueError(
-            f"checkpoint '{path}' has schema version {manifest.get('schema_version')}; this marl reads version {CHECKPOINT_SCHEMA}"
-        )
-    return manifest
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("marl")
-    except Exception:
-        return "0+unknown"

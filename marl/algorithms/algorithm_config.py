@@ -28,6 +28,7 @@ from marl.algorithms.sections import (
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 
 SECTION_NAMES = ("environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop")
+EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
 
 
 class AlgorithmParts:
@@ -154,6 +155,40 @@ class AlgorithmConfig:
             for pid in self.multi_agent_cfg.policies_to_train:
                 if pid not in ids:
                     raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
+        ev = self.evaluation_cfg
+        if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
+            raise ConfigError(
+                "'evaluation.evaluation_parallel_to_training' needs remote evaluation runners: "
+                "set 'evaluation.evaluation_num_env_runners' >= 1 (0 evaluates in-process, between iterations)"
+            )
+        self.evaluation_runner_config()  # names any bad key of evaluation.evaluation_config now, not at the first evaluation
+
+    def evaluation_runner_config(self) -> "AlgorithmConfig":
+        """The config of the evaluation runners: this one with `evaluation.evaluation_config` applied.
+
+        `evaluation_config` holds section overrides ({environment: {...}, env_runners: {...}});
+        `environment.env_config` merges key by key into the training env_config.
+        """
+        import difflib
+
+        ev = self.evaluation_cfg
+        cfg = self.copy()
+        for name, values in (ev.evaluation_config or {}).items():
+            where = f"evaluation.evaluation_config.{name}"
+            if name not in EVALUATION_OVERRIDE_SECTIONS:
+                near = difflib.get_close_matches(str(name), EVALUATION_OVERRIDE_SECTIONS, n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                raise ConfigError(
+                    f"unknown section '{where}'{hint}; evaluation_config may override {list(EVALUATION_OVERRIDE_SECTIONS)}"
+                )
+            if not isinstance(values, dict):
+                raise ConfigError(f"'{where}' must be a mapping of keys to values, got {type(values).__name__}")
+            values = dict(values)
+            if name == "environment" and isinstance(values.get("env_config"), dict):
+                values["env_config"] = {**cfg.environment_cfg.env_config, **values["env_config"]}
+            update_section(getattr(cfg, name + "_cfg"), where, values)  # errors name 'evaluation.evaluation_config.<section>.<key>'
+        cfg.env_runners_cfg.num_env_runners = ev.evaluation_num_env_runners
+        return cfg
 
     def policy_specs(self) -> dict[str, PolicySpec]:
         policies = self.multi_agent_cfg.policies or {DEFAULT_POLICY_ID: None}

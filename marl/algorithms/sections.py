@@ -62,13 +62,23 @@ class LearnersSection:
 class DebuggingSection:
     seed: int | None = doc("base seed; each runner and env copy derives its own", None)
     log_level: str = doc("python logging level", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    validate_env: bool = doc("check every env reset/step against the multi-agent env contract (agents, spaces, flags)", False)
 
 
 @dataclass
 class EvaluationSection:
     evaluation_interval: int | None = doc("evaluate every N iterations; null: never during training", None, min=1)
-    evaluation_duration: int = doc("episodes per evaluation", 10, min=1)
+    evaluation_duration: int = doc("length of one evaluation, in evaluation_duration_unit", 10, min=1)
+    evaluation_duration_unit: str = doc("episodes | env_steps", "episodes", choices=("episodes", "env_steps"))
+    evaluation_num_env_runners: int = doc("remote evaluation runners; 0 evaluates in-process", 0, min=0)
     evaluation_explore: bool = doc("sample actions during evaluation instead of acting greedily", False)
+    evaluation_config: dict = doc(
+        "overrides for the evaluation runners, by section: {environment: {env_config: {...}}, env_runners: {...}}",
+        default_factory=dict,
+    )
+    evaluation_parallel_to_training: bool = doc(
+        "evaluate on the remote evaluation runners while the iteration trains (weights of the previous iteration)", False
+    )
 
 
 @dataclass

@@ -68,6 +68,15 @@ class MeanStdFilter:
     def get_state(self) -> dict:
         return self.central
 
+    def snapshot(self) -> dict:
+        """Central statistics and the local delta not yet shipped (what a runner checkpoint keeps)."""
+        return {"central": self.central, "delta": self.delta}
+
+    def load_snapshot(self, snapshot: dict) -> None:
+        self.set_state(snapshot["central"])
+        self.delta = {k: (np.array(v) if k != "count" else float(v)) for k, v in snapshot["delta"].items()}
+        self._combined = None
+
 
 class ObservationPreprocessor:
     """Raw observations of one policy's agents -> (obs float32 [m, d], action_mask or None)."""

@@ -8,10 +8,14 @@ from marl.envs.base import EnvError, MultiAgentEnv
 from marl.envs.gymnasium import GymnasiumAdapter
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
 from marl.envs.registry import make_env, register_env, registered_envs, wrap_env
+from marl.envs.validation import EnvChecker, EnvOutputError, EnvStepError
 
 __all__ = [
     "AECEnvAdapter",
+    "EnvChecker",
     "EnvError",
+    "EnvOutputError",
+    "EnvStepError",
     "GymnasiumAdapter",
     "MultiAgentEnv",
     "ParallelEnvAdapter",

@@ -49,6 +49,12 @@ class LearnerGroup:
     def set_optimizer_state(self, state: dict) -> None:
         self._call("set_optimizer_state", state)
 
+    def get_state(self) -> dict:
+        return self._call("get_state")
+
+    def set_state(self, state: dict) -> None:
+        self._call("set_state", state)
+
     def stop(self) -> None:
         if self.remote is not None:
             import ray

@@ -9,6 +9,8 @@ observation-filter state) is here, shared by all algorithms.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import torch
 
@@ -130,6 +132,32 @@ class Learner:
     def set_optimizer_state(self, state: dict) -> None:
         for pid, opt_state in state.items():
             self.optimizers[pid].load_state_dict(opt_state)
+
+    # -- checkpoints ----------------------------------------------------------
+    def get_state(self) -> dict:
+        """Everything a checkpoint needs to continue this learner exactly (a tree of arrays and plain values).
+
+        Subclasses that hold more (target networks, say) add entries; a checkpoint
+        stores whatever tree this returns, without pickling.
+        """
+        return {
+            "weights": self.get_weights(),
+            "optimizers": self.get_optimizer_state(),
+            "rng": {
+                "numpy": self.rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "python": random.getstate(),
+            },
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.set_weights(state["weights"])
+        self.set_optimizer_state(state["optimizers"])
+        rng = state.get("rng")
+        if rng:
+            self.rng.bit_generator.state = rng["numpy"]
+            torch.set_rng_state(rng["torch"])
+            random.setstate(rng["python"])
 
     def ping(self) -> str:
         return "ok"

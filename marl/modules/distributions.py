@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 
 class Distribution:
-    def sample(self) -> torch.Tensor:
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A random action per row, drawn from `generator` (torch's global generator when None)."""
         raise NotImplementedError
 
     def deterministic_sample(self) -> torch.Tensor:
@@ -35,9 +36,10 @@ class Categorical(Distribution):
     def __init__(self, logits: torch.Tensor):
         self.log_probs = F.log_softmax(logits, dim=-1)
 
-    def sample(self) -> torch.Tensor:
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         # Gumbel-max: one kernel, no normalisation pass.
-        u = torch.rand_like(self.log_probs).clamp_(1e-20, 1.0)
+        lp = self.log_probs
+        u = torch.rand(lp.shape, generator=generator, dtype=lp.dtype, device=lp.device).clamp_(1e-20, 1.0)
         return torch.argmax(self.log_probs - torch.log(-torch.log(u)), dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
@@ -61,8 +63,8 @@ class MultiCategorical(Distribution):
     def __init__(self, logits: torch.Tensor, nvec: list[int]):
         self.parts = [Categorical(chunk) for chunk in torch.split(logits, list(nvec), dim=-1)]
 
-    def sample(self) -> torch.Tensor:
-        return torch.stack([c.sample() for c in self.parts], dim=-1)
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.stack([c.sample(generator) for c in self.parts], dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
         return torch.stack([c.deterministic_sample() for c in self.parts], dim=-1)
@@ -85,8 +87,9 @@ class DiagGaussian(Distribution):
         self.log_std = log_std.clamp(-20.0, 2.0)
         self.std = self.log_std.exp()
 
-    def sample(self) -> torch.Tensor:
-        return self.mean + self.std * torch.randn_like(self.mean)
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        m = self.mean
+        return m + self.std * torch.randn(m.shape, generator=generator, dtype=m.dtype, device=m.device)
 
     def deterministic_sample(self) -> torch.Tensor:
         return self.mean

@@ -5,36 +5,80 @@ acting agents of all K envs by policy, runs ONE forward pass per policy,
 writes the rows into preallocated per-policy columns, and steps every env.
 A fragment of `rollout_fragment_length` steps per env comes back as a
 `MultiAgentBatch` plus the metrics of the episodes that finished.
+
+Randomness and resumption. A runner draws from its own generators only: a
+torch generator for action sampling and, per env copy, a NumPy generator
+that picks the seed of every env reset. All derive from
+(`debugging.seed`, worker index, incarnation, env copy) through NumPy's
+SeedSequence, so each runner and env copy has its own stream and an
+in-process run is reproducible. Because every episode starts from a recorded
+reset seed, `get_state()` captures an env copy's in-progress episode as that
+seed plus the actions taken since; `set_state()` replays them. That restores
+the env exactly for any env that is deterministic given its reset seed and
+actions (a digest of the observations checks it), without pickling the env.
 """
 
 from __future__ import annotations
 
-import itertools
+import hashlib
+import logging
+import os
 
 import numpy as np
 import torch
 
 from marl.connectors import ActionAdapter, ObservationPreprocessor
 from marl.data import Episode, MultiAgentBatch
-from marl.envs import EnvError, make_env, register_env
+from marl.envs import EnvChecker, EnvOutputError, EnvStepError, make_env, register_env
+from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule, build_module
-from marl.policies import PolicyMapping, resolve_policies
+from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector
 
 ALL = "__all__"
+log = logging.getLogger(__name__)
+
+
+def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
+    """The SeedSequence of a component identified by `key` (None: fresh OS entropy)."""
+    return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
+
+
+def obs_digest(obs: dict) -> str:
+    """A hash of an observation dict (arrays by dtype, shape and bytes), to check a replayed episode."""
+    h = hashlib.sha1()
+
+    def add(value):
+        if isinstance(value, dict):
+            for key in sorted(value, key=str):
+                h.update(str(key).encode())
+                add(value[key])
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                add(v)
+        else:
+            a = np.asarray(value)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+
+    add(obs)
+    return h.hexdigest()
 
 
 class EnvRunner:
-    def __init__(self, config, worker_index: int = 0):
+    def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
+        """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
         torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
         self.config = config
         self.worker_index = worker_index
+        self.incarnation = incarnation
         env_cfg, run_cfg = config.environment_cfg, config.env_runners_cfg
-        seed = config.debugging_cfg.seed
-        self._base_seed = None if seed is None else int(seed) + 10_007 * worker_index  # derived per runner
-        if self._base_seed is not None:
-            torch.manual_seed(self._base_seed)  # before the modules exist: their init is seeded too
         self.num_envs = run_cfg.num_envs_per_env_runner
+        root = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation)
+        runner_seq, *env_seqs = root.spawn(1 + self.num_envs)
+        torch_seed = int(runner_seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        self.torch_rng = torch.Generator().manual_seed(torch_seed)  # action sampling: never the global generator
+        self._reset_rngs = [np.random.default_rng(s) for s in env_seqs]  # one stream of reset seeds per env copy
         self.fragment_length = run_cfg.rollout_fragment_length
         if getattr(config, "env_creator", None) is not None:  # a name registered in the driver process
             register_env(env_cfg.env, config.env_creator)
@@ -46,9 +90,11 @@ class EnvRunner:
         self.mapping: PolicyMapping = config.policy_mapping()
         self.specs, agents_of = resolve_policies(env0, config.policy_specs(), self.mapping)
         self.policy_ids = list(self.specs)
-        self.module = MultiRLModule(
-            {pid: build_module(s.module_class, s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
-        )
+        with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
+            torch.manual_seed(torch_seed)
+            self.module = MultiRLModule(
+                {pid: build_module(s.module_class, s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
+            )
         self.module.eval()
         normalize = run_cfg.observation_filter == "mean_std"
         self.preprocessors = {pid: ObservationPreprocessor(s.observation_space, normalize) for pid, s in self.specs.items()}
@@ -63,34 +109,50 @@ class EnvRunner:
             self.collectors[pid] = PolicyCollector(pre.dim, act.shape, act.dtype, mask_dim, capacity)
 
         self.weights_version = 0
-        self._episode_ids = itertools.count((worker_index << 40) + 1)
+        self._next_episode_id = (worker_index << 40) + 1
         self._obs: list[dict] = [{} for _ in range(self.num_envs)]
         self._episodes: list[Episode | None] = [None] * self.num_envs
         # pending[k][agent] = (policy id, row) of the agent's last action still collecting reward
         self._pending: list[dict] = [{} for _ in range(self.num_envs)]
         self._finished: list[dict] = []
         self._started = False
+        self._active = list(range(self.num_envs))  # env copies being stepped (evaluation retires some)
+        # What replays an env copy's in-progress episode: its reset seed and the actions since.
+        self._reset_seeds: list[int | None] = [None] * self.num_envs
+        self._replay: list[list[dict]] = [[] for _ in range(self.num_envs)]
+        self._checkers = None
+        if config.debugging_cfg.validate_env:
+            self._checkers = [EnvChecker(env, self._label(k)) for k, env in enumerate(self.envs)]
+
+    def _label(self, k: int) -> str:
+        return f"env '{self.config.environment_cfg.env}' (runner {self.worker_index}, env copy {k})"
 
     # -- episodes -----------------------------------------------------------
-    def _reset_env(self, k: int, first: bool) -> None:
-        seed = None
-        if first and self._base_seed is not None:
-            seed = self._base_seed + k
-        obs, _ = self.envs[k].reset(seed=seed)
+    def _reset_env(self, k: int) -> None:
+        seed = int(self._reset_rngs[k].integers(2**31 - 1))
+        try:
+            obs, _ = self.envs[k].reset(seed=seed)
+        except Exception as err:
+            raise EnvStepError(f"{self._label(k)} raised in reset(seed={seed}): {type(err).__name__}: {err}") from err
+        if self._checkers is not None:
+            self._checkers[k].check_reset(obs)
         self._obs[k] = obs
-        self._episodes[k] = Episode(id=next(self._episode_ids), env_index=k)
+        self._reset_seeds[k] = seed
+        self._replay[k] = []
+        self._episodes[k] = Episode(id=self._next_episode_id, env_index=k)
+        self._next_episode_id += 1
         self._pending[k] = {}
 
     def _bind(self, episode: Episode, agent: str) -> str:
         pid = self.mapping(agent, episode)
         if pid not in self.specs:
-            raise ValueError(f"policy_mapping sent agent '{agent}' to unknown policy '{pid}'; known: {self.policy_ids}")
+            raise MappingError(f"policy_mapping sent agent '{agent}' to unknown policy '{pid}'; known: {self.policy_ids}")
         episode.bind(agent, pid)
         return pid
 
     def _start(self) -> None:
         for k in range(self.num_envs):
-            self._reset_env(k, first=True)
+            self._reset_env(k)
         self._started = True
 
     # -- one lockstep step over all envs ------------------------------------
@@ -99,7 +161,7 @@ class EnvRunner:
         # pid -> (env indices, agent ids, raw obs, episode ids, env steps, agent indices)
         groups: dict[str, tuple[list, list, list, list, list, list]] = {}
         agent_index = self.agent_index
-        for k in range(self.num_envs):
+        for k in self._active:
             episode = self._episodes[k]
             binding, eps_id, t = episode.policy_of, episode.id, episode.t
             for agent, ob in self._obs[k].items():
@@ -125,7 +187,7 @@ class EnvRunner:
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
-                act_t = dist.sample()
+                act_t = dist.sample(self.torch_rng)
             else:
                 out = module.forward_inference(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -148,17 +210,22 @@ class EnvRunner:
         """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
         truncated_rows: dict[str, tuple[list, list]] = {}  # pid -> (rows, final obs) needing V(s')
         collectors = self.collectors
-        for k, env in enumerate(self.envs):
+        envs, replay, checkers = self.envs, self._replay, self._checkers
+        for k in self._active:
+            replay[k].append(actions[k])
             try:
-                obs, rewards, terminateds, truncateds, _ = env.step(actions[k])
+                result = envs[k].step(actions[k])
             except Exception as err:  # name where it happened; the original error stays attached
                 episode = self._episodes[k]
-                raise EnvError(
-                    f"env '{self.config.environment_cfg.env}' (runner {self.worker_index}, copy {k}) raised at "
-                    f"episode step {episode.t} with actions {actions[k]}: {type(err).__name__}: {err}"
+                raise EnvStepError(
+                    f"{self._label(k)} raised at episode step {episode.t} while agents {list(actions[k])} acted "
+                    f"(actions {actions[k]}): {type(err).__name__}: {err}"
                 ) from err
+            obs, rewards, terminateds, truncateds, _ = unpack_step(result, self._label(k))
             episode = self._episodes[k]
             episode.t += 1
+            if checkers is not None:
+                checkers[k].check_step(actions[k], obs, rewards, terminateds, truncateds, episode.t)
             pending = self._pending[k]
             returns = episode.agent_returns
             for agent, r in rewards.items():
@@ -193,12 +260,12 @@ class EnvRunner:
                             collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
                     episode.done = True
                     self._finished.append(episode.metrics())
-                    self._reset_env(k, first=False)
+                    self._reset_env(k)
                     continue
             self._obs[k] = obs
         if truncated_rows:
             self._bootstrap(truncated_rows)
-        return self.num_envs
+        return len(self._active)
 
     def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list]]) -> None:
         """V(s') for rows whose trajectory piece ends without termination: one pass per policy."""
@@ -250,16 +317,127 @@ class EnvRunner:
         }
         return MultiAgentBatch(batches, env_steps, info)
 
-    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
-        """Runs until `num_episodes` episodes finish (no rows kept); returns their metrics."""
-        if not self._started:
-            self._start()
-        done: list[dict] = []
-        while len(done) < num_episodes:
-            self._step_envs(self._act(collect=False, explore=explore), collect=False)
-            done.extend(self._finished)
+    def evaluate(self, duration: int, unit: str = "episodes", explore: bool = False) -> dict:
+        """Fresh episodes with the current weights; no rows kept, no filter statistics updated.
+
+        unit="episodes": the first `duration` episodes started run to their end
+        (an env copy retires once its episode is not among them, so short
+        episodes are not favoured). unit="env_steps": lockstep steps until
+        `duration` env steps; the episodes that finished count. Returns
+        {"episodes": [metrics...], "env_steps": int}.
+        """
+        if unit not in ("episodes", "env_steps"):
+            raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
+        for k in range(self.num_envs):  # every evaluation starts new episodes under the current weights
+            self._reset_env(k)
+        self._started = True
+        self._finished = []
+        first = self._episodes[0].id
+        kept: list[dict] = []
+        steps = 0
+        try:
+            if unit == "episodes":
+                self._active = [k for k in range(self.num_envs) if self._episodes[k].id - first < duration]
+                while self._active:
+                    steps += self._step_envs(self._act(collect=False, explore=explore), collect=False)
+                    kept.extend(e for e in self._finished if e["episode_id"] - first < duration)
+                    self._finished = []
+                    self._active = [k for k in self._active if self._episodes[k].id - first < duration]
+            else:
+                while steps < duration:
+                    steps += self._step_envs(self._act(collect=False, explore=explore), collect=False)
+                    kept.extend(self._finished)
+                    self._finished = []
+        finally:
+            self._active = list(range(self.num_envs))
             self._finished = []
-        return done[:num_episodes]
+        return {"episodes": kept, "env_steps": steps}
+
+    # -- checkpoints --------------------------------------------------------
+    def get_state(self) -> dict:
+        """RNG states, in-progress episodes (reset seed + actions since) and filter statistics.
+
+        Taken between `sample()` calls, when no row is waiting for its reward.
+        """
+        envs = []
+        for k in range(self.num_envs):
+            episode = self._episodes[k]
+            envs.append({
+                "reset_rng": self._reset_rngs[k].bit_generator.state,
+                "reset_seed": self._reset_seeds[k],
+                "actions": list(self._replay[k]),
+                "obs_digest": obs_digest(self._obs[k]),
+                "episode": None if episode is None else {
+                    "id": episode.id, "t": episode.t, "policy_of": dict(episode.policy_of),
+                    "agent_steps": {a: list(v) for a, v in episode.agent_steps.items()},
+                    "agent_returns": dict(episode.agent_returns),
+                },
+            })
+        return {
+            "started": self._started,
+            "next_episode_id": self._next_episode_id,
+            "torch_rng": self.torch_rng.get_state(),
+            "envs": envs,
+            "filters": {pid: p.filter.snapshot() for pid, p in self.preprocessors.items() if p.filter is not None},
+        }
+
+    def set_state(self, state: dict) -> None:
+        """Continues from `get_state()`'s output: replays each env copy's in-progress episode.
+
+        Env copies beyond the saved ones keep their own fresh streams (a restore
+        with more env copies per runner). Weights are not part of the state: the
+        next `set_weights` always loads.
+        """
+        self.torch_rng.set_state(state["torch_rng"])
+        self._next_episode_id = int(state["next_episode_id"])
+        for pid, snap in state.get("filters", {}).items():
+            if pid in self.preprocessors and self.preprocessors[pid].filter is not None:
+                self.preprocessors[pid].filter.load_snapshot(snap)
+        self.weights_version = -1
+        self._finished = []
+        saved = state["envs"][: self.num_envs]
+        for k, env_state in enumerate(saved):
+            self._reset_rngs[k].bit_generator.state = env_state["reset_rng"]
+        if not state["started"]:
+            self._started = False
+            return
+        for k, env_state in enumerate(saved):
+            self._replay_episode(k, env_state)
+        for k in range(len(saved), self.num_envs):
+            self._reset_env(k)
+        self._started = True
+
+    def _replay_episode(self, k: int, env_state: dict) -> None:
+        env, seed = self.envs[k], env_state["reset_seed"]
+        obs, _ = env.reset(seed=seed)
+        actions = env_state["actions"]
+        for t, step_actions in enumerate(actions):
+            obs, _, terminateds, truncateds, _ = unpack_step(env.step(step_actions), self._label(k))
+            if terminateds.get(ALL, False) or truncateds.get(ALL, False):
+                raise EnvOutputError(
+                    f"{self._label(k)}: replaying the saved episode (reset seed {seed}) ended it at step {t + 1} "
+                    f"of {len(actions)}: the env is not deterministic given its reset seed and actions"
+                )
+            ended = [a for a, d in terminateds.items() if d] + [a for a, d in truncateds.items() if d]
+            if ended:
+                obs = dict(obs)
+                for agent in ended:
+                    obs.pop(agent, None)
+        if obs_digest(obs) != env_state["obs_digest"]:
+            log.warning(
+                "%s: replaying the saved episode (reset seed %s, %d steps) gave other observations than at save time: "
+                "the env is not deterministic given its reset seed and actions, so this resume is not exact",
+                self._label(k), seed, len(actions),
+            )
+        self._obs[k] = obs
+        self._reset_seeds[k] = seed
+        self._replay[k] = list(actions)
+        self._pending[k] = {}
+        e = env_state["episode"]
+        self._episodes[k] = Episode(
+            id=int(e["id"]), env_index=k, t=int(e["t"]), policy_of=dict(e["policy_of"]),
+            agent_steps={a: list(v) for a, v in e["agent_steps"].items()}, agent_returns=dict(e["agent_returns"]),
+        )
 
     def set_weights(self, weights: dict) -> int:
         """Loads modules (and observation-filter state); skipped when the version is already loaded."""
@@ -281,6 +459,9 @@ class EnvRunner:
 
     def ping(self) -> str:
         return "ok"
+
+    def getpid(self) -> int:
+        return os.getpid()
 
     def stop(self) -> None:
         for env in self.envs:

@@ -1,34 +1,52 @@
 """The env runners of a run: one in-process runner, or N Ray actors.
 
 Remote work is Ray actors; waiting is `ray.get`/`ray.wait`; weights travel
-through the object store, put once per version and shared by all runners. A
-runner actor that dies is recreated, given the current weights before its
-samples are used, and counted in `restarts`.
+through the object store, put once per version and shared by all runners.
+
+A runner that fails -- its actor process died, or its env raised
+(`EnvStepError`) -- is recreated with fresh seeds (its incarnation counts
+up), given the current weights and connector state before its samples are
+used, and asked again; the iteration goes on. Failures are counted in
+`restarts`; past `env_runners.max_runner_restarts` the run stops with a
+`RunnerFailedError` naming the runner and the last failure. An env that
+returns malformed output (`EnvOutputError`) or a bad policy mapping is a bug,
+not a transient fault: it is raised at once.
 """
 
 from __future__ import annotations
 
 import logging
 
+from marl.envs import EnvError, EnvStepError
+from marl.policies import MappingError
 from marl.runners.env_runner import EnvRunner
 
 log = logging.getLogger(__name__)
 
 
-class RunnerFailedError(RuntimeError):
-    pass
+class RunnerFailedError(EnvError):
+    """Env runners failed more often than `env_runners.max_runner_restarts` allows."""
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 class EnvRunnerGroup:
-    def __init__(self, config):
+    def __init__(self, config, first_index: int = 0):
+        """`first_index` offsets the runners' worker indices (evaluation runners get their own seeds)."""
         self.config = config
+        self.first_index = first_index
         self.num_remote = config.env_runners_cfg.num_env_runners
         self.is_local = self.num_remote == 0
-        self.local: EnvRunner | None = EnvRunner(config, 0) if self.is_local else None
+        self.local: EnvRunner | None = EnvRunner(config, first_index) if self.is_local else None
         self.remote: list = []
         self.restarts = 0
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
+        self._incarnations = [0] * max(1, self.num_remote)  # per runner slot: restarts get fresh seeds
         self._weights_ref = None  # latest weights in the object store (for restarts)
+        self._last_weights = None  # the same, for the in-process runner
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
         if not self.is_local:
             import ray
@@ -38,46 +56,87 @@ class EnvRunnerGroup:
             ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
 
     def _make_actor(self, index: int):
-        return self._actor_cls.options(max_concurrency=1).remote(self.config, index + 1)
+        return self._actor_cls.options(max_concurrency=1).remote(
+            self.config, self.first_index + index + 1, self._incarnations[index]
+        )
 
     # -- calls --------------------------------------------------------------
     def call_all(self, method: str, *args) -> list:
         if self.is_local:
-            return [getattr(self.local, method)(*args)]
+            return [self.call_local(method, *args)]
         refs = [self.call_remote(index, method, *args) for index in range(self.num_remote)]
         return [self.get_remote(index, ref, method, *args) for index, ref in enumerate(refs)]
+
+    def call_local(self, method: str, *args):
+        """A call on the in-process runner; one whose env raised is rebuilt and asked again."""
+        while True:
+            try:
+                return getattr(self.local, method)(*args)
+            except EnvStepError as err:
+                self._count_failure(self.first_index, f"its env raised: {_first_line(err)}", err)
+                self.local.stop()
+                self._incarnations[0] += 1
+                self.local = EnvRunner(self.config, self.first_index, self._incarnations[0])
+                if self._last_weights is not None:
+                    self.local.set_weights(self._last_weights)
 
     def call_remote(self, index: int, method: str, *args):
         return getattr(self.remote[index], method).remote(*args)
 
     def get_remote(self, index: int, ref, method: str, *args):
-        """The result of `call_remote`; a dead runner is restarted and asked again."""
+        """The result of `call_remote`; a runner that died or whose env raised is restarted and asked again."""
         import ray
 
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayActorError as err:
-            self._restart(index, err)
-            return ray.get(getattr(self.remote[index], method).remote(*args))
+        while True:
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayActorError as err:
+                self._restart(index, f"its process died: {_first_line(err)}", err)
+            except ray.exceptions.RayTaskError as err:
+                cause = err.cause
+                if isinstance(cause, EnvStepError):
+                    self._restart(index, f"its env raised: {_first_line(cause)}", cause)
+                elif isinstance(cause, (EnvError, MappingError)):
+                    raise cause from None  # the env or the mapping is wrong: one clear message, no retry
+                else:
+                    raise
+            ref = getattr(self.remote[index], method).remote(*args)
 
-    def _restart(self, index: int, err: Exception) -> None:
-        import ray
-
+    def _count_failure(self, worker_index: int, reason: str, err: BaseException) -> None:
         self.restarts += 1
         if self.restarts > self.max_restarts:
             raise RunnerFailedError(
-                f"env runner {index + 1} died ({err}); {self.restarts} restarts exceed "
+                f"env runner {worker_index} failed ({reason}); {self.restarts} runner failures exceed "
                 f"env_runners.max_runner_restarts={self.max_restarts}"
             ) from err
-        log.warning("env runner %d died (%s); restarting it", index + 1, err)
-        self.remote[index] = self._make_actor(index)
-        if self._weights_ref is not None:
-            ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+        log.warning("env runner %d failed (%s); restarting it", worker_index, reason)
+
+    def _restart(self, index: int, reason: str, err: BaseException) -> None:
+        """A new actor in slot `index`, holding the current weights before anything else is asked of it."""
+        import ray
+
+        while True:
+            self._count_failure(self.first_index + index + 1, reason, err)
+            try:
+                ray.kill(self.remote[index])  # an actor whose env raised is still alive
+            except Exception:
+                pass
+            self._incarnations[index] += 1
+            self.remote[index] = self._make_actor(index)
+            try:
+                if self._weights_ref is not None:
+                    ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+                else:
+                    ray.get(self.remote[index].ping.remote())
+                return
+            except ray.exceptions.RayActorError as again:  # the replacement died too (e.g. its env cannot be made)
+                reason, err = f"its replacement died: {_first_line(again)}", again
 
     # -- weights ------------------------------------------------------------
     def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
         """Sends weights to all runners (or `indices`); a no-op for runners already at this version."""
         if self.is_local:
+            self._last_weights = weights
             self.local.set_weights(weights)
             return
         import ray
@@ -104,7 +163,23 @@ class EnvRunnerGroup:
                 ray.get(ref)
             except ray.exceptions.RayActorError as err:
                 if self.remote[index] is actor:  # not yet replaced by a failed sample call
-                    self._restart(index, err)
+                    self._restart(index, f"its process died: {_first_line(err)}", err)
+
+    # -- checkpoints ----------------------------------------------------------
+    def get_states(self) -> list[dict]:
+        """Each runner's `get_state()`, in runner order."""
+        return self.call_all("get_state")
+
+    def set_states(self, states: list[dict]) -> None:
+        """Gives runner i the saved state i; runners beyond the saved ones keep their fresh state."""
+        if self.is_local:
+            if states:
+                self.local.set_state(states[0])
+            return
+        n = min(len(states), self.num_remote)
+        refs = [self.call_remote(i, "set_state", states[i]) for i in range(n)]
+        for i, ref in enumerate(refs):
+            self.get_remote(i, ref, "set_state", states[i])
 
     def stop(self) -> None:
         if self.local is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from marl.data import MultiAgentBatch
 from marl.execution import LocalIterator, SharedMetrics, gather_async, gather_sync, union
@@ -29,6 +29,9 @@ class ExecutionContext:
     runners: object  # EnvRunnerGroup
     learners: object  # LearnerGroup
     metrics: SharedMetrics
+    # name -> object with get_state()/set_state(state): operator state a checkpoint keeps (report totals,
+    # replay buffers, ...). State trees hold dicts, lists, numbers, strings and arrays (see state_files).
+    checkpointables: dict = field(default_factory=dict)
 
 
 def operator_param_names(cls) -> list[str]:

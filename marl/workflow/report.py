@@ -28,6 +28,17 @@ class ResultBuilder:
         self.last_env_steps = 0
         self.last_agent_steps = 0
         self.timer_totals: dict[str, float] = {}
+        ctx.checkpointables["report"] = self  # a restored run continues its totals (time_total_s, episodes_total)
+
+    def get_state(self) -> dict:
+        return {"time_total_s": self.time_total_s, "episodes_total": self.episodes_total,
+                "last_env_steps": self.last_env_steps, "last_agent_steps": self.last_agent_steps}
+
+    def set_state(self, state: dict) -> None:
+        self.time_total_s = float(state["time_total_s"])
+        self.episodes_total = int(state["episodes_total"])
+        self.last_env_steps = int(state["last_env_steps"])
+        self.last_agent_steps = int(state["last_agent_steps"])
 
     def build(self, learner_results: dict, started: float, now: float) -> dict:
         metrics = self.ctx.metrics

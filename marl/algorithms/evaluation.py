@@ -1,0 +1,92 @@
+"""Evaluation: episodes on runners of their own, apart from the training runners.
+
+The evaluation runners are an `EnvRunnerGroup` built from the config's
+`evaluation` section: `evaluation_num_env_runners` remote actors (0: one
+in-process runner), the env config merged with `evaluation_config`, seeds of
+their own (worker indices from `EVALUATION_FIRST_INDEX`), and the same
+restart-on-failure as the training runners. They never touch the training
+runners' envs or random streams, so evaluating does not change what
+training does. `start()` sends the current weights and launches the
+episodes; `collect()` waits for them: with remote runners, training can run
+in between (`evaluation_parallel_to_training`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from marl.runners import EnvRunnerGroup
+
+EVALUATION_FIRST_INDEX = 1_000
+
+
+def _mean(values) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def split(total: int, parts: int) -> list[int]:
+    """`total` as `parts` near-equal shares (the first ones one larger)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+class Evaluator:
+    def __init__(self, config, policy_ids: list[str]):
+        self.cfg = config.evaluation_cfg
+        self.policy_ids = list(policy_ids)
+        self.group = EnvRunnerGroup(config.evaluation_runner_config(), first_index=EVALUATION_FIRST_INDEX)
+        self._launched = None
+
+    def start(self, weights: dict, duration: int | None = None, unit: str | None = None, explore: bool | None = None):
+        """Syncs `weights` (modules and connector state) and launches one evaluation."""
+        duration = self.cfg.evaluation_duration if duration is None else int(duration)
+        unit = unit or self.cfg.evaluation_duration_unit
+        explore = self.cfg.evaluation_explore if explore is None else bool(explore)
+        if duration < 1:
+            raise ValueError(f"evaluation duration must be >= 1, got {duration}")
+        self.group.sync_weights(weights)
+        started = time.perf_counter()
+        if self.group.is_local:
+            self._launched = (started, weights["version"], [self.group.call_local("evaluate", duration, unit, explore)], None)
+            return
+        shares = split(duration, self.group.num_remote)
+        calls = [(i, share) for i, share in enumerate(shares) if share > 0]
+        refs = [(i, self.group.call_remote(i, "evaluate", share, unit, explore), (share, unit, explore)) for i, share in calls]
+        self._launched = (started, weights["version"], None, refs)
+
+    def collect(self) -> dict:
+        """The launched evaluation's results, as `evaluation/...` keys."""
+        if self._launched is None:
+            raise RuntimeError("Evaluator.collect() without start()")
+        started, version, outputs, refs = self._launched
+        self._launched = None
+        if refs is not None:
+            outputs = [self.group.get_remote(i, ref, "evaluate", *args) for i, ref, args in refs]
+        episodes = [e for out in outputs for e in out["episodes"]]
+        returns = [e["return"] for e in episodes]
+        result = {
+            "evaluation/episode_return_mean": _mean(returns),
+            "evaluation/episode_return_min": float(min(returns, default=math.nan)),
+            "evaluation/episode_return_max": float(max(returns, default=math.nan)),
+            "evaluation/episode_len_mean": _mean([e["length"] for e in episodes]),
+            "evaluation/episodes": len(episodes),
+            "evaluation/env_steps": int(sum(out["env_steps"] for out in outputs)),
+            "evaluation/weights_version": version,
+            "evaluation/time_s": time.perf_counter() - started,
+            "evaluation/runner_restarts": self.group.restarts,
+        }
+        for pid in self.policy_ids:
+            values = [e["policy_returns"][pid] for e in episodes if pid in e["policy_returns"]]
+            result[f"evaluation/policy_return_mean/{pid}"] = _mean(values)
+        return result
+
+    def get_states(self) -> list[dict]:
+        return self.group.get_states()
+
+    def set_states(self, states: list[dict]) -> None:
+        self.group.set_states(states)
+
+    def stop(self) -> None:
+        self.group.stop()
