@@ -184,6 +184,8 @@ class AlgorithmConfig:
             if not isinstance(values, dict):
                 raise ConfigError(f"'{where}' must be a mapping of keys to values, got {type(values).__name__}")
             values = dict(values)
+            if name == "env_runners" and "num_env_runners" in values:
+                raise ConfigError(f"'{where}.num_env_runners' is not used: set 'evaluation.evaluation_num_env_runners'")
             if name == "environment" and isinstance(values.get("env_config"), dict):
                 values["env_config"] = {**cfg.environment_cfg.env_config, **values["env_config"]}
             update_section(getattr(cfg, name + "_cfg"), where, values)  # errors name 'evaluation.evaluation_config.<section>.<key>'

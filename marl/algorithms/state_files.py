@@ -66,7 +66,8 @@ def encode_tree(tree, arrays: dict[str, np.ndarray], path: str = ""):
 def _encode_array(array: np.ndarray, arrays: dict, path: str) -> dict:
     if array.dtype.hasobject:
         raise StateFileError(f"cannot store an object array at '{path}' of a state tree")
-    array = np.ascontiguousarray(array)
+    if not array.flags.c_contiguous:
+        array = array.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
     if array.nbytes <= INLINE_MAX_BYTES:
         return {"dtype": array.dtype.str, "shape": list(array.shape), "b64": base64.b64encode(array.tobytes()).decode()}
     key = path or "<root>"

@@ -82,6 +82,17 @@ class MultiAgentEnv(abc.ABC):
         """Global state for centralised critics; ``None`` when unavailable."""
         return None
 
+    def np_random_source(self) -> np.random.Generator | np.random.RandomState | None:
+        """The NumPy generator the env draws its randomness from, or ``None``.
+
+        Runners save its state before an unseeded reset, so that the episode can
+        be replayed from a checkpoint (reset, restore the state, reset again,
+        re-step the recorded actions). An env without one is reset with a fresh
+        seed every episode instead, which costs a little more.
+        """
+        rng = getattr(self, "np_random", None)
+        return rng if isinstance(rng, (np.random.Generator, np.random.RandomState)) else None
+
     def close(self) -> None:
         """Release resources held by the environment."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 from marl.envs.base import (
     ALL,
@@ -74,6 +75,10 @@ class GymnasiumAdapter(MultiAgentEnv):
             {aid: truncated, ALL: done},
             {aid: info},
         )
+
+    def np_random_source(self):
+        rng = getattr(self.env.unwrapped, "np_random", None)
+        return rng if isinstance(rng, (np.random.Generator, np.random.RandomState)) else None
 
     def close(self) -> None:
         self.env.close()

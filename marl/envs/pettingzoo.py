@@ -74,6 +74,10 @@ class _PettingZooBase(MultiAgentEnv):
             return None
         return s if isinstance(s, np.ndarray) else np.asarray(s)
 
+    def np_random_source(self):
+        rng = getattr(self.env.unwrapped, "np_random", None)
+        return rng if isinstance(rng, (np.random.Generator, np.random.RandomState)) else None
+
     def close(self) -> None:
         self.env.close()
 

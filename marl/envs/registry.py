@@ -77,7 +77,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None) -> MultiAgentE
 
     Resolution order: a :func:`register_env` name; a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
-    ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``);
+    ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``;
+    either may also return a marl ``MultiAgentEnv``, used as it is);
     a Gymnasium id (``CartPole-v1``, passed ``env_config`` as ``make`` kwargs).
     Raises :class:`EnvError` if nothing resolves or ``env_config`` is rejected.
     """
@@ -151,11 +152,14 @@ def _try_module(name: str, config: dict[str, Any], tried: list[str]) -> MultiAge
             raise EnvError(
                 f"env {name!r}: env_api='parallel' but module {name} has no parallel_env()"
             )
-        return ParallelEnvAdapter(_call(name, module.parallel_env, **config))
+        made = _call(name, module.parallel_env, **config)
+        # A module may also hand out a marl MultiAgentEnv directly (one written against the protocol).
+        return made if isinstance(made, MultiAgentEnv) else ParallelEnvAdapter(made)
     if api == "aec" or (api is None and has_aec):
         if not has_aec:
             raise EnvError(f"env {name!r}: env_api='aec' but module {name} has no env()")
-        return AECEnvAdapter(_call(name, module.env, **config))
+        made = _call(name, module.env, **config)
+        return made if isinstance(made, MultiAgentEnv) else AECEnvAdapter(made)
     tried.append(f"PettingZoo module: {name} imported but has neither parallel_env() nor env()")
     return None
 

