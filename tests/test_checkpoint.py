@@ -472,3 +472,68 @@ def test_a_save_killed_at_any_point_leaves_a_restorable_checkpoint(tmp_path):
         finally:
             algo.stop()
         assert sorted(p.name for p in path.parent.iterdir()) == ["ckpt"], point
+
+
+def test_callable_mapping_needs_the_config_in_python(tmp_path):
+    def make():
+        return tag_config().multi_agent(policy_mapping_fn=lambda agent, episode: "predator" if agent.startswith("adv") else "prey")
+
+    algo = make().build()
+    try:
+        algo.train()
+        algo.save(tmp_path / "ckpt")
+        saved = weights_of(algo)
+    finally:
+        algo.stop()
+    with pytest.raises(marl.CheckpointError, match=r"policy mapping is a Python callable.*config=config"):
+        marl.Algorithm.from_checkpoint(tmp_path / "ckpt")
+    algo = marl.Algorithm.from_checkpoint(tmp_path / "ckpt", config=make())
+    try:
+        assert_same_weights(saved, weights_of(algo))
+    finally:
+        algo.stop()
+
+
+class UnseededNoise(marl.MultiAgentEnv):
+    """Draws its start state from a private, unseeded generator: replaying an episode cannot reproduce it."""
+
+    possible_agents = ["a"]
+    metadata = {"name": "unseeded", "turn_based": False}
+
+    def __init__(self):
+        import gymnasium as gym
+        import random
+
+        self.obs_space, self.act_space = gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(2)
+        self.private = random.Random()
+        self.t = 0
+
+    def observation_space(self, agent):
+        return self.obs_space
+
+    def action_space(self, agent):
+        return self.act_space
+
+    def reset(self, seed=None):
+        self.t, self.start = 0, self.private.random()
+        return {"a": np.full(2, self.start, np.float32)}, {}
+
+    def step(self, actions):
+        self.t += 1
+        done = self.t >= 50
+        return {"a": np.full(2, self.start * (1 - self.t / 50), np.float32)}, {"a": 1.0}, {"__all__": done}, {"__all__": done}, {}
+
+
+def test_restore_warns_when_an_env_does_not_replay_identically(tmp_path, caplog):
+    marl.register_env("unseeded_noise", lambda cfg: UnseededNoise())
+    config = (marl.PPOConfig().environment("unseeded_noise").env_runners(num_envs_per_env_runner=1, rollout_fragment_length=8)
+              .training(train_batch_size=8, num_epochs=1).debugging(seed=0))
+    algo = config.build()
+    try:
+        algo.train()  # mid-episode (t=8 of 50)
+        algo.save(tmp_path / "ckpt")
+        with caplog.at_level("WARNING", logger="marl"):
+            algo.restore(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    assert any("not deterministic given its reset seed and actions" in r.getMessage() for r in caplog.records)
