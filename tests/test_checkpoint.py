@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 import torch
 
 import marl
-from marl.algorithms import checkpoint as ckpt
 from marl.algorithms.state_files import StateFileError, read_tree, write_tree
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import pytest
 import ray.cloudpickle
 
