@@ -31,22 +31,31 @@ SECTION_NAMES = ("environment", "env_runners", "multi_agent", "training", "learn
 
 
 class AlgorithmParts:
-    """What an algorithm contributes to the generic learner: its loss and its learner connectors."""
+    """What an algorithm contributes to the generic learner (see `marl.learners.learner`)."""
 
     loss_columns: tuple[str, ...] = ()
+    uses_target_network = False  # the learner keeps a frozen copy of each trained module
+    per_row_stats: tuple[str, ...] = ()  # loss stats returned per row, in batch order (TD errors)
 
     @staticmethod
-    def loss(module, batch, cfg):
+    def loss(module, batch, cfg, target=None):
         raise NotImplementedError
 
     @staticmethod
     def learner_connectors(cfg) -> list[Callable]:
         return []
 
+    @staticmethod
+    def prepare(module, tensors: dict, cfg) -> dict:
+        """Columns computed with the current network once per update, before the epochs."""
+        return tensors
+
 
 class AlgorithmConfig:
     algo_name = "?"
     training_section_cls: type = object
+    default_module_class: type | str | None = None  # None: ActorCriticMLP
+    needs_next_obs = False  # runners fill the `next_obs` column (the DQN family's transitions)
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -171,6 +180,14 @@ class AlgorithmConfig:
         base = dict(getattr(self.training_cfg, "model", {}) or {})
         base.update(self.policy_specs()[policy_id].model)
         return base
+
+    def module_class_for(self, spec: PolicySpec):
+        """The module class a policy is built with: its own, else the algorithm's default."""
+        return spec.module_class if spec.module_class is not None else self.default_module_class
+
+    def replay_buffer_config(self) -> dict | None:
+        """Keyword arguments of `make_replay_buffer` for each trained policy; None: no replay."""
+        return None
 
     def algorithm_parts(self) -> AlgorithmParts:
         raise NotImplementedError
