@@ -102,10 +102,11 @@ def gather_async(
 
     With `version` (the learner's weights version) and `max_lag`, no request is
     left behind: a request's age is the learner's version minus the version of
-    the weights its runner acts with (`group.versions`); once the oldest request
-    in flight reaches `max_lag`, the next item is that request's result, however
-    many newer ones are ready (a stalled runner stalls the pipeline instead of
-    feeding it stale data).
+    the weights its runner acts with (`group.versions`). When the k-th oldest
+    request in flight is within k updates of `max_lag`, the next item is the
+    oldest request's result, however many newer ones are ready (a stalled runner
+    stalls the pipeline instead of feeding it stale data). The bound can hold
+    only if `max_lag` >= the number of requests in flight.
     """
     if num_async < 1:
         raise ValueError(f"num_async must be >= 1, got {num_async}")
@@ -139,9 +140,12 @@ def gather_async(
             # to the runner ahead of this request (actor calls run in order).
             if refill is not None:
                 in_flight[group.call_remote(refill, method)] = (refill, stamp(refill))
-            oldest = min(in_flight, key=lambda r: in_flight[r][1])
-            if max_lag is not None and now() - in_flight[oldest][1] >= max_lag:
-                ref = oldest
+            # The k-th oldest request may wait k more items (each item can cost one learner update):
+            # once any of them could not make it within max_lag, take the oldest first.
+            by_age = sorted(in_flight, key=lambda r: in_flight[r][1])
+            current = now()
+            if max_lag is not None and any(current - in_flight[r][1] + k >= max_lag for k, r in enumerate(by_age)):
+                ref = by_age[0]
                 ray.wait([ref], num_returns=1)
             else:
                 ready, _ = ray.wait(list(in_flight), num_returns=1)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.impala.loss import LOSS_COLUMNS, impala_loss, vtrace_prepare
-from marl.algorithms.sections import doc
+from marl.algorithms.sections import ConfigError, doc
 
 
 @dataclass
@@ -43,6 +43,16 @@ class IMPALAParts(AlgorithmParts):
 class IMPALAConfig(AlgorithmConfig):
     algo_name = "IMPALA"
     training_section_cls = IMPALATraining
+
+    def validate(self) -> None:
+        super().validate()
+        t = self.training_cfg
+        in_flight = max(1, self.env_runners_cfg.num_env_runners) * t.max_requests_in_flight_per_env_runner
+        if t.max_policy_lag is not None and t.max_policy_lag < in_flight:
+            raise ConfigError(
+                f"'training.max_policy_lag' = {t.max_policy_lag} cannot hold with {in_flight} sample requests in flight "
+                f"(env_runners.num_env_runners x training.max_requests_in_flight_per_env_runner); use >= {in_flight}"
+            )
 
     def policy_lag_bound(self) -> int:
         """The configured bound on sampled data's age in learner updates."""
