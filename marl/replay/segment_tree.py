@@ -32,12 +32,16 @@ class SegmentTree:
         values = np.broadcast_to(np.asarray(values, dtype=np.float64), idx.shape)
         nodes = idx + self.size
         self.tree[nodes] = values  # with repeated indices the last value wins, as in a loop
+        # Parents of a sorted index set are sorted: dedupe by neighbours, one sort in all.
         nodes = np.unique(nodes // 2)
-        while nodes[0] >= 1:
-            self.tree[nodes] = self._op(self.tree[2 * nodes], self.tree[2 * nodes + 1])
+        tree, op = self.tree, self._op
+        while True:
+            tree[nodes] = op(tree[2 * nodes], tree[2 * nodes + 1])
             if nodes[0] == 1:
                 break
-            nodes = np.unique(nodes // 2)
+            nodes = nodes // 2
+            if len(nodes) > 1:
+                nodes = nodes[np.concatenate(([True], nodes[1:] != nodes[:-1]))]
 
     def __getitem__(self, idx):
         return self.tree[np.asarray(idx) + self.size]
