@@ -115,7 +115,7 @@ def test_policy_lag_never_exceeds_the_bound_with_stalling_runners(ray_session):
     )
     try:
         lags = []
-        for _ in range(6):
+        while len(lags) < 40 and (len(lags) < 6 or max(lags) < 1):  # until both runners' data trained
             result = algo.train()
             lags.append(result["perf/policy_lag_max"])
         assert max(lags) <= bound
