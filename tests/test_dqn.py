@@ -190,3 +190,29 @@ def test_dqn_cartpole_reaches_450_within_60k_env_steps():
         assert best >= 450, f"DQN reached only {best:.1f} in {result['env_steps_total']} env steps"
     finally:
         algo.stop()
+
+
+def test_dqn_on_ray_runners_samples_with_scheduled_epsilon(ray_session):
+    import ray
+
+    algo = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=2, rollout_fragment_length=8)
+        .training(num_steps_sampled_before_learning_starts=64, min_env_steps_per_iteration=320,
+                  epsilon=[[0, 1.0], [640, 0.0]])
+        .build()
+    )
+    try:
+        first = ray.get(algo.runners.remote[0].sample.remote())["default_policy"]
+        # epsilon 1 at the start: uniform over CartPole's two actions
+        np.testing.assert_allclose(first[sb.ACTION_LOGP], np.log(0.5), rtol=1e-5)
+        for _ in range(3):
+            result = algo.train()
+        assert result["counters/learner_updates"] > 0
+        assert len(algo.replay_buffers["default_policy"]) == result["counters/env_steps_sampled"]
+        # each runner estimates the run's env steps as its own x 2 runners: past 640, epsilon is 0 (greedy)
+        later = ray.get(algo.runners.remote[1].sample.remote())["default_policy"]
+        np.testing.assert_allclose(later[sb.ACTION_LOGP], 0.0, atol=1e-6)
+    finally:
+        algo.stop()
