@@ -79,12 +79,14 @@ def test_train_without_yaml_writes_every_log_and_prints_progress(tmp_path):
     assert manifest["iteration"] == 3  # written at iteration 2, then again at the end
 
 
-def test_periodic_checkpoint_without_one_at_the_end(tmp_path):
-    out = tmp_path / "run"
+def test_periodic_checkpoint_without_one_at_the_end_under_marl_runs_dir(tmp_path):
+    env = dict(os.environ, MARL_RUNS_DIR=str(tmp_path / "all_runs"))
     p = run("train", "--algo", "PPO", "--env", "CartPole-v1", *SMALL, "stop.iterations=3",
-            "checkpointing.checkpoint_frequency=2", "checkpointing.checkpoint_at_end=false", "--output", str(out), "--quiet")
+            "checkpointing.checkpoint_frequency=2", "checkpointing.checkpoint_at_end=false", "--quiet", env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout == ""
+    (out,) = (tmp_path / "all_runs").iterdir()
+    assert out.name.startswith("PPO-CartPole-v1-")
     assert json.loads((out / "checkpoint" / "manifest.json").read_text())["iteration"] == 2
 
 
@@ -185,18 +187,21 @@ def test_envs_lists_families_and_registered_names(tmp_path):
     assert p.returncode == 0 and "CartPole-v1" not in p.stdout and "mpe2.simple_tag_v3" in p.stdout
 
 
-@pytest.mark.parametrize("command", ["train", "evaluate", "graph", "plot", "envs"])
+@pytest.mark.parametrize("command", ["train", "evaluate", "graph", "plot", "envs", None])
 def test_help_documents_every_option(command):
     from marl.cli import build_parser
 
-    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
-    p = run(command, "--help")
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command")
+    sub = parser if command is None else commands.choices[command]
+    p = run(*([command] if command else []), "--help")
     assert p.returncode == 0, p.stderr
     for action in sub._actions:
         names = action.option_strings or [action.metavar or action.dest]
         for name in names:
             assert name in p.stdout, f"`marl {command} --help` does not mention {name}"
-        if action.dest != "help":
+        if action.dest not in ("help", "command"):
             assert action.help and action.help in " ".join(p.stdout.split()), f"{names} has no help text"
-    top = run("--help")
-    assert command in top.stdout
+    if command is None:
+        for name in commands.choices:
+            assert name in p.stdout, f"`marl --help` does not list `{name}`"
