@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any, Callable
 
 from marl.algorithms.sections import (
+    CheckpointingSection,
     ConfigError,
     DebuggingSection,
     EnvironmentSection,
@@ -27,7 +28,9 @@ from marl.algorithms.sections import (
 )
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 
-SECTION_NAMES = ("environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop")
+SECTION_NAMES = (
+    "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
+)
 
 
 class AlgorithmParts:
@@ -66,6 +69,7 @@ class AlgorithmConfig:
         self.debugging_cfg = DebuggingSection()
         self.evaluation_cfg = EvaluationSection()
         self.stop_cfg = StopSection()
+        self.checkpointing_cfg = CheckpointingSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
 
@@ -116,6 +120,9 @@ class AlgorithmConfig:
 
     def stopping(self, **kw) -> "AlgorithmConfig":
         return self._set("stop", kw)
+
+    def checkpointing(self, **kw) -> "AlgorithmConfig":
+        return self._set("checkpointing", kw)
 
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""

@@ -297,6 +297,12 @@ class EnvRunner:
     def ping(self) -> str:
         return "ok"
 
+    def node_id(self) -> str:
+        """The Ray node this runner lives on ('local' outside Ray): shows how runners spread over a cluster."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+
     def stop(self) -> None:
         for env in self.envs:
             try:

@@ -39,7 +39,14 @@ class EnvRunnerGroup:
             ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
 
     def _make_actor(self, index: int):
-        return self._actor_cls.options(max_concurrency=1).remote(self.config, index + 1)
+        import ray.util
+
+        options = {"max_concurrency": 1}
+        # On a cluster, spread runners over the nodes; inside a placement group (a Tune trial)
+        # leave them to the group's bundles, which an explicit strategy would bypass.
+        if ray.util.get_current_placement_group() is None:
+            options["scheduling_strategy"] = "SPREAD"
+        return self._actor_cls.options(**options).remote(self.config, index + 1)
 
     # -- calls --------------------------------------------------------------
     def call_all(self, method: str, *args) -> list:
@@ -75,6 +82,10 @@ class EnvRunnerGroup:
         self.versions[index] = 0
         if self._weights_ref is not None:
             self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+
+    def node_ids(self) -> list[str]:
+        """The Ray node id of each runner (['local'] when sampling in-process)."""
+        return self.call_all("node_id")
 
     # -- weights ------------------------------------------------------------
     def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
