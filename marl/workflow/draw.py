@@ -44,8 +44,15 @@ def _node_label(name: str, data: dict) -> str:
 def layered_positions(graph: nx.DiGraph) -> dict[str, tuple[float, float]]:
     """x: position within the node's depth (centred); y: minus the depth."""
     depth: dict[str, int] = {}
-    for node in nx.topological_sort(graph):
+    order = list(nx.topological_sort(graph))
+    for node in order:
         depth[node] = max((depth[u] + 1 for u in graph.predecessors(node)), default=0)
+    # A short branch joining a long one (DQN's sample -> store) sits just above its join,
+    # beside the long branch, rather than at the top with a long edge crossing it.
+    for node in reversed(order):
+        succ = list(graph.successors(node))
+        if succ:
+            depth[node] = min(depth[v] for v in succ) - 1
     layers: dict[int, list[str]] = {}
     for node, d in depth.items():
         layers.setdefault(d, []).append(node)
