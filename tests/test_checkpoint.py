@@ -111,7 +111,7 @@ def test_checkpoint_layout_has_no_pickle_and_a_complete_manifest(tmp_path):
     assert set(learner["optimizers"]) == {"predator", "prey"}
     algorithm = read_tree(path, "algorithm")
     assert algorithm["counters"]["env_steps_sampled"] == 60 and set(algorithm["rng"]) == {"python", "numpy", "torch"}
-    assert manifest["extra"] == {"report": "report"}
+    assert manifest["extra"] == {"report": "report", "workflow/sync_weights": "workflow_sync_weights"}
     runner = read_tree(path / "runners", "0")
     assert len(runner["envs"]) == 2
     assert "rng" in runner["envs"][0]["start"]  # the second episode (25 steps each) began from the env's generator state
@@ -202,9 +202,24 @@ def resume_in_new_process(ckpt_dir, iterations, out):
     return weights, line
 
 
+def dqn_config():
+    """DQN with everything that carries state across iterations: prioritised replay, a target network,
+    a 1:4 round-robin join of the store and learn branches, weights synced every 4th update."""
+    return (
+        marl.DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=8)
+        .training(train_batch_size=16, training_intensity=4, num_steps_sampled_before_learning_starts=32,
+                  min_env_steps_per_iteration=48, target_network_update_freq=40, prioritized_replay=True,
+                  replay_capacity=1000, epsilon=[[0, 1.0], [200, 0.1]], model={"hiddens": [32, 32]})
+        .debugging(seed=5)
+    )
+
+
 @pytest.mark.parametrize("make_config", [
     pytest.param(lambda: cartpole_config().evaluation(evaluation_interval=2, evaluation_duration=2), id="cartpole-filter-eval"),
     pytest.param(tag_config, id="simple_tag-two-policies"),
+    pytest.param(dqn_config, id="dqn-prioritized-replay-target"),
 ])
 def test_resume_in_a_new_process_matches_the_straight_run(tmp_path, make_config):
     n, extra = 2, 2
@@ -334,7 +349,7 @@ def test_registered_components_are_saved_restored_and_skippable(tmp_path):
             algo.register_checkpointable("bad", object())
     finally:
         algo.stop()
-    assert (tmp_path / "full" / "extra" / "replay-prey.json").is_file() or any((tmp_path / "full" / "extra").iterdir())
+    assert (tmp_path / "full" / "extra" / "replay_prey.json").is_file()
     assert "replay/prey" not in json.loads((tmp_path / "lean" / "manifest.json").read_text())["extra"]
 
 

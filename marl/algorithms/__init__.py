@@ -3,6 +3,9 @@
 from marl.algorithms.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.algorithms.checkpoint import CheckpointError, load_connector_state, load_module
+from marl.algorithms.appo import APPOConfig
+from marl.algorithms.dqn import DQNConfig
+from marl.algorithms.impala import IMPALAConfig
 from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.registry import ALGORITHMS, config_class
 from marl.algorithms.scenario import config_from_dict, load_scenario
@@ -10,10 +13,13 @@ from marl.algorithms.sections import ConfigError
 
 __all__ = [
     "ALGORITHMS",
+    "APPOConfig",
     "Algorithm",
     "AlgorithmConfig",
     "CheckpointError",
     "ConfigError",
+    "DQNConfig",
+    "IMPALAConfig",
     "PPOConfig",
     "config_class",
     "config_from_dict",

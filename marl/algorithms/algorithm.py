@@ -81,9 +81,13 @@ class Algorithm:
         self.runners = EnvRunnerGroup(config)
         self.metrics = SharedMetrics()
         self.workflow = self._make_workflow()
-        self._context = ExecutionContext(config, self.runners, self.learners, self.metrics)
+        self.replay_buffers = self._make_replay_buffers()
+        self._context = ExecutionContext(config, self.runners, self.learners, self.metrics, self.replay_buffers)
+        # Components checkpoints keep besides what the workflow's operators register when compiled.
+        # Replay buffers are among them (`save(skip=["replay/"])` leaves them out).
+        self._registered = {f"replay/{pid}": buffer for pid, buffer in self.replay_buffers.items()}
         self._sync_runners()  # runners must act with the learner's weights from the first step
-        self._results = self.workflow.compile(self._context)
+        self._compile()
         self.iteration = 0
         self._evaluator: Evaluator | None = None
         self._saved_evaluation_states: list[dict] | None = None
@@ -98,12 +102,26 @@ class Algorithm:
             model = self.config.model_for(pid)
             try:
                 with torch.random.fork_rng(devices=[]):
-                    build_module(spec.module_class, spec.observation_space, spec.action_space, model)
+                    build_module(self.config.module_class_for(spec), spec.observation_space, spec.action_space, model)
             except (ValueError, TypeError) as err:
                 raise ConfigError(
                     f"the model of policy '{pid}' (training.model with multi_agent.policies.{pid}.model: {model}) "
                     f"cannot be built: {err}"
                 ) from None
+
+    def _make_replay_buffers(self) -> dict:
+        """One buffer per trained policy (off-policy algorithms); each holds only its own policy's transitions."""
+        from marl.replay import make_replay_buffer
+
+        spec = self.config.replay_buffer_config()
+        if spec is None:
+            return {}
+        seed = self.config.debugging_cfg.seed
+        trained = self.config.trained_policy_ids(list(self.policy_specs))
+        return {
+            pid: make_replay_buffer(**spec, seed=None if seed is None else int(seed) + 7919 * (i + 1))
+            for i, pid in enumerate(trained)
+        }
 
     def _make_workflow(self) -> Workflow:
         wf = self.config.workflow
@@ -114,6 +132,12 @@ class Algorithm:
         elif not isinstance(wf, Workflow):
             raise ConfigError(f"'workflow' must be a Workflow or its YAML form, got {type(wf).__name__}")
         return wf.validate()
+
+    def _compile(self) -> None:
+        """(Re)builds the workflow's iterators; operators register their counters anew."""
+        self._context.checkpointables.clear()
+        self._context.checkpointables.update(self._registered)
+        self._results = self.workflow.compile(self._context)
 
     def _sync_runners(self) -> None:
         weights = self.learners.get_weights()
@@ -180,6 +204,7 @@ class Algorithm:
         """
         if not (callable(getattr(component, "get_state", None)) and callable(getattr(component, "set_state", None))):
             raise TypeError(f"checkpointable '{name}' needs get_state() and set_state(state) methods")
+        self._registered[name] = component
         self._context.checkpointables[name] = component
 
     def save(self, path: str | os.PathLike, *, skip: tuple[str, ...] | list[str] = ()) -> str:
@@ -199,16 +224,16 @@ class Algorithm:
         learner = self.learners.get_state()
         weights = learner["weights"]
         trained = self.config.trained_policy_ids(list(self.policy_specs))
-        policies = {}
+        policies, taken = {}, set()
         (tmp / "policies").mkdir()
         for pid, state in weights["modules"].items():
-            file = f"policies/{ckpt.file_stem(pid)}.safetensors"
+            file = f"policies/{ckpt.file_stem(pid, taken)}.safetensors"
             save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(tmp / file))
             fsync_file(tmp / file)
             spec = self.policy_specs[pid]
             policies[pid] = {
                 "file": file,
-                "module_class": _plain(spec.module_class),
+                "module_class": _plain(self.config.module_class_for(spec)),
                 "model": _plain(self.config.model_for(pid)),
                 "observation_space": ckpt.space_to_json(spec.observation_space),
                 "action_space": ckpt.space_to_json(spec.action_space),
@@ -225,11 +250,11 @@ class Algorithm:
         for i, state in enumerate(evaluation_states):
             write_tree(state, tmp / "evaluation_runners", str(i))
         ckpt.save_step("runners_written")
-        extra = {}
+        extra, taken = {}, set()
         for name, component in self._context.checkpointables.items():
             if any(name == s or (s.endswith("/") and name.startswith(s)) for s in skip):
                 continue
-            stem = ckpt.file_stem(name)
+            stem = ckpt.file_stem(name, taken)
             write_tree(component.get_state(), tmp / "extra", stem)
             extra[name] = stem
         ckpt.save_step("extra_written")
@@ -251,6 +276,7 @@ class Algorithm:
             "config": self.config.to_dict(),
             "iteration": self.iteration,
             "weights_version": weights["version"],
+            "counters": dict(self.metrics.counters),  # for people and tools; restore reads algorithm.json
             "policies": policies,
             "runners": len(runner_states),
             "evaluation_runners": len(evaluation_states),
@@ -300,8 +326,8 @@ class Algorithm:
 
         learner = read_tree(path / "learner", "state")
         learner["weights"]["modules"] = {pid: ckpt.load_policy_weights(path, manifest, pid) for pid in manifest["policies"]}
-        # A fresh compile: operators start from clean buffers (and re-register), the report from the saved totals.
-        self._results = self.workflow.compile(self._context)
+        # A fresh compile: operators start from clean buffers; their counters and the report's totals are set below.
+        self._compile()
         self.metrics.timers.clear()
         self._load_learner(path, learner)
         algorithm = read_tree(path, "algorithm")

@@ -100,11 +100,20 @@ def commit_directory(tmp: Path, path: Path) -> None:
 
 
 # -- names ---------------------------------------------------------------------
-def file_stem(policy_id: str) -> str:
-    """A file name for a policy id (ids with unusual characters are hex-encoded)."""
-    if re.fullmatch(r"[A-Za-z0-9_.-]+", policy_id) and not policy_id.startswith("."):
-        return policy_id
-    return "x-" + policy_id.encode().hex()
+def file_stem(name: str, taken: set[str] | None = None) -> str:
+    """A file name for a policy id or component name: unusual characters become '_' ('replay/p' -> 'replay_p').
+
+    With `taken`, a name that would collide with one already used gets a numeric suffix
+    (the manifest maps names to files, so any unique stem works).
+    """
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "_"
+    if taken is not None:
+        base, n = stem, 1
+        while stem in taken:
+            n += 1
+            stem = f"{base}-{n}"
+        taken.add(stem)
+    return stem
 
 
 # -- manifest and schema versions ------------------------------------------------

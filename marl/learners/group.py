@@ -23,6 +23,7 @@ class LearnerGroup:
             self.local = None
             self.remote = cls.remote(config, specs)
             ray.get(self.remote.ping.remote())
+        self.version = self._call("get_version")  # mirrored here: operators read it on every item
 
     def _call(self, method: str, *args):
         if self.is_local:
@@ -32,16 +33,29 @@ class LearnerGroup:
         return ray.get(getattr(self.remote, method).remote(*args))
 
     def update(self, batch):
-        return self._call("update", batch)
+        results = self._call("update", batch)
+        if results:
+            self.version += 1
+        return results
+
+    def update_target(self, tau: float = 1.0) -> list[str]:
+        return self._call("update_target", tau)
 
     def get_weights(self) -> dict:
         return self._call("get_weights")
 
     def set_weights(self, weights: dict) -> None:
         self._call("set_weights", weights)
+        self.version = weights["version"]
 
     def get_version(self) -> int:
-        return self._call("get_version")
+        return self.version
+
+    def get_target_state(self) -> dict:
+        return self._call("get_target_state")
+
+    def set_target_state(self, state: dict) -> None:
+        self._call("set_target_state", state)
 
     def get_optimizer_state(self) -> dict:
         return self._call("get_optimizer_state")
@@ -54,6 +68,7 @@ class LearnerGroup:
 
     def set_state(self, state: dict) -> None:
         self._call("set_state", state)
+        self.version = state["weights"]["version"]
 
     def stop(self) -> None:
         if self.remote is not None:

@@ -32,6 +32,7 @@ import torch
 
 from marl.connectors import ActionAdapter, ObservationPreprocessor
 from marl.data import Episode, MultiAgentBatch
+from marl.data import sample_batch as sb
 from marl.envs import EnvChecker, EnvOutputError, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule, build_module
@@ -96,7 +97,7 @@ class EnvRunner:
         with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
             torch.manual_seed(torch_seed)
             self.module = MultiRLModule(
-                {pid: build_module(s.module_class, s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
+                {pid: build_module(config.module_class_for(s), s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
             )
         self.module.eval()
         normalize = run_cfg.observation_filter == "mean_std"
@@ -109,9 +110,12 @@ class EnvRunner:
             pre, act = self.preprocessors[pid], self.action_adapters[pid]
             mask_dim = self.module[pid].action_dim if pre.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
-            self.collectors[pid] = PolicyCollector(pre.dim, act.shape, act.dtype, mask_dim, capacity)
+            self.collectors[pid] = PolicyCollector(
+                pre.dim, act.shape, act.dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False)
+            )
 
         self.weights_version = 0
+        self._steps_sampled = 0
         self._next_episode_id = (worker_index << 40) + 1
         self._obs: list[dict] = [{} for _ in range(self.num_envs)]
         self._episodes: list[Episode | None] = [None] * self.num_envs
@@ -274,6 +278,8 @@ class EnvRunner:
                         if collect:
                             collectors[pid].truncateds[row] = True
                             collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
+                            if collectors[pid].next_obs is not None:
+                                collectors[pid].next_obs[row] = collectors[pid].cols[sb.OBS][row]
                     episode.done = True
                     self._finished.append(episode.metrics())
                     self._reset_env(k)
@@ -292,9 +298,13 @@ class EnvRunner:
             collector = self.collectors[pid]
             if fallback:
                 collector.bootstrap_value[fallback] = collector.vf_preds[fallback]
+                if collector.next_obs is not None:
+                    collector.next_obs[fallback] = collector.cols[sb.OBS][fallback]
             if not rows:
                 continue
             obs, mask = self.preprocessors[pid](raw_obs, update_filter=False)
+            if collector.next_obs is not None:
+                collector.next_obs[rows] = obs
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
@@ -309,6 +319,10 @@ class EnvRunner:
         """
         if not self._started:
             self._start()
+        # Exploration schedules run on the whole run's env steps; each runner estimates them from its own.
+        run_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
+        for pid in self.policy_ids:
+            self.module[pid].set_exploration_step(run_steps)
         env_steps = 0
         for _ in range(self.fragment_length):
             env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
@@ -322,6 +336,7 @@ class EnvRunner:
                 rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
             self._pending[k] = {}
         self._bootstrap(cut)
+        self._steps_sampled += env_steps
         batches = {pid: c.build() for pid, c in self.collectors.items() if c.n > 0}
         deltas = {pid: p.filter.pop_delta() for pid, p in self.preprocessors.items() if p.filter is not None}
         finished, self._finished = self._finished, []
@@ -391,6 +406,7 @@ class EnvRunner:
             })
         return {
             "started": self._started,
+            "steps_sampled": self._steps_sampled,
             "next_episode_id": self._next_episode_id,
             "torch_rng": self.torch_rng.get_state(),
             "envs": envs,
@@ -406,6 +422,7 @@ class EnvRunner:
         """
         self.torch_rng.set_state(state["torch_rng"])
         self._next_episode_id = int(state["next_episode_id"])
+        self._steps_sampled = int(state.get("steps_sampled", 0))
         for pid, snap in state.get("filters", {}).items():
             if pid in self.preprocessors and self.preprocessors[pid].filter is not None:
                 self.preprocessors[pid].filter.load_snapshot(snap)
@@ -491,6 +508,12 @@ class EnvRunner:
 
     def getpid(self) -> int:
         return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node this runner lives on ('local' outside Ray): shows how runners spread over a cluster."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
     def stop(self) -> None:
         for env in self.envs:

@@ -48,6 +48,7 @@ class EnvRunnerGroup:
         self._weights_ref = None  # latest weights in the object store (for restarts)
         self._last_weights = None  # the same, for the in-process runner
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
+        self.versions = [0] * self.num_remote  # weights version last sent to each runner (it acts with it next)
         if not self.is_local:
             import ray
 
@@ -56,9 +57,14 @@ class EnvRunnerGroup:
             ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
 
     def _make_actor(self, index: int):
-        return self._actor_cls.options(max_concurrency=1).remote(
-            self.config, self.first_index + index + 1, self._incarnations[index]
-        )
+        import ray.util
+
+        options = {"max_concurrency": 1}
+        # On a cluster, spread runners over the nodes; inside a placement group (a Tune trial)
+        # leave them to the group's bundles, which an explicit strategy would bypass.
+        if ray.util.get_current_placement_group() is None:
+            options["scheduling_strategy"] = "SPREAD"
+        return self._actor_cls.options(**options).remote(self.config, self.first_index + index + 1, self._incarnations[index])
 
     # -- calls --------------------------------------------------------------
     def call_all(self, method: str, *args) -> list:
@@ -123,14 +129,19 @@ class EnvRunnerGroup:
                 pass
             self._incarnations[index] += 1
             self.remote[index] = self._make_actor(index)
+            self.versions[index] = 0
             try:
                 if self._weights_ref is not None:
-                    ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+                    self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
                 else:
                     ray.get(self.remote[index].ping.remote())
                 return
             except ray.exceptions.RayActorError as again:  # the replacement died too (e.g. its env cannot be made)
                 reason, err = f"its replacement died: {_first_line(again)}", again
+
+    def node_ids(self) -> list[str]:
+        """The Ray node id of each runner (['local'] when sampling in-process)."""
+        return self.call_all("node_id")
 
     # -- weights ------------------------------------------------------------
     def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
@@ -149,6 +160,7 @@ class EnvRunnerGroup:
         for i in targets:
             actor = self.remote[i]
             self._acks[actor.set_weights.remote(self._weights_ref)] = (i, actor)
+            self.versions[i] = weights["version"]
 
     def _check_acks(self) -> None:
         """Surfaces failures of earlier weight syncs that have finished (restarting dead runners)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import networkx as nx
 
 from marl.execution import LocalIterator
-from marl.workflow.operators import OPERATORS, ExecutionContext, Operator, operator_param_names
+from marl.workflow.operators import ANY, OPERATORS, ExecutionContext, Operator, operator_param_names
 
 
 class WorkflowError(ValueError):
@@ -104,12 +104,15 @@ class Workflow:
             for i, (upstream, _, data) in enumerate(ins):
                 produced = g.nodes[upstream]["operator"].produces
                 wanted = op.consumes[0] if op.variadic else op.consumes[i]
-                if produced != wanted:
+                if produced != wanted and wanted != ANY:
                     raise WorkflowError(
                         f"edge '{upstream}' -> '{node}' carries '{produced}' but '{node}' (op {op.op_name}) "
                         f"consumes '{wanted}'"
                     )
                 data["kind"] = produced
+            problem = op.check_inputs([g.nodes[u]["operator"].produces for u, _, _ in ins]) if ins else None
+            if problem:
+                raise WorkflowError(f"node '{node}' (op {op.op_name}): {problem}")
         reports = [n for n in g if g.nodes[n]["op"] == "report"]
         if len(reports) != 1:
             raise WorkflowError(f"a workflow needs exactly one 'report' node, found {len(reports)}: {reports}")
@@ -130,8 +133,12 @@ class Workflow:
         for node in nx.topological_sort(g):
             ups = sorted(g.predecessors(node), key=lambda u: g.edges[u, node]["index"])
             inputs = [outputs[u].pop() for u in ups]
-            it = g.nodes[node]["operator"].build(ctx, inputs)
+            operator = g.nodes[node]["operator"]
+            it = operator.build(ctx, inputs)
             it.name = node
+            state = getattr(operator, "checkpoint_state", None)  # counters of the build, kept by checkpoints
+            if state is not None:
+                ctx.checkpointables[f"workflow/{node}"] = state
             fan_out = g.out_degree(node)
             outputs[node] = it.duplicate(fan_out) if fan_out > 1 else [it]
             if g.nodes[node]["op"] == "report":
