@@ -182,3 +182,24 @@ def test_appo_cartpole_reaches_450_with_two_ray_runners(ray_session):
         assert lag_max <= bound, f"policy lag {lag_max} exceeded the in-flight bound {bound}"
     finally:
         algo.stop()
+
+
+@pytest.mark.slow
+def test_impala_cartpole_learns_in_process():
+    algo = (
+        IMPALAConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=50)
+        .debugging(seed=0)
+        .build()
+    )
+    try:
+        best = -np.inf
+        while True:
+            result = algo.train()
+            best = max(best, result["episode_return_mean"])
+            if best >= 300 or result["env_steps_total"] >= 150_000:
+                break
+        assert best >= 300, f"IMPALA reached only {best:.1f} in {result['env_steps_total']} env steps"
+    finally:
+        algo.stop()

@@ -35,11 +35,13 @@ def test_scenario_reference_lists_every_key_with_its_default():
     assert "| `checkpoint_frequency` | int | `10` | >= 0 |" in text
 
 
-def test_readme_dag_picture_exists():
+def test_readme_dag_pictures_exist():
     from test_cli_surface import assert_real_png
 
-    (picture,) = re.findall(r"!\[[^\]]*\]\((docs/[^)]+\.png)\)", README)
-    assert_real_png(ROOT / picture, min_size=(300, 400))
+    pictures = re.findall(r"!\[[^\]]*\]\((docs/[^)]+\.png)\)", README)
+    assert pictures
+    for picture in pictures:
+        assert_real_png(ROOT / picture, min_size=(300, 400))
 
 
 def test_readme_custom_workflow_example_runs(capsys):

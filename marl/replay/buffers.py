@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from marl.data import SampleBatch
-from marl.replay.segment_tree import MinSegmentTree, SumSegmentTree
+from marl.replay.segment_tree import MinSegmentTree, SumSegmentTree, set_leaves
 
 REPLAY_WEIGHTS = "weights"  # importance-sampling weight of each sampled row (1 for uniform replay)
 
@@ -134,9 +134,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def add(self, batch: SampleBatch) -> np.ndarray:
         idx = super().add(batch)
         if len(idx):
-            p = self.max_priority**self.alpha
-            self.sum_tree[idx] = p
-            self.min_tree[idx] = p
+            set_leaves([self.sum_tree, self.min_tree], idx, self.max_priority**self.alpha)
         return idx
 
     def sample(self, num_items: int, beta: float | None = None) -> tuple[SampleBatch, np.ndarray]:
@@ -160,9 +158,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ValueError(f"update_priorities got {len(idx)} indices and {len(priorities)} priorities")
         if np.any(~np.isfinite(priorities)):
             raise ValueError("update_priorities got non-finite priorities (NaN or inf TD errors)")
-        scaled = priorities**self.alpha
-        self.sum_tree[idx] = scaled
-        self.min_tree[idx] = scaled
+        set_leaves([self.sum_tree, self.min_tree], idx, priorities**self.alpha)
         self.max_priority = max(self.max_priority, float(priorities.max()))
 
     def get_state(self) -> dict:
@@ -176,9 +172,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.sum_tree = SumSegmentTree(self.capacity)
         self.min_tree = MinSegmentTree(self.capacity)
         if self.size:
-            idx = np.arange(self.size)
-            self.sum_tree[idx] = state["priorities"]
-            self.min_tree[idx] = state["priorities"]
+            set_leaves([self.sum_tree, self.min_tree], np.arange(self.size), state["priorities"])
         self.max_priority = float(state["max_priority"])
 
 

@@ -28,20 +28,7 @@ class SegmentTree:
         self.tree = np.full(2 * size, neutral, dtype=np.float64)
 
     def __setitem__(self, idx, values) -> None:
-        idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
-        values = np.broadcast_to(np.asarray(values, dtype=np.float64), idx.shape)
-        nodes = idx + self.size
-        self.tree[nodes] = values  # with repeated indices the last value wins, as in a loop
-        # Parents of a sorted index set are sorted: dedupe by neighbours, one sort in all.
-        nodes = np.unique(nodes // 2)
-        tree, op = self.tree, self._op
-        while True:
-            tree[nodes] = op(tree[2 * nodes], tree[2 * nodes + 1])
-            if nodes[0] == 1:
-                break
-            nodes = nodes // 2
-            if len(nodes) > 1:
-                nodes = nodes[np.concatenate(([True], nodes[1:] != nodes[:-1]))]
+        set_leaves([self], idx, values)
 
     def __getitem__(self, idx):
         return self.tree[np.asarray(idx) + self.size]
@@ -49,6 +36,26 @@ class SegmentTree:
     def reduce(self) -> float:
         """The reduction over all leaves."""
         return float(self.tree[1])
+
+
+def set_leaves(trees: list[SegmentTree], idx, values) -> None:
+    """Writes the same leaves of several same-size trees and refreshes their ancestors in one walk."""
+    idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+    values = np.broadcast_to(np.asarray(values, dtype=np.float64), idx.shape)
+    nodes = idx + trees[0].size
+    for t in trees:
+        t.tree[nodes] = values  # with repeated indices the last value wins, as in a loop
+    # Parents of a sorted index set are sorted: dedupe by neighbours, one sort in all.
+    nodes = np.unique(nodes // 2)
+    while True:
+        left, right = 2 * nodes, 2 * nodes + 1
+        for t in trees:
+            t.tree[nodes] = t._op(t.tree[left], t.tree[right])
+        if nodes[0] == 1:
+            break
+        nodes = nodes // 2
+        if len(nodes) > 1:
+            nodes = nodes[np.concatenate(([True], nodes[1:] != nodes[:-1]))]
 
 
 class SumSegmentTree(SegmentTree):

@@ -14,6 +14,7 @@ from marl.algorithms.sections import doc
 @dataclass
 class APPOTraining(IMPALATraining):
     lr: float = doc("Adam learning rate", 5e-4, min=0)
+    train_batch_size: int = doc("env steps per learner update (fragments are concatenated up to it)", 1000, min=1)
     num_epochs: int = doc("passes over each train batch", 2, min=1)
     minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", 256, min=1)
     clip_param: float = doc("PPO ratio clip epsilon (ratio against the behaviour policy)", 0.3, min=0)
