@@ -155,3 +155,23 @@ def test_cli_evaluate_on_a_trained_cartpole_checkpoint_reaches_450(tmp_path):
     assert int(values["evaluation/episodes"]) == 10
     mean = float(values["evaluation/policy_return_mean/default_policy"])
     assert not math.isnan(mean) and mean >= 450, p.stdout
+
+
+def test_dqn_evaluates_greedily_on_its_own_runner():
+    config = (
+        marl.DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=8)
+        .training(train_batch_size=16, num_steps_sampled_before_learning_starts=16, min_env_steps_per_iteration=32)
+        .evaluation(evaluation_interval=1, evaluation_duration=2)
+        .debugging(seed=0)
+    )
+    algo = config.build()
+    try:
+        r = algo.train()
+        runner = algo._evaluator.group.local
+        module = runner.module["default_policy"]
+    finally:
+        algo.stop()
+    assert r["evaluation/episodes"] == 2 and r["evaluation/episode_len_mean"] >= 8
+    assert type(module).__name__ == "QMLP"
