@@ -126,6 +126,8 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
+            if getattr(module, "wants_agent_index", False):  # e.g. agent-id one-hot inputs (VDN/QMIX)
+                inputs["agent_index"] = torch.as_tensor(agent_idx)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -225,6 +227,8 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
+            if getattr(self.module[pid], "wants_agent_index", False):
+                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows])
             collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
