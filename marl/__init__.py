@@ -8,6 +8,8 @@ from marl.algorithms import (
     DQNConfig,
     IMPALAConfig,
     PPOConfig,
+    QMIXConfig,
+    VDNConfig,
     load_scenario,
 )
 from marl.data import MultiAgentBatch, SampleBatch
@@ -30,8 +32,10 @@ __all__ = [
     "MultiRLModule",
     "PPOConfig",
     "PolicySpec",
+    "QMIXConfig",
     "RLModule",
     "SampleBatch",
+    "VDNConfig",
     "Workflow",
     "load_scenario",
     "make_env",

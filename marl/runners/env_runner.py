@@ -74,6 +74,11 @@ class EnvRunner:
         self._pending: list[dict] = [{} for _ in range(self.num_envs)]
         self._finished: list[dict] = []
         self._started = False
+        # batch_mode=complete_episodes: while a fragment finishes its open episodes, an env whose episode
+        # ended is parked (not reset, not stepped) until the others are done.
+        self._complete_episodes = run_cfg.batch_mode == "complete_episodes"
+        self._finishing = False
+        self._parked = [False] * self.num_envs
 
     # -- episodes -----------------------------------------------------------
     def _reset_env(self, k: int, first: bool) -> None:
@@ -126,6 +131,8 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
+            if getattr(module, "wants_agent_index", False):  # e.g. agent-id one-hot inputs (VDN/QMIX)
+                inputs["agent_index"] = torch.as_tensor(agent_idx)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -152,7 +159,11 @@ class EnvRunner:
         """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
         truncated_rows: dict[str, tuple[list, list]] = {}  # pid -> (rows, final obs) needing V(s')
         collectors = self.collectors
+        stepped = 0
         for k, env in enumerate(self.envs):
+            if self._parked[k]:
+                continue
+            stepped += 1
             try:
                 obs, rewards, terminateds, truncateds, _ = env.step(actions[k])
             except Exception as err:  # name where it happened; the original error stays attached
@@ -199,12 +210,29 @@ class EnvRunner:
                                 collectors[pid].next_obs[row] = collectors[pid].cols[sb.OBS][row]
                     episode.done = True
                     self._finished.append(episode.metrics())
-                    self._reset_env(k, first=False)
+                    if self._finishing:
+                        self._parked[k], self._obs[k] = True, {}
+                    else:
+                        self._reset_env(k, first=False)
                     continue
             self._obs[k] = obs
         if truncated_rows:
             self._bootstrap(truncated_rows)
-        return self.num_envs
+        return stepped
+
+    def _finish_episodes(self, explore: bool) -> int:
+        """Steps the envs until every open episode has ended, then resets them all; returns env steps taken."""
+        env_steps = 0
+        self._finishing = True
+        try:
+            while not all(self._parked):
+                env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
+        finally:
+            self._finishing = False
+        for k in range(self.num_envs):
+            self._parked[k] = False
+            self._reset_env(k, first=False)
+        return env_steps
 
     def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list]]) -> None:
         """V(s') for rows whose trajectory piece ends without termination: one pass per policy."""
@@ -225,6 +253,8 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
+            if getattr(self.module[pid], "wants_agent_index", False):
+                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows])
             collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
@@ -243,6 +273,8 @@ class EnvRunner:
         env_steps = 0
         for _ in range(self.fragment_length):
             env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
+        if self._complete_episodes:
+            env_steps += self._finish_episodes(explore)
         # Cut the fragment: agents still mid-episode bootstrap from the observation they act on next.
         cut: dict[str, tuple[list, list]] = {}
         for k in range(self.num_envs):
