@@ -550,3 +550,28 @@ def test_restore_warns_when_an_env_does_not_replay_identically(tmp_path, caplog)
     finally:
         algo.stop()
     assert any("not deterministic given its reset seed and actions" in r.getMessage() for r in caplog.records)
+
+
+def test_self_play_resume_continues_the_pool_and_its_ratings(tmp_path):
+    config = (
+        marl.load_scenario("scenarios/connect_four_self_play.yaml")
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=32)
+        .training(train_batch_size=64, minibatch_size=64, num_epochs=1)
+        .multi_agent(self_play={"policy": "main", "pool_size": 2, "snapshot_every": 2})
+        .debugging(seed=4)
+    )
+    algo = config.build()
+    try:
+        for _ in range(3):
+            algo.train()
+        algo.save(tmp_path / "ckpt")
+        straight = [algo.train() for _ in range(3)]
+        straight_weights = weights_of(algo)
+        algo.restore(tmp_path / "ckpt")
+        resumed = [algo.train() for _ in range(3)]
+        assert_same_weights(straight_weights, weights_of(algo))  # the snapshots (main@0, main@1) included
+    finally:
+        algo.stop()
+    for a, b in zip(straight, resumed):
+        assert (a["self_play/elo"], a["self_play/snapshots"], a["self_play/games"]) == \
+               (b["self_play/elo"], b["self_play/snapshots"], b["self_play/games"])

@@ -235,7 +235,7 @@ def test_interpolation_resolves_against_defaults(tmp_path):
 # -- documented defaults and round trip --------------------------------------------
 
 
-@pytest.mark.parametrize("algo", ["PPO", "DQN", "APPO", "IMPALA"])
+@pytest.mark.parametrize("algo", ["PPO", "DQN", "APPO", "IMPALA", "VDN", "QMIX"])
 def test_conf_yaml_matches_defaults(algo):
     from marl.algorithms.registry import ALGORITHMS
 

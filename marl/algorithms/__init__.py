@@ -7,6 +7,8 @@ from marl.algorithms.appo import APPOConfig
 from marl.algorithms.dqn import DQNConfig
 from marl.algorithms.impala import IMPALAConfig
 from marl.algorithms.ppo import PPOConfig
+from marl.algorithms.qmix import QMIXConfig
+from marl.algorithms.vdn import VDNConfig
 from marl.algorithms.registry import ALGORITHMS, config_class
 from marl.algorithms.scenario import config_from_dict, load_scenario
 from marl.algorithms.sections import ConfigError
@@ -21,6 +23,8 @@ __all__ = [
     "DQNConfig",
     "IMPALAConfig",
     "PPOConfig",
+    "QMIXConfig",
+    "VDNConfig",
     "config_class",
     "config_from_dict",
     "load_connector_state",

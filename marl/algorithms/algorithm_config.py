@@ -27,6 +27,7 @@ from marl.algorithms.sections import (
     update_section,
 )
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
+from marl.policies.self_play import SelfPlay
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
@@ -208,15 +209,26 @@ class AlgorithmConfig:
         cfg.env_runners_cfg.num_env_runners = ev.evaluation_num_env_runners
         return cfg
 
+    def self_play(self) -> SelfPlay | None:
+        return SelfPlay.from_any(self.multi_agent_cfg.self_play)
+
     def policy_specs(self) -> dict[str, PolicySpec]:
         policies = self.multi_agent_cfg.policies or {DEFAULT_POLICY_ID: None}
-        return {str(pid): PolicySpec.from_any(str(pid), spec) for pid, spec in policies.items()}
+        specs = {str(pid): PolicySpec.from_any(str(pid), spec) for pid, spec in policies.items()}
+        sp = self.self_play()
+        return sp.add_pool(specs) if sp is not None else specs
 
     def policy_mapping(self) -> PolicyMapping:
-        return PolicyMapping(self.multi_agent_cfg.policy_mapping, list(self.policy_specs()))
+        mapping, sp = self.multi_agent_cfg.policy_mapping, self.self_play()
+        if mapping is None and sp is not None:
+            mapping = sp.mapping
+        return PolicyMapping(mapping, list(self.policy_specs()))
 
     def trained_policy_ids(self, all_ids: list[str]) -> list[str]:
         wanted = self.multi_agent_cfg.policies_to_train
+        sp = self.self_play()
+        if wanted is None and sp is not None:  # the snapshots are frozen
+            wanted = [p for p in all_ids if p not in sp.opponent_ids]
         return list(all_ids) if wanted is None else [p for p in all_ids if p in wanted]
 
     def model_for(self, policy_id: str) -> dict:

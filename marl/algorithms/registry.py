@@ -6,8 +6,11 @@ from marl.algorithms.appo import APPOConfig
 from marl.algorithms.dqn import DQNConfig
 from marl.algorithms.impala import IMPALAConfig
 from marl.algorithms.ppo import PPOConfig
+from marl.algorithms.qmix import QMIXConfig
+from marl.algorithms.vdn import VDNConfig
 
 ALGORITHMS: dict[str, type] = {"PPO": PPOConfig, "DQN": DQNConfig, "APPO": APPOConfig, "IMPALA": IMPALAConfig}
+ALGORITHMS.update({"VDN": VDNConfig, "QMIX": QMIXConfig})
 
 
 def config_class(name: str):

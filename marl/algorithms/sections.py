@@ -39,6 +39,12 @@ class EnvRunnersSection:
     num_env_runners: int = doc("remote EnvRunner actors; 0 samples in-process", 0, min=0)
     num_envs_per_env_runner: int = doc("env copies stepped in lockstep by each runner", 8, min=1)
     rollout_fragment_length: int = doc("env steps per env copy in one sample() call", 128, min=1)
+    batch_mode: str = doc(
+        "truncate_episodes: a fragment is rollout_fragment_length steps, open episodes are cut and bootstrapped; "
+        "complete_episodes: after those steps each env copy plays its episode to the end, so no episode is cut "
+        "(turn-based games: the loser's last reward lands in the same fragment)",
+        "truncate_episodes", choices=("truncate_episodes", "complete_episodes"),
+    )
     num_cpus_per_env_runner: float = doc("CPUs Ray reserves for each runner actor", 1.0, min=0)
     observation_filter: str = doc("observation normalisation: none | mean_std", "none", choices=("none", "mean_std"))
     max_runner_restarts: int = doc("runner crashes tolerated before the run stops", 100, min=0)
@@ -49,6 +55,10 @@ class MultiAgentSection:
     policies: dict = doc("policy id -> spec {module_class, model}; empty: one 'default_policy'", default_factory=dict)
     policy_mapping: Any = doc("glob-pattern table agent -> policy (first match wins) or a callable (agent_id, episode)", None)
     policies_to_train: list | None = doc("policies the learner updates; null: all", None)
+    self_play: dict | None = doc(
+        "train `policy` against a pool of its frozen snapshots: {policy, pool_size, snapshot_every (learner updates), "
+        "elo_k}; adds the pool's policies and, unless given, the mapping and policies_to_train", None,
+    )
 
 
 @dataclass

@@ -30,6 +30,7 @@ class PolicySpec:
     model: dict = field(default_factory=dict)  # options passed to the module (hiddens, activation, ...)
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
+    spaces_from: str | None = None  # no agents of its own (e.g. a frozen self-play snapshot): this policy's spaces
 
     @staticmethod
     def from_any(policy_id: str, value: Any) -> "PolicySpec":
@@ -38,7 +39,7 @@ class PolicySpec:
         if isinstance(value, PolicySpec):
             return value
         if isinstance(value, Mapping):
-            allowed = {"module_class", "model", "observation_space", "action_space"}
+            allowed = {"module_class", "model", "observation_space", "action_space", "spaces_from"}
             unknown = set(value) - allowed
             if unknown:
                 raise MappingError(
@@ -141,10 +142,17 @@ def resolve_policies(
                     f"'{agent}' has {a_act}, but {agents[0] if agents[0] != agent else 'the spec'} has {act_space}; "
                     "map them to different policies"
                 )
+        source = spec.spaces_from
+        if source is not None and not agents:
+            if source not in specs or not agents_of[source]:
+                raise MappingError(f"policy '{pid}' takes its spaces from '{source}', which is not a declared policy with agents")
+            first = agents_of[source][0]
+            obs_space = obs_space or env.observation_space(first)
+            act_space = act_space or env.action_space(first)
         if obs_space is None or act_space is None:
             raise MappingError(
                 f"policy '{pid}' has no agents mapped to it (agents: {list(env.possible_agents)}, "
                 f"mapping: {mapping.description}); remove it or give it observation_space and action_space"
             )
-        resolved[pid] = PolicySpec(spec.module_class, dict(spec.model), obs_space, act_space)
+        resolved[pid] = PolicySpec(spec.module_class, dict(spec.model), obs_space, act_space, spec.spaces_from)
     return resolved, agents_of

@@ -131,6 +131,11 @@ class EnvRunner:
         self._checkers = None
         if config.debugging_cfg.validate_env:
             self._checkers = [EnvChecker(env, self._label(k)) for k, env in enumerate(self.envs)]
+        # batch_mode=complete_episodes: while a fragment finishes its open episodes, an env whose episode
+        # ended is parked (not reset, not stepped) until the others are done.
+        self._complete_episodes = run_cfg.batch_mode == "complete_episodes"
+        self._finishing = False
+        self._parked = [False] * self.num_envs
 
     def _label(self, k: int) -> str:
         return f"env '{self.config.environment_cfg.env}' (runner {self.worker_index}, env copy {k})"
@@ -200,6 +205,8 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
+            if getattr(module, "wants_agent_index", False):  # e.g. agent-id one-hot inputs (VDN/QMIX)
+                inputs["agent_index"] = torch.as_tensor(agent_idx)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -227,7 +234,11 @@ class EnvRunner:
         truncated_rows: dict[str, tuple[list, list]] = {}  # pid -> (rows, final obs) needing V(s')
         collectors = self.collectors
         envs, replay, checkers = self.envs, self._replay, self._checkers
+        stepped = 0
         for k in self._active:
+            if self._parked[k]:
+                continue
+            stepped += 1
             replay[k].append(actions[k])
             try:
                 result = envs[k].step(actions[k])
@@ -282,12 +293,29 @@ class EnvRunner:
                                 collectors[pid].next_obs[row] = collectors[pid].cols[sb.OBS][row]
                     episode.done = True
                     self._finished.append(episode.metrics())
-                    self._reset_env(k)
+                    if self._finishing:
+                        self._parked[k], self._obs[k] = True, {}
+                    else:
+                        self._reset_env(k)
                     continue
             self._obs[k] = obs
         if truncated_rows:
             self._bootstrap(truncated_rows)
-        return len(self._active)
+        return stepped
+
+    def _finish_episodes(self, explore: bool) -> int:
+        """Steps the envs until every open episode has ended, then resets them all; returns env steps taken."""
+        env_steps = 0
+        self._finishing = True
+        try:
+            while not all(self._parked):
+                env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
+        finally:
+            self._finishing = False
+        for k in range(self.num_envs):
+            self._parked[k] = False
+            self._reset_env(k)
+        return env_steps
 
     def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list]]) -> None:
         """V(s') for rows whose trajectory piece ends without termination: one pass per policy."""
@@ -308,6 +336,8 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
+            if getattr(self.module[pid], "wants_agent_index", False):
+                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows])
             collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
@@ -326,6 +356,8 @@ class EnvRunner:
         env_steps = 0
         for _ in range(self.fragment_length):
             env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
+        if self._complete_episodes:
+            env_steps += self._finish_episodes(explore)
         # Cut the fragment: agents still mid-episode bootstrap from the observation they act on next.
         cut: dict[str, tuple[list, list]] = {}
         for k in range(self.num_envs):

@@ -15,6 +15,7 @@ from marl.workflow.operators import (
     register_operator,
 )
 from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
+from marl.workflow.self_play_ops import SnapshotOpponents
 
 __all__ = [
     "OPERATORS",
@@ -27,6 +28,7 @@ __all__ = [
     "Replay",
     "Report",
     "Sample",
+    "SnapshotOpponents",
     "StoreToReplay",
     "SyncWeights",
     "UpdatePriorities",

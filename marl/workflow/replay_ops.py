@@ -12,6 +12,7 @@ from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.execution import metrics as m
 from marl.replay import nstep_transitions
+from marl.replay.joint import joint_transitions
 from marl.workflow.operators import BATCH, RESULTS, Operator, OperatorState
 
 STORED = "stored"
@@ -20,17 +21,29 @@ STORED = "stored"
 class StoreToReplay(Operator):
     """Turns each policy's rows into n-step transitions and adds them to that policy's buffer.
 
+    joint=True stores one row per env step of each policy's agent group
+    instead (all its agents' obs and actions, the team reward; VDN/QMIX),
+    with the group's agents from `config.group_agent_indices(policy_id)`.
+
     Emits the number of transitions stored per policy.
     """
 
     op_name, consumes, produces = "store_to_replay", (BATCH,), STORED
 
-    def __init__(self, n_step: int = 1, gamma: float = 0.99):
+    def __init__(self, n_step: int = 1, gamma: float = 0.99, joint: bool = False):
         if int(n_step) < 1:
             raise ValueError(f"store_to_replay.n_step must be >= 1, got {n_step}")
         if not 0 <= float(gamma) <= 1:
             raise ValueError(f"store_to_replay.gamma must be in [0, 1], got {gamma}")
-        self.n_step, self.gamma = int(n_step), float(gamma)
+        self.n_step, self.gamma, self.joint = int(n_step), float(gamma), bool(joint)
+
+    def _transitions(self, ctx, pid, policy_batch):
+        if not self.joint:
+            return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
+        groups = getattr(ctx.config, "group_agent_indices", None)
+        if groups is None:
+            raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")
+        return joint_transitions(policy_batch, groups(pid), self.n_step, self.gamma)
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
@@ -46,7 +59,7 @@ class StoreToReplay(Operator):
                     buffer = buffers.get(pid)
                     if buffer is None or not len(policy_batch):
                         continue  # a policy that is not trained keeps no buffer
-                    transitions = nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
+                    transitions = self._transitions(ctx, pid, policy_batch)
                     buffer.add(transitions)
                     stored[pid] = len(transitions)
                     metrics.counters[f"{m.REPLAY_ADDED}/{pid}"] += len(transitions)

@@ -103,6 +103,7 @@ class ResultBuilder:
             previous = self.timer_totals.get(name, 0.0)
             result[f"perf/{name}_time_s"] = timer.total_s - previous
             self.timer_totals[name] = timer.total_s
+        result.update(metrics.info.pop("results", {}))  # what operators add to this iteration's result (self-play)
         lag = metrics.info.pop("policy_lag", [])
         if lag:
             result["perf/policy_lag_mean"] = float(np.mean(lag))

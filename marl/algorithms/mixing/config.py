@@ -1,0 +1,83 @@
+"""MixingConfig: DQN over a group's joint transitions, with a mixer on top of the per-agent Q networks.
+
+Each policy is one cooperative group: the agents mapped to it share its
+agent Q network and are mixed into one team value. VDNConfig and QMIXConfig
+only pick the mixer and its options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.algorithm_config import AlgorithmParts
+from marl.algorithms.dqn.config import DQNConfig, DQNTraining
+from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
+from marl.algorithms.sections import doc
+
+
+@dataclass
+class MixingTraining(DQNTraining):
+    gamma: float = doc("discount factor", 0.99, min=0, max=1)
+    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update", 32, min=1)
+    dueling: bool = doc("dueling head on each agent's Q network: Q = V + A - mean(A)", False)
+    td_error_loss: str = doc("loss on the team TD error", "mse", choices=("huber", "mse"))
+    replay_capacity: int = doc("joint transitions each group's buffer holds", 50_000, min=1)
+    num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 1000, min=0)
+    agent_id: bool = doc("append a one-hot of the agent's place in its group to its observation", True)
+
+
+class MixingParts(AlgorithmParts):
+    loss_columns = LOSS_COLUMNS
+    loss = staticmethod(mixing_loss)
+    uses_target_network = True  # the target copy holds both the agent network and the mixer
+    per_row_stats = ("td_error",)
+
+
+class MixingConfig(DQNConfig):
+    algo_name = "?"
+    training_section_cls = MixingTraining
+    default_module_class = "marl.modules.joint_q:JointQModule"
+    mixer = "?"  # "vdn" | "qmix"
+
+    def __init__(self):
+        super().__init__()
+        self._groups_cache: dict = {}
+
+    def mixer_options(self) -> dict:
+        return {}
+
+    def group_agent_indices(self, policy_id: str) -> list[int]:
+        """The env agent indices (positions in `possible_agents`) of the agents mapped to a policy."""
+        env_cfg = self.environment_cfg
+        key = repr((env_cfg.env, sorted(env_cfg.env_config.items()), sorted(self.policy_specs()), self.policy_mapping().description))
+        groups = self._groups_cache.get(key)
+        if groups is None:
+            from marl.envs import make_env
+            from marl.policies import resolve_policies
+
+            env = make_env(env_cfg.env, dict(env_cfg.env_config))
+            try:
+                _, agents_of = resolve_policies(env, self.policy_specs(), self.policy_mapping())
+                possible = list(env.possible_agents)
+            finally:
+                env.close()
+            groups = self._groups_cache[key] = {pid: [possible.index(a) for a in agents] for pid, agents in agents_of.items()}
+        return groups[policy_id]
+
+    def model_for(self, policy_id: str) -> dict:
+        model = super().model_for(policy_id)
+        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+            model.setdefault("mixer", self.mixer)
+            model.setdefault("agent_id", self.training_cfg.agent_id)
+            for key, value in self.mixer_options().items():
+                model.setdefault(key, value)
+            model["agent_indices"] = self.group_agent_indices(policy_id)
+        return model
+
+    def algorithm_parts(self):
+        return MixingParts()
+
+    def default_workflow(self):
+        from marl.algorithms.mixing.workflow import mixing_workflow
+
+        return mixing_workflow(self, self.algo_name.lower())

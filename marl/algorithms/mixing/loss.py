@@ -1,0 +1,51 @@
+"""The value-decomposition TD loss on joint transitions (VDN and QMIX differ only in the mixer).
+
+    Q_tot(s, u)  = mixer([Q_a(o_a, u_a)]_a, state)
+    y            = R^(n) + gamma^m (1 - terminated) * mixer_target([Q_a^target(o'_a, u'_a)]_a, state')
+    u'_a         = argmax_u Q_a(o'_a, u)   (double Q: picked online, valued by the target networks)
+    loss         = mean_i( w_i * huber_or_mse(Q_tot_i - y_i) )
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from marl.data import sample_batch as sb
+from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
+from marl.replay.joint import NEXT_STATE, STATE
+
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, STATE, NEXT_STATE)
+
+
+def mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    obs, next_obs = batch[sb.OBS], batch[sb.NEXT_OBS]  # [B, n, obs_dim]
+    b = obs.shape[0]
+    q_both = module.agent_q_values(torch.cat([obs, next_obs]))  # one pass over s and s'
+    q, q_next_online = q_both[:b], q_both[b:].detach()
+    q_taken = q.gather(2, batch[sb.ACTIONS].long().unsqueeze(-1)).squeeze(-1)  # [B, n]
+    q_tot = module.mix(q_taken, batch[STATE])
+    with torch.no_grad():
+        target = target if target is not None else module
+        q_next_target = target.agent_q_values(next_obs)
+        chooser = q_next_online if cfg.double_q else q_next_target
+        next_actions = chooser.argmax(-1, keepdim=True)
+        q_next = q_next_target.gather(2, next_actions).squeeze(-1)
+        q_tot_next = target.mix(q_next, batch[NEXT_STATE])
+        not_done = 1.0 - batch[sb.TERMINATEDS].float()
+        y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_tot_next
+    td_error = q_tot - y
+    if cfg.td_error_loss == "huber":
+        per_row = F.huber_loss(q_tot, y, reduction="none", delta=1.0)
+    else:
+        per_row = 0.5 * td_error.pow(2)
+    loss = (batch[REPLAY_WEIGHTS] * per_row).mean()
+    stats = {
+        "loss": loss,
+        "q_tot_mean": q_tot.mean(),
+        "agent_q_mean": q_taken.mean(),
+        "target_mean": y.mean(),
+        "td_error_abs_mean": td_error.abs().mean(),
+        "td_error": td_error.abs().detach(),  # per row: the replay priorities
+    }
+    return loss, stats

@@ -1,0 +1,3 @@
+from marl.algorithms.qmix.config import QMIXConfig
+
+__all__ = ["QMIXConfig"]

@@ -1,0 +1,29 @@
+"""QMIXConfig: monotonic value factorisation (Rashid et al. 2018).
+
+The mixer (`marl.modules.mixers.QMixer`) combines the agents' Q values with
+non-negative weights produced by hypernetworks over the global state. The
+loss and the workflow are the shared ones in `marl.algorithms.mixing`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.mixing import MixingConfig, MixingTraining
+from marl.algorithms.sections import doc
+
+
+@dataclass
+class QMIXTraining(MixingTraining):
+    mixing_embed_dim: int = doc("width of the mixing network's hidden layer", 32, min=1)
+    hypernet_embed: int = doc("hidden width of the hypernetworks that produce the mixing weights", 64, min=1)
+
+
+class QMIXConfig(MixingConfig):
+    algo_name = "QMIX"
+    training_section_cls = QMIXTraining
+    mixer = "qmix"
+
+    def mixer_options(self) -> dict:
+        t = self.training_cfg
+        return {"mixing_embed_dim": t.mixing_embed_dim, "hypernet_embed": t.hypernet_embed}

@@ -1,0 +1,3 @@
+from marl.algorithms.vdn.config import VDNConfig
+
+__all__ = ["VDNConfig"]
