@@ -160,12 +160,15 @@ class Algorithm:
             result.update(self._get_evaluator().collect() if parallel else self.evaluate())
         return result
 
-    def evaluate(self, duration: int | None = None, unit: str | None = None, explore: bool | None = None) -> dict:
+    def evaluate(self, duration: int | None = None, unit: str | None = None, explore: bool | None = None, *,
+                 num_episodes: int | None = None) -> dict:
         """One evaluation with the current weights on the evaluation runners; `evaluation/...` results.
 
         `duration`, `unit` ("episodes" | "env_steps") and `explore` default to the
-        config's `evaluation` section.
+        config's `evaluation` section; `num_episodes=n` is `duration=n, unit="episodes"`.
         """
+        if num_episodes is not None:
+            duration, unit = num_episodes, "episodes"
         evaluator = self._get_evaluator()
         evaluator.start(self.learners.get_weights(), duration, unit, explore)
         return evaluator.collect()

@@ -49,11 +49,11 @@ class Evaluator:
         self.group.sync_weights(weights)
         started = time.perf_counter()
         if self.group.is_local:
-            self._launched = (started, weights["version"], [self.group.call_local("evaluate", duration, unit, explore)], None)
+            self._launched = (started, weights["version"], [self.group.call_local("run_evaluation", duration, unit, explore)], None)
             return
         shares = split(duration, self.group.num_remote)
         calls = [(i, share) for i, share in enumerate(shares) if share > 0]
-        refs = [(i, self.group.call_remote(i, "evaluate", share, unit, explore), (share, unit, explore)) for i, share in calls]
+        refs = [(i, self.group.call_remote(i, "run_evaluation", share, unit, explore), (share, unit, explore)) for i, share in calls]
         self._launched = (started, weights["version"], None, refs)
 
     def collect(self) -> dict:
@@ -63,7 +63,7 @@ class Evaluator:
         started, version, outputs, refs = self._launched
         self._launched = None
         if refs is not None:
-            outputs = [self.group.get_remote(i, ref, "evaluate", *args) for i, ref, args in refs]
+            outputs = [self.group.get_remote(i, ref, "run_evaluation", *args) for i, ref, args in refs]
         episodes = [e for out in outputs for e in out["episodes"]]
         returns = [e["return"] for e in episodes]
         result = {

@@ -380,7 +380,11 @@ class EnvRunner:
         }
         return MultiAgentBatch(batches, env_steps, info)
 
-    def evaluate(self, duration: int, unit: str = "episodes", explore: bool = False) -> dict:
+    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
+        """The metrics of `num_episodes` fresh episodes (see `run_evaluation`)."""
+        return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
+
+    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False) -> dict:
         """Fresh episodes with the current weights; no rows kept, no filter statistics updated.
 
         unit="episodes": the first `duration` episodes started run to their end
