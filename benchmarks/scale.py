@@ -19,7 +19,8 @@ scenario's network, 128x128):
    driver's time to fetch one from the object store (`ray.get` of a finished
    fragment, 1 runner, median) and to concatenate two;
 4. the learner's time per env step (one PPO update of a 2048-env-step batch with the
-   scenario's 5 epochs of 512-row minibatches), which no number of runners shortens.
+   scenario's 5 epochs of 512-row minibatches), which no number of runners shortens, with
+   the learner in-process, on one Ray actor, and on 2 data-parallel actors (DDP).
 
 The last table turns these into the throughput to expect from N runners (one core
 each) and where it stops growing; benchmarks/README.md explains it.
@@ -146,25 +147,36 @@ def payload_figures(cfg_one, repeats: int) -> dict:
         group.stop()
 
 
-def learner_seconds_per_step(cfg, repeats: int) -> float:
-    runner = EnvRunner(cfg, 0)
-    learner = Learner(cfg, runner.specs)
-    train_batch = cfg.training_cfg.train_batch_size
+def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> float:
+    """Median seconds per env step of one PPO update of a train batch, with `num_learners` learners."""
     from marl.data import MultiAgentBatch
+    from marl.learners import LearnerGroup
 
+    runner = EnvRunner(cfg, 0)
+    cfg = cfg.copy()
+    cfg.learners(num_learners=num_learners)
+    group = LearnerGroup(cfg, runner.specs)
     parts, steps = [], 0
-    while steps < train_batch:
+    while steps < cfg.training_cfg.train_batch_size:
         parts.append(runner.sample())
         steps += parts[-1].env_steps
     batch = MultiAgentBatch.concat(parts)
-    learner.update(batch)  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        learner.update(batch)
-        times.append(time.perf_counter() - t0)
     runner.stop()
+    try:
+        group.update(batch)  # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            group.update(batch)
+            times.append(time.perf_counter() - t0)
+    finally:
+        group.stop()
     return statistics.median(times) / batch.env_steps
+
+
+def args_learners(args) -> list[int]:
+    values = [int(x) for x in args.learners.split(",")]
+    return values if 0 in values else [0] + values
 
 
 def main() -> None:
@@ -174,6 +186,7 @@ def main() -> None:
     ap.add_argument("--envs", type=int, default=8, help="env copies per runner (default 8)")
     ap.add_argument("--fragment", type=int, default=256, help="rollout_fragment_length (default 256)")
     ap.add_argument("--repeats", type=int, default=50, help="repeats of the per-call measurements (default 50)")
+    ap.add_argument("--learners", default="0,1,2", help="num_learners values to time one update with (default 0,1,2)")
     ap.add_argument("--network-gbit", type=float, default=10.0,
                     help="network bandwidth assumed between nodes in the model (default 10 Gbit/s)")
     args = ap.parse_args()
@@ -210,7 +223,8 @@ def main() -> None:
     ov = call_overheads(tiny, args.repeats)
     one = config(1, args.envs, args.fragment)
     pay = payload_figures(one, max(10, args.repeats // 5))
-    learn_s = learner_seconds_per_step(config(0, args.envs, args.fragment), 3)
+    learn_by_n = {n: learner_seconds_per_step(config(0, args.envs, args.fragment), 3, n) for n in args_learners(args)}
+    learn_s = learn_by_n[0]
     C.print_table(
         ["figure", "value"],
         [
@@ -223,7 +237,10 @@ def main() -> None:
             ["payload per env step", f"{pay['column_bytes'] / pay['env_steps']:,.0f} B"],
             ["driver: ray.get of a finished fragment", f"{pay['get_s'] * 1e3:.2f} ms ({pay['get_s'] / pay['env_steps'] * 1e6:.2f} us/env step)"],
             ["driver: concat of two fragments", f"{pay['concat2_s'] * 1e3:.2f} ms"],
-            ["learner: PPO update time per env step", f"{learn_s * 1e6:.0f} us ({1 / learn_s:,.0f} env steps/s of learning)"],
+        ]
+        + [
+            [f"learner: PPO update time per env step, num_learners={n}", f"{t * 1e6:.0f} us ({1 / t:,.0f} env steps/s of learning)"]
+            for n, t in learn_by_n.items()
         ],
         title="Costs of remote sampling and of learning",
     )

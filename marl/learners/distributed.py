@@ -38,6 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from marl.learners.learner import Learner
 
 INIT_TIMEOUT_S = 120
+_COUNTS = ("num_sgd_steps", "agent_steps_trained")  # stats that are counts, the same on every rank
 
 
 def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -100,7 +101,7 @@ class _RankSlicedParts:
         # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
         # the mean over all the minibatch's rows, also when the slices differ in size.
         loss = loss * (share * lrn.world_size)
-        return loss, lrn.reduce_stats(stats, share, n, (hi - lo) if share else 0)
+        return loss, lrn.scale_stats(stats, share, n, (hi - lo) if share else 0)
 
 
 class DistributedLearner(Learner):
@@ -135,7 +136,7 @@ class DistributedLearner(Learner):
         )
         for module in modules:
             # Construction broadcasts rank 0's parameters, so the replicas start identical.
-            self._ddp[id(module)] = DistributedDataParallel(_TrainPass(module), broadcast_buffers=False)
+            self._ddp[id(module)] = DistributedDataParallel(_TrainPass(module))
         self._per_row_stats = set(getattr(self.algo, "per_row_stats", ()) or ())  # DQN's TD errors, say
         self.algo = _RankSlicedParts(self.algo, self)
         return backend
@@ -143,20 +144,35 @@ class DistributedLearner(Learner):
     def ddp_of(self, module) -> DistributedDataParallel:
         return self._ddp[id(module)]
 
-    def reduce_stats(self, stats: dict, share: float, n: int, rows: int) -> dict:
-        """Scalar stats become the row-weighted mean over ranks; per-row stats are gathered in row order."""
-        per_row = self._per_row_stats
+    def scale_stats(self, stats: dict, share: float, n: int, rows: int) -> dict:
+        """This rank's part of the minibatch's stats, no communication for scalars.
+
+        A scalar stat (a mean over this rank's rows) is scaled like the loss, so that
+        the mean over ranks, taken once per update in `_update_policy`, is the mean
+        over all rows. Per-row stats (DQN's TD errors) are gathered in row order now:
+        the learner writes them back per minibatch.
+        """
+        scale = share * self.world_size
         out = {}
-        scalar_keys = [k for k, v in stats.items() if k not in per_row and torch.is_tensor(v) and v.dim() == 0]
-        if scalar_keys:
-            packed = torch.stack([stats[k].detach().float() * share for k in scalar_keys])
-            dist.all_reduce(packed)
-            out.update({k: packed[i] for i, k in enumerate(scalar_keys)})
         for key, value in stats.items():
-            if key in per_row:
+            if key in self._per_row_stats:
                 out[key] = self._gather_rows(value.detach()[:rows], n)
-            elif key not in out:
+            elif torch.is_tensor(value) and value.dim() == 0:
+                out[key] = value.detach() * scale
+            else:
                 out[key] = value
+        return out
+
+    def _update_policy(self, pid: str, batch):
+        out = super()._update_policy(pid, batch)
+        # One all-reduce per update for the reported stats (the mean over ranks of each rank's scaled
+        # stats); grad_norm is the same on every rank already (taken after DDP averaged the gradients).
+        keys = [k for k, v in out.items() if isinstance(v, float) and k not in _COUNTS]
+        if keys:
+            packed = torch.tensor([out[k] for k in keys], dtype=torch.float64)
+            dist.all_reduce(packed)
+            packed /= self.world_size
+            out.update({k: float(packed[i]) for i, k in enumerate(keys)})
         return out
 
     def _gather_rows(self, local: torch.Tensor, n: int) -> torch.Tensor:
