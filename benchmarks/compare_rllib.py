@@ -187,15 +187,15 @@ class Run:
         return sum(tail) / len(tail) if tail else math.nan
 
 
-def run_process(side: str, python: Path, script: str, task: str, seed: int, args: list[str], log_dir: Path,
-                verbose: bool) -> Run:
+def run_process(side: str, python: Path, script: str, task_key: str, task: str, seed: int, args: list[str],
+                log_dir: Path, verbose: bool) -> Run:
     cmd = [str(python), str(HERE / script), task, "--seed", str(seed), *args]
-    run = Run(side, task, seed)
-    log_path = log_dir / f"{task}-{side.replace(' ', '_')}-seed{seed}.log"
+    run = Run(side, task_key, seed)
+    log_path = log_dir / f"{task_key}-{side.replace(' ', '_')}-seed{seed}.log"
     run.log = str(log_path)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("RAY_ADDRESS", None)  # both sides start their own local Ray
-    with open(log_path, "w") as log:
+    with open(log_path, "w", buffering=1) as log:  # line-buffered: the log can be followed live
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         run.t_spawn = time.time()
@@ -381,9 +381,8 @@ def main() -> None:
             for side, python, script, extra in sides:
                 print(f"  {task_key} seed {seed}: {side} ...", end=" " if not args.verbose else "\n")
                 C.flush()
-                run = run_process(side, python, script, name, seed, extra, log_dir, args.verbose)
+                run = run_process(side, python, script, task_key, name, seed, extra, log_dir, args.verbose)
                 runs.append(run)
-                run.task = task_key
                 print(describe(run))
                 C.flush()
 
