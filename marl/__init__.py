@@ -1,6 +1,15 @@
 """marl: multi-agent reinforcement learning, declared as a dataflow graph of operators."""
 
-from marl.algorithms import Algorithm, AlgorithmConfig, ConfigError, PPOConfig, load_scenario
+from marl.algorithms import (
+    Algorithm,
+    AlgorithmConfig,
+    APPOConfig,
+    ConfigError,
+    DQNConfig,
+    IMPALAConfig,
+    PPOConfig,
+    load_scenario,
+)
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.envs import MultiAgentEnv, make_env, register_env
 from marl.modules import MultiRLModule, RLModule
@@ -10,9 +19,12 @@ from marl.workflow import Workflow
 __version__ = "0.1.0"
 
 __all__ = [
+    "APPOConfig",
     "Algorithm",
     "AlgorithmConfig",
     "ConfigError",
+    "DQNConfig",
+    "IMPALAConfig",
     "MultiAgentBatch",
     "MultiAgentEnv",
     "MultiRLModule",

@@ -1,9 +1,17 @@
-"""The `marl` command: train, evaluate and inspect scenarios."""
+"""The `marl` command: train, evaluate and inspect scenarios.
+
+    marl train SCENARIO.yaml [key=value ...]        marl train --algo PPO --env CartPole-v1 [key=value ...]
+    marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
+    marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
+    marl envs
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -12,36 +20,71 @@ def _fmt(value, spec=".1f") -> str:
     return "nan" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
-def cmd_train(args) -> int:
-    from marl.algorithms import load_scenario
-    from marl.logging import RunLogger, make_run_dir
+def _algorithm_names() -> list[str]:
+    from marl.algorithms.registry import ALGORITHMS
 
-    config = load_scenario(args.scenario, args.overrides)
-    run_dir = make_run_dir(Path(args.scenario).stem, args.output)
-    algo = config.build()
-    logger = RunLogger(run_dir, config.to_dict())
-    if not args.quiet:
-        print(f"run directory: {run_dir}")
-    reason = None
+    return sorted(ALGORITHMS)
+
+
+def _split_positionals(args) -> tuple[str | None, list[str]]:
+    """The scenario file and the key=value overrides (a first positional with '=' is an override)."""
+    scenario, overrides = args.scenario, list(args.overrides)
+    if scenario is not None and "=" in scenario and not Path(scenario).is_file():
+        scenario, overrides = None, [scenario] + overrides
+    return scenario, overrides
+
+
+def _config_from_args(args):
+    """(config, name for the run directory) from a scenario file or from --algo/--env."""
+    from marl.algorithms import ConfigError, config_from_dict, load_scenario
+
+    scenario, overrides = _split_positionals(args)
+    env = getattr(args, "env", None)
+    if scenario is not None:
+        if args.algo:
+            raise ConfigError("give either a scenario file or --algo, not both (the scenario names its algo)")
+        if env:
+            overrides = [f"environment.env={env}"] + overrides
+        return load_scenario(scenario, overrides), Path(scenario).stem
+    if not args.algo:
+        raise ConfigError("give a scenario file (marl train scenarios/cartpole_ppo.yaml) or --algo NAME --env ENV")
+    data = {"algo": args.algo, "environment": {"env": env} if env else {}}
+    name = f"{args.algo}-{env}" if env else args.algo
+    return config_from_dict(data, overrides, where="command line"), re.sub(r"[^\w.-]+", "_", name)
+
+
+def cmd_train(args) -> int:
+    from marl.logging import make_run_dir
+    from marl.run import config_for_resume, train_run
+
+    if args.address:
+        os.environ["RAY_ADDRESS"] = args.address  # Algorithm joins it instead of starting a local Ray
+    if args.resume:
+        scenario, overrides = _split_positionals(args)
+        if scenario is not None or args.algo or args.env:
+            from marl.algorithms import ConfigError
+
+            raise ConfigError("--resume takes its config from RUN_DIR/config.yaml; give only key=value overrides with it")
+        config = config_for_resume(args.resume, overrides)
+        run_dir = Path(args.resume)
+    else:
+        config, name = _config_from_args(args)
+        run_dir = None
+    echo = None if args.quiet else (lambda line: print(line, flush=True))
+    if echo and os.environ.get("RAY_ADDRESS") and config.env_runners_cfg.num_env_runners == 0:
+        echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")
+    fresh = run_dir is None
+    if fresh:
+        config.validate()
+        run_dir = make_run_dir(name, args.output)
+    if echo:
+        echo(f"run directory: {run_dir.resolve()}")
     try:
-        while reason is None:
-            result = algo.train()
-            logger.log(result)
-            reason = algo.stop_reason(result)
-            if not args.quiet:
-                print(
-                    f"iter {result['iteration']:4d}  env_steps {result['env_steps_total']:8d}  "
-                    f"return {_fmt(result['episode_return_mean']):>8}  "
-                    f"env_steps/s {_fmt(result['env_steps_per_s'], '.0f'):>6}  "
-                    f"time {result['time_total_s']:7.1f}s",
-                    flush=True,
-                )
-        checkpoint = algo.save(run_dir / "checkpoint")
-        if not args.quiet:
-            print(f"stopped: {reason}; checkpoint: {checkpoint}")
-    finally:
-        logger.close()
-        algo.stop()
+        train_run(config, run_dir, resume=bool(args.resume), echo=echo)
+    except Exception:
+        if fresh and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # a run that could not start (say, an unknown env) leaves no empty directory
+        raise
     return 0
 
 
@@ -59,26 +102,90 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_graph(args) -> int:
-    from marl.algorithms import load_scenario
-
-    config = load_scenario(args.scenario, args.overrides)
     from marl.workflow import Workflow
+    from marl.workflow.draw import draw_workflow
 
+    config, name = _config_from_args(args)
     wf = config.workflow
     wf = config.default_workflow() if wf is None else (Workflow.from_dict(wf) if isinstance(wf, dict) else wf)
     print(wf.validate().describe())
+    if not args.no_png:
+        png = Path(args.output or f"{name}_workflow.png")
+        png.parent.mkdir(parents=True, exist_ok=True)
+        print(f"picture: {draw_workflow(wf, png, title=f'{name}: workflow {wf.name!r}')}")
     return 0
+
+
+def cmd_plot(args) -> int:
+    from marl.logging.plots import plot_runs
+
+    output = args.output or (args.run_dirs[0] if len(args.run_dirs) == 1 else "plots")
+    try:
+        paths = plot_runs(args.run_dirs, output)
+    except ValueError as err:  # a run directory without results yet
+        print(f"marl: error: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+def cmd_envs(args) -> int:
+    import importlib
+
+    from marl.envs.catalog import env_catalog
+
+    for module in args.imports:
+        importlib.import_module(module)  # modules that call marl.register_env when imported
+    catalog = env_catalog()
+    kinds = [args.family] if args.family else list(catalog)
+    for kind in kinds:
+        print(f"{kind}:")
+        for family, names in catalog[kind].items():
+            if isinstance(names, str):
+                print(f"  {family}: {names}")
+            else:
+                print(f"  {family} ({len(names)}): {', '.join(names) if names else '-'}")
+    if not args.family or args.family == "registered":
+        print("(registered names exist per process: pass --import MODULE for modules that call marl.register_env)")
+    return 0
+
+
+def _add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("scenario", nargs="?", help="scenario YAML file (or use --algo/--env)")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value",
+        help="config overrides on top of the scenario, e.g. training.lr=1e-4 stop.iterations=5 "
+             "(every key: docs/scenario_reference.md)",
+    )
+    parser.add_argument(
+        "--algo", choices=_algorithm_names(), type=str.upper,
+        help=f"{what} this algorithm with its defaults instead of a scenario file (one of: {', '.join(_algorithm_names())})",
+    )
+    parser.add_argument("--env", help="environment.env: a Gymnasium id, PettingZoo module path or registered name (see `marl envs`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="marl", description="Multi-agent RL declared as a dataflow graph.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    train = sub.add_parser("train", help="train a scenario", description="Train a scenario file until its stop criteria.")
-    train.add_argument("scenario", help="scenario YAML file")
-    train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.lr=1e-4 stop.iterations=5")
-    train.add_argument("--output", help="run directory (default: runs/<scenario>-<timestamp>)")
-    train.add_argument("--quiet", action="store_true", help="print nothing per iteration")
+    train = sub.add_parser(
+        "train", help="train a scenario",
+        description="Train a scenario until its stop criteria, printing one progress line per iteration and "
+                    "writing a run directory: config.yaml, result.jsonl, progress.csv, TensorBoard events, checkpoint/.",
+        epilog="examples:\n  marl train scenarios/cartpole_ppo.yaml training.lr=1e-3\n"
+               "  marl train --algo PPO --env CartPole-v1 stop.iterations=20\n"
+               "  marl train --resume runs/cartpole_ppo-20250101-120000 stop.iterations=40",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_source_options(train, "train")
+    train.add_argument("--output", metavar="RUN_DIR", help="run directory (default: $MARL_RUNS_DIR or ./runs, then <scenario>-<timestamp>)")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from RUN_DIR/checkpoint (weights, counters, iteration) with its config.yaml")
+    train.add_argument("--quiet", action="store_true", help="print nothing (no progress lines)")
+    train.add_argument(
+        "--address", metavar="ADDRESS",
+        help="join this Ray cluster (as RAY_ADDRESS does, e.g. 10.0.0.1:6379 or auto); env runners are spread over its nodes",
+    )
     train.set_defaults(fn=cmd_train)
 
     evaluate = sub.add_parser("evaluate", help="evaluate a checkpoint", description="Run greedy episodes from a checkpoint.")
@@ -86,10 +193,35 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     evaluate.set_defaults(fn=cmd_evaluate)
 
-    graph = sub.add_parser("graph", help="print a scenario's workflow graph", description="Print the workflow's operators and edges.")
-    graph.add_argument("scenario", help="scenario YAML file")
-    graph.add_argument("overrides", nargs="*", help="key=value overrides")
+    graph = sub.add_parser(
+        "graph", help="print and draw a scenario's workflow graph",
+        description="Print the workflow's operators and edges and write a PNG of the DAG "
+                    "(operators with their settings, edges labelled with what flows).",
+    )
+    _add_source_options(graph, "show the default workflow of")
+    graph.add_argument("--output", "-o", metavar="PNG", help="where to write the picture (default: <scenario>_workflow.png)")
+    graph.add_argument("--no-png", action="store_true", help="only print the operators and edges")
     graph.set_defaults(fn=cmd_graph)
+
+    plot = sub.add_parser(
+        "plot", help="plot runs' returns and throughput",
+        description="Write returns.png (mean return overall and per policy vs env steps) and throughput.png "
+                    "(env steps/s vs env steps, env steps vs time), overlaying the runs given.",
+    )
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (with result.jsonl)")
+    plot.add_argument("--output", "-o", metavar="DIR", help="folder for the PNGs (default: the run directory, or ./plots for several)")
+    plot.set_defaults(fn=cmd_plot)
+
+    envs = sub.add_parser(
+        "envs", help="list env families and names",
+        description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
+    )
+    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium"), help="list only this kind")
+    envs.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first (one that calls marl.register_env); repeatable",
+    )
+    envs.set_defaults(fn=cmd_envs)
     return parser
 
 
@@ -102,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ConfigError, EnvError, MappingError, WorkflowError, FileNotFoundError) as err:
+    except (ConfigError, EnvError, MappingError, WorkflowError, FileNotFoundError, ImportError) as err:
         print(f"marl: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

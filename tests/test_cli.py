@@ -58,7 +58,7 @@ def test_evaluate_prints_per_policy_returns(tmp_path):
 
 
 def test_graph_prints_operators_and_edges():
-    p = run("graph", "scenarios/cartpole_ppo.yaml")
+    p = run("graph", "scenarios/cartpole_ppo.yaml", "--no-png")
     assert p.returncode == 0, p.stderr
     assert "concat: concat(min_env_steps=2048)" in p.stdout
     assert "learn --results--> sync_weights" in p.stdout

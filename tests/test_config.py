@@ -235,9 +235,12 @@ def test_interpolation_resolves_against_defaults(tmp_path):
 # -- documented defaults and round trip --------------------------------------------
 
 
-def test_conf_ppo_yaml_matches_defaults():
-    on_file = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "ppo.yaml"))
-    defaults = PPOConfig().to_dict()
+@pytest.mark.parametrize("algo", ["PPO", "DQN", "APPO", "IMPALA"])
+def test_conf_yaml_matches_defaults(algo):
+    from marl.algorithms.registry import ALGORITHMS
+
+    on_file = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / f"{algo.lower()}.yaml"))
+    defaults = ALGORITHMS[algo]().to_dict()
     assert on_file["environment"].pop("env") is None
     defaults["environment"].pop("env")
     assert on_file == defaults
@@ -246,7 +249,7 @@ def test_conf_ppo_yaml_matches_defaults():
 def test_to_dict_is_plain_data():
     d = PPOConfig().to_dict()
     assert d["algo"] == "PPO"
-    assert set(d) == {"algo", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "workflow"}
+    assert set(d) == {"algo", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "workflow"}
     # survives YAML (OmegaConf) unchanged
     assert OmegaConf.to_container(OmegaConf.create(d)) == d
 

@@ -58,11 +58,26 @@ class Algorithm:
         self.runners = EnvRunnerGroup(config)
         self.metrics = SharedMetrics()
         self.workflow = self._make_workflow()
-        self._context = ExecutionContext(config, self.runners, self.learners, self.metrics)
+        self.replay_buffers = self._make_replay_buffers()
+        self._context = ExecutionContext(config, self.runners, self.learners, self.metrics, self.replay_buffers)
         self._sync_runners()  # runners must act with the learner's weights from the first step
         self._results = self.workflow.compile(self._context)
         self.iteration = 0
         self._eval_runner: EnvRunner | None = None
+
+    def _make_replay_buffers(self) -> dict:
+        """One buffer per trained policy (off-policy algorithms); each holds only its own policy's transitions."""
+        from marl.replay import make_replay_buffer
+
+        spec = self.config.replay_buffer_config()
+        if spec is None:
+            return {}
+        seed = self.config.debugging_cfg.seed
+        trained = self.config.trained_policy_ids(list(self.policy_specs))
+        return {
+            pid: make_replay_buffer(**spec, seed=None if seed is None else int(seed) + 7919 * (i + 1))
+            for i, pid in enumerate(trained)
+        }
 
     def _make_workflow(self) -> Workflow:
         wf = self.config.workflow

@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any, Callable
 
 from marl.algorithms.sections import (
+    CheckpointingSection,
     ConfigError,
     DebuggingSection,
     EnvironmentSection,
@@ -27,26 +28,37 @@ from marl.algorithms.sections import (
 )
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 
-SECTION_NAMES = ("environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop")
+SECTION_NAMES = (
+    "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
+)
 
 
 class AlgorithmParts:
-    """What an algorithm contributes to the generic learner: its loss and its learner connectors."""
+    """What an algorithm contributes to the generic learner (see `marl.learners.learner`)."""
 
     loss_columns: tuple[str, ...] = ()
+    uses_target_network = False  # the learner keeps a frozen copy of each trained module
+    per_row_stats: tuple[str, ...] = ()  # loss stats returned per row, in batch order (TD errors)
 
     @staticmethod
-    def loss(module, batch, cfg):
+    def loss(module, batch, cfg, target=None):
         raise NotImplementedError
 
     @staticmethod
     def learner_connectors(cfg) -> list[Callable]:
         return []
 
+    @staticmethod
+    def prepare(module, tensors: dict, cfg) -> dict:
+        """Columns computed with the current network once per update, before the epochs."""
+        return tensors
+
 
 class AlgorithmConfig:
     algo_name = "?"
     training_section_cls: type = object
+    default_module_class: type | str | None = None  # None: ActorCriticMLP
+    needs_next_obs = False  # runners fill the `next_obs` column (the DQN family's transitions)
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -57,6 +69,7 @@ class AlgorithmConfig:
         self.debugging_cfg = DebuggingSection()
         self.evaluation_cfg = EvaluationSection()
         self.stop_cfg = StopSection()
+        self.checkpointing_cfg = CheckpointingSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
 
@@ -107,6 +120,9 @@ class AlgorithmConfig:
 
     def stopping(self, **kw) -> "AlgorithmConfig":
         return self._set("stop", kw)
+
+    def checkpointing(self, **kw) -> "AlgorithmConfig":
+        return self._set("checkpointing", kw)
 
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
@@ -171,6 +187,14 @@ class AlgorithmConfig:
         base = dict(getattr(self.training_cfg, "model", {}) or {})
         base.update(self.policy_specs()[policy_id].model)
         return base
+
+    def module_class_for(self, spec: PolicySpec):
+        """The module class a policy is built with: its own, else the algorithm's default."""
+        return spec.module_class if spec.module_class is not None else self.default_module_class
+
+    def replay_buffer_config(self) -> dict | None:
+        """Keyword arguments of `make_replay_buffer` for each trained policy; None: no replay."""
+        return None
 
     def algorithm_parts(self) -> AlgorithmParts:
         raise NotImplementedError

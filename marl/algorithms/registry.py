@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from marl.algorithms.appo import APPOConfig
+from marl.algorithms.dqn import DQNConfig
+from marl.algorithms.impala import IMPALAConfig
 from marl.algorithms.ppo import PPOConfig
 
-ALGORITHMS: dict[str, type] = {"PPO": PPOConfig}
+ALGORITHMS: dict[str, type] = {"PPO": PPOConfig, "DQN": DQNConfig, "APPO": APPOConfig, "IMPALA": IMPALAConfig}
 
 
 def config_class(name: str):

@@ -79,6 +79,16 @@ class StopSection:
     iterations: int | None = doc("stop after this many iterations", None, min=1)
 
 
+@dataclass
+class CheckpointingSection:
+    checkpoint_frequency: int = doc(
+        "`marl train`: write the run's checkpoint/ every N iterations (0: only at the end); `--resume` starts from it",
+        10,
+        min=0,
+    )
+    checkpoint_at_end: bool = doc("`marl train`: write checkpoint/ when the run stops (a stop criterion, Ctrl-C)", True)
+
+
 def section_fields(section) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(section)}
 

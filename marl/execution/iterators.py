@@ -90,10 +90,28 @@ def gather_sync(group, metrics: SharedMetrics, method: str = "sample") -> LocalI
     return LocalIterator(gen, metrics, f"gather_sync({method})")
 
 
-def gather_async(group, metrics: SharedMetrics, num_async: int = 1, method: str = "sample") -> LocalIterator:
-    """Yields (runner index, result) as results arrive, keeping `num_async` calls in flight per runner."""
+def gather_async(
+    group,
+    metrics: SharedMetrics,
+    num_async: int = 1,
+    method: str = "sample",
+    version: Callable[[], int] | None = None,
+    max_lag: int | None = None,
+) -> LocalIterator:
+    """Yields (runner index, result) as results arrive, keeping `num_async` calls in flight per runner.
+
+    With `version` (the learner's weights version) and `max_lag`, no request is
+    left behind: a request's age is the learner's version minus the version of
+    the weights its runner acts with (`group.versions`). When the k-th oldest
+    request in flight is within k updates of `max_lag`, the next item is the
+    oldest request's result, however many newer ones are ready (a stalled runner
+    stalls the pipeline instead of feeding it stale data). The bound can hold
+    only if `max_lag` >= the number of requests in flight.
+    """
     if num_async < 1:
         raise ValueError(f"num_async must be >= 1, got {num_async}")
+    if max_lag is not None and max_lag < 1:
+        raise ValueError(f"max_lag must be >= 1, got {max_lag}")
     if group.is_local:
 
         def local_gen():
@@ -104,21 +122,35 @@ def gather_async(group, metrics: SharedMetrics, num_async: int = 1, method: str 
 
     import ray
 
+    now = version or (lambda: 0)
+
+    def stamp(index: int) -> int:
+        # The weights version the request will run with (weights are queued ahead of it).
+        return group.versions[index] if version is not None else 0
+
     def gen():
-        in_flight: dict = {}
+        in_flight: dict = {}  # ref -> (runner index, version when requested)
         for index in range(group.num_remote):
             for _ in range(num_async):
-                in_flight[group.call_remote(index, method)] = index
+                in_flight[group.call_remote(index, method)] = (index, stamp(index))
         refill = None
         while True:
             # The runner whose result we yielded last is asked again only now, when the consumer
             # comes back for more: by then it has trained on that result and queued fresh weights
             # to the runner ahead of this request (actor calls run in order).
             if refill is not None:
-                in_flight[group.call_remote(refill, method)] = refill
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
-            ref = ready[0]
-            refill = in_flight.pop(ref)
+                in_flight[group.call_remote(refill, method)] = (refill, stamp(refill))
+            # The k-th oldest request may wait k more items (each item can cost one learner update):
+            # once any of them could not make it within max_lag, take the oldest first.
+            by_age = sorted(in_flight, key=lambda r: in_flight[r][1])
+            current = now()
+            if max_lag is not None and any(current - in_flight[r][1] + k >= max_lag for k, r in enumerate(by_age)):
+                ref = by_age[0]
+                ray.wait([ref], num_returns=1)
+            else:
+                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                ref = ready[0]
+            refill, _ = in_flight.pop(ref)
             result = group.get_remote(refill, ref, method)
             yield refill, result
 

@@ -18,6 +18,8 @@ AGENT_STEPS_TRAINED = "agent_steps_trained"
 LEARNER_UPDATES = "learner_updates"
 WEIGHTS_VERSION = "weights_version"
 WEIGHTS_SYNCS = "weights_syncs"
+TARGET_UPDATES = "target_updates"
+REPLAY_ADDED = "replay_transitions_added"
 
 
 class TimerStat:

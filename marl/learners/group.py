@@ -1,9 +1,9 @@
 """LearnerGroup: the learner in-process (num_learners=0), as one Ray actor (1), or N data-parallel actors (N > 1).
 
 With N > 1 (see `marl.learners.distributed`) every call that changes learner
-state (update, set_weights, ...) goes to all ranks, its arguments put once in
-the object store; calls that only read (get_weights, ...) go to rank 0, whose
-state every rank shares.
+state (update, set_weights, update_target, ...) goes to all ranks, its
+arguments put once in the object store; calls that only read (get_weights,
+...) go to rank 0, whose state every rank shares.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class LearnerGroup:
             self.local = None
             self.replicas = start_distributed_learners(config, specs, n)
             self.remote = self.replicas[0]
+        self.version = self._call("get_version")  # mirrored here: operators read it on every item
 
     def _call(self, method: str, *args):
         if self.is_local:
@@ -48,16 +49,29 @@ class LearnerGroup:
         return ray.get(getattr(self.remote, method).remote(*args))
 
     def update(self, batch):
-        return self._call("update", batch)
+        results = self._call("update", batch)
+        if results:
+            self.version += 1
+        return results
+
+    def update_target(self, tau: float = 1.0) -> list[str]:
+        return self._call("update_target", tau)
 
     def get_weights(self) -> dict:
         return self._call("get_weights")
 
     def set_weights(self, weights: dict) -> None:
         self._call("set_weights", weights)
+        self.version = weights["version"]
 
     def get_version(self) -> int:
-        return self._call("get_version")
+        return self.version
+
+    def get_target_state(self) -> dict:
+        return self._call("get_target_state")
+
+    def set_target_state(self, state: dict) -> None:
+        self._call("set_target_state", state)
 
     def get_optimizer_state(self) -> dict:
         return self._call("get_optimizer_state")

@@ -1,13 +1,18 @@
 """Learner: one optimiser per trained policy, minibatch SGD over an algorithm's loss.
 
-The algorithm supplies three things through its config: the loss function
-`loss(module, minibatch, cfg) -> (loss, stats)`, the learner connectors run
-once per policy batch (PPO: GAE, advantage standardisation), and the columns
-the loss reads. Everything else (epochs, minibatches, clipping, versions,
+The algorithm supplies, through `config.algorithm_parts()`: the loss
+`loss(module, minibatch, cfg, target=None) -> (loss, stats)`, the learner
+connectors run once per policy batch (PPO: GAE), an optional `prepare` pass
+that adds columns computed with the current network before the epochs
+(APPO/IMPALA: V-trace targets), whether each policy keeps a target network
+(DQN), and which stats are per-row (DQN: TD errors for replay priorities).
+Everything else (epochs, minibatches, clipping, versions, target updates,
 observation-filter state) is here, shared by all algorithms.
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import torch
@@ -43,7 +48,7 @@ class Learner:
         self.rng = np.random.default_rng(None if seed is None else int(seed) + 2)
         self.specs = specs
         self.module = MultiRLModule(
-            {pid: build_module(s.module_class, s.observation_space, s.action_space, config.model_for(pid)) for pid, s in specs.items()}
+            {pid: build_module(config.module_class_for(s), s.observation_space, s.action_space, config.model_for(pid)) for pid, s in specs.items()}
         )
         self.policies_to_train = config.trained_policy_ids(list(specs))
         self.optimizers = {
@@ -55,6 +60,14 @@ class Learner:
             if config.env_runners_cfg.observation_filter == "mean_std"
             else {}
         )
+        # Target networks: frozen copies, refreshed by `update_target` (an `update_target` node in the graph).
+        self.targets = {}
+        if self.algo.uses_target_network:
+            for pid in self.policies_to_train:
+                target = copy.deepcopy(self.module[pid])
+                target.requires_grad_(False)
+                target.eval()
+                self.targets[pid] = target
         self.version = 1  # runners start at 0: the first sync always sends
 
     # -- updates --------------------------------------------------------------
@@ -72,40 +85,63 @@ class Learner:
             self.version += 1
         return results
 
-    def _update_policy(self, pid: str, batch: SampleBatch) -> dict[str, float]:
+    def _update_policy(self, pid: str, batch: SampleBatch) -> dict:
         cfg = self.train_cfg
+        algo = self.algo
         batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
-        for connector in self.algo.learner_connectors(cfg):
+        for connector in algo.learner_connectors(cfg):
             batch = connector(batch)
-        module, optimizer = self.module[pid], self.optimizers[pid]
+        module, optimizer, target = self.module[pid], self.optimizers[pid], self.targets.get(pid)
+        tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
+        tensors = algo.prepare(module, tensors, cfg)
         module.train()
-        tensors = {k: _as_tensor(batch[k]) for k in self.algo.loss_columns if k in batch}
         n = len(batch)
-        size = min(cfg.minibatch_size, n)
+        size = min(getattr(cfg, "minibatch_size", n) or n, n)
+        num_epochs = getattr(cfg, "num_epochs", 1)
         sums: dict[str, torch.Tensor] = {}
+        per_row = {key: np.zeros(n, dtype=np.float32) for key in algo.per_row_stats}
         steps = 0
         params = [p for p in module.parameters() if p.requires_grad]
-        for _ in range(cfg.num_epochs):
-            # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
-            order = torch.from_numpy(self.rng.permutation(n))
-            shuffled = {k: t[order] for k, t in tensors.items()}
+        for _ in range(num_epochs):
+            if num_epochs == 1 and size == n:
+                order, shuffled = None, tensors  # one step on the whole batch: nothing to shuffle
+            else:
+                # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
+                order = torch.from_numpy(self.rng.permutation(n))
+                shuffled = {k: t[order] for k, t in tensors.items()}
             for start in range(0, n, size):
                 minibatch = {k: t[start : start + size] for k, t in shuffled.items()}
-                loss, stats = self.algo.loss(module, minibatch, cfg)
+                loss, stats = algo.loss(module, minibatch, cfg, target=target)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_clip is not None:
                     stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 optimizer.step()
+                for key in per_row:  # rows back in batch order (the last epoch's values win)
+                    rows = slice(start, start + size) if order is None else order[start : start + size].numpy()
+                    per_row[key][rows] = stats.pop(key).detach().numpy()
                 for key, value in stats.items():
                     value = value.detach()
                     sums[key] = sums[key] + value if key in sums else value
                 steps += 1
         module.eval()
-        out = {key: float(value) / steps for key, value in sums.items()}
+        out: dict = {key: float(value) / steps for key, value in sums.items()}
         out["num_sgd_steps"] = steps
         out["agent_steps_trained"] = n
+        out.update(per_row)
         return out
+
+    def update_target(self, tau: float = 1.0) -> list[str]:
+        """target <- tau * online + (1 - tau) * target for every trained policy; returns their ids."""
+        with torch.no_grad():
+            for pid, target in self.targets.items():
+                online = self.module[pid].state_dict()
+                for name, value in target.state_dict().items():
+                    if tau >= 1.0 or not value.is_floating_point():
+                        value.copy_(online[name])
+                    else:
+                        value.lerp_(online[name], tau)
+        return list(self.targets)
 
     # -- weights --------------------------------------------------------------
     def get_weights(self) -> dict:
@@ -123,6 +159,13 @@ class Learner:
 
     def get_version(self) -> int:
         return self.version
+
+    def get_target_state(self) -> dict:
+        return {pid: t.get_state() for pid, t in self.targets.items()}
+
+    def set_target_state(self, state: dict) -> None:
+        for pid, target_state in state.items():
+            self.targets[pid].set_state(target_state)
 
     def get_optimizer_state(self) -> dict:
         return {pid: opt.state_dict() for pid, opt in self.optimizers.items()}

@@ -2,6 +2,7 @@
 
 from marl.modules.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_factory
 from marl.modules.mlp import ActorCriticMLP
+from marl.modules.q_mlp import QMLP
 from marl.modules.rl_module import MultiRLModule, RLModule, build_module
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "DiagGaussian",
     "MultiCategorical",
     "MultiRLModule",
+    "QMLP",
     "RLModule",
     "build_module",
     "distribution_factory",

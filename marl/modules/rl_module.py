@@ -11,6 +11,7 @@ and, for masked action spaces, `action_mask` (1 = legal).
 from __future__ import annotations
 
 import importlib
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +47,9 @@ class RLModule(nn.Module):
         with torch.no_grad():
             return self.forward_train(batch)
 
+    def set_exploration_step(self, env_steps: int) -> None:
+        """Called by runners before each fragment with the run's env steps so far (schedules like epsilon)."""
+
     @staticmethod
     def apply_action_mask(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch.get("action_mask")
@@ -58,7 +62,10 @@ class RLModule(nn.Module):
         return {k: v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
-        self.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+        # Arrays from Ray's object store are read-only; load_state_dict copies anyway, so copy-free is safe.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            self.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
 
 
 def build_module(module_class, observation_space, action_space, model_config: dict | None) -> RLModule:

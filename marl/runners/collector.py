@@ -13,7 +13,8 @@ from marl.data import sample_batch as sb
 
 
 class PolicyCollector:
-    def __init__(self, obs_dim: int, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int):
+    def __init__(self, obs_dim: int, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
+                 next_obs: bool = False):
         self.spec = {
             sb.OBS: ((obs_dim,), np.float32),
             sb.ACTIONS: (tuple(action_shape), action_dtype),
@@ -30,6 +31,9 @@ class PolicyCollector:
         }
         if mask_dim is not None:
             self.spec[sb.ACTION_MASK] = ((mask_dim,), np.float32)
+        self.track_next_obs = next_obs
+        if next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
+            self.spec[sb.NEXT_OBS] = ((obs_dim,), np.float32)
         self.n = 0
         self._alloc(max(capacity, 16))
 
@@ -46,6 +50,7 @@ class PolicyCollector:
         self.truncateds = self.cols[sb.TRUNCATEDS]
         self.bootstrap_value = self.cols[sb.BOOTSTRAP_VALUE]
         self.vf_preds = self.cols[sb.VF_PREDS]
+        self.next_obs = self.cols.get(sb.NEXT_OBS)
 
     def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t) -> int:
         """Writes m rows; returns the index of the first. Rewards and flags start at zero (see build)."""
@@ -78,8 +83,11 @@ class PolicyCollector:
         if n > 1:
             end[:-1] = (eps[1:] != eps[:-1]) | (agent[1:] != agent[:-1])
         batch[sb.SEGMENT_END] = end | batch[sb.TERMINATEDS] | batch[sb.TRUNCATEDS]
+        if self.track_next_obs and n > 1:
+            inside = ~batch[sb.SEGMENT_END][:-1]
+            batch[sb.NEXT_OBS][:-1][inside] = batch[sb.OBS][1:][inside]
         # The accumulating columns start the next fragment at zero (one write here, not one per step).
-        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE):
+        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE) + ((sb.NEXT_OBS,) if self.track_next_obs else ()):
             cols[name][:n] = 0
         self.n = 0
         return batch

@@ -16,6 +16,7 @@ import torch
 
 from marl.connectors import ActionAdapter, ObservationPreprocessor
 from marl.data import Episode, MultiAgentBatch
+from marl.data import sample_batch as sb
 from marl.envs import EnvError, make_env, register_env
 from marl.modules import MultiRLModule, build_module
 from marl.policies import PolicyMapping, resolve_policies
@@ -47,7 +48,7 @@ class EnvRunner:
         self.specs, agents_of = resolve_policies(env0, config.policy_specs(), self.mapping)
         self.policy_ids = list(self.specs)
         self.module = MultiRLModule(
-            {pid: build_module(s.module_class, s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
+            {pid: build_module(config.module_class_for(s), s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
         )
         self.module.eval()
         normalize = run_cfg.observation_filter == "mean_std"
@@ -60,9 +61,12 @@ class EnvRunner:
             pre, act = self.preprocessors[pid], self.action_adapters[pid]
             mask_dim = self.module[pid].action_dim if pre.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
-            self.collectors[pid] = PolicyCollector(pre.dim, act.shape, act.dtype, mask_dim, capacity)
+            self.collectors[pid] = PolicyCollector(
+                pre.dim, act.shape, act.dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False)
+            )
 
         self.weights_version = 0
+        self._steps_sampled = 0
         self._episode_ids = itertools.count((worker_index << 40) + 1)
         self._obs: list[dict] = [{} for _ in range(self.num_envs)]
         self._episodes: list[Episode | None] = [None] * self.num_envs
@@ -191,6 +195,8 @@ class EnvRunner:
                         if collect:
                             collectors[pid].truncateds[row] = True
                             collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
+                            if collectors[pid].next_obs is not None:
+                                collectors[pid].next_obs[row] = collectors[pid].cols[sb.OBS][row]
                     episode.done = True
                     self._finished.append(episode.metrics())
                     self._reset_env(k, first=False)
@@ -209,9 +215,13 @@ class EnvRunner:
             collector = self.collectors[pid]
             if fallback:
                 collector.bootstrap_value[fallback] = collector.vf_preds[fallback]
+                if collector.next_obs is not None:
+                    collector.next_obs[fallback] = collector.cols[sb.OBS][fallback]
             if not rows:
                 continue
             obs, mask = self.preprocessors[pid](raw_obs, update_filter=False)
+            if collector.next_obs is not None:
+                collector.next_obs[rows] = obs
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
@@ -226,6 +236,10 @@ class EnvRunner:
         """
         if not self._started:
             self._start()
+        # Exploration schedules run on the whole run's env steps; each runner estimates them from its own.
+        run_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
+        for pid in self.policy_ids:
+            self.module[pid].set_exploration_step(run_steps)
         env_steps = 0
         for _ in range(self.fragment_length):
             env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
@@ -239,6 +253,7 @@ class EnvRunner:
                 rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
             self._pending[k] = {}
         self._bootstrap(cut)
+        self._steps_sampled += env_steps
         batches = {pid: c.build() for pid, c in self.collectors.items() if c.n > 0}
         deltas = {pid: p.filter.pop_delta() for pid, p in self.preprocessors.items() if p.filter is not None}
         finished, self._finished = self._finished, []
@@ -281,6 +296,12 @@ class EnvRunner:
 
     def ping(self) -> str:
         return "ok"
+
+    def node_id(self) -> str:
+        """The Ray node this runner lives on ('local' outside Ray): shows how runners spread over a cluster."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
     def stop(self) -> None:
         for env in self.envs:

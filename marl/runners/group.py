@@ -30,6 +30,7 @@ class EnvRunnerGroup:
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
         self._weights_ref = None  # latest weights in the object store (for restarts)
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
+        self.versions = [0] * self.num_remote  # weights version last sent to each runner (it acts with it next)
         if not self.is_local:
             import ray
 
@@ -38,7 +39,14 @@ class EnvRunnerGroup:
             ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
 
     def _make_actor(self, index: int):
-        return self._actor_cls.options(max_concurrency=1).remote(self.config, index + 1)
+        import ray.util
+
+        options = {"max_concurrency": 1}
+        # On a cluster, spread runners over the nodes; inside a placement group (a Tune trial)
+        # leave them to the group's bundles, which an explicit strategy would bypass.
+        if ray.util.get_current_placement_group() is None:
+            options["scheduling_strategy"] = "SPREAD"
+        return self._actor_cls.options(**options).remote(self.config, index + 1)
 
     # -- calls --------------------------------------------------------------
     def call_all(self, method: str, *args) -> list:
@@ -71,8 +79,13 @@ class EnvRunnerGroup:
             ) from err
         log.warning("env runner %d died (%s); restarting it", index + 1, err)
         self.remote[index] = self._make_actor(index)
+        self.versions[index] = 0
         if self._weights_ref is not None:
-            ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+            self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+
+    def node_ids(self) -> list[str]:
+        """The Ray node id of each runner (['local'] when sampling in-process)."""
+        return self.call_all("node_id")
 
     # -- weights ------------------------------------------------------------
     def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
@@ -90,6 +103,7 @@ class EnvRunnerGroup:
         for i in targets:
             actor = self.remote[i]
             self._acks[actor.set_weights.remote(self._weights_ref)] = (i, actor)
+            self.versions[i] = weights["version"]
 
     def _check_acks(self) -> None:
         """Surfaces failures of earlier weight syncs that have finished (restarting dead runners)."""

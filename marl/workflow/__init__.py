@@ -7,12 +7,14 @@ from marl.workflow.operators import (
     Concurrently,
     ExecutionContext,
     Learn,
+    LearnResults,
     Operator,
     Report,
     Sample,
     SyncWeights,
     register_operator,
 )
+from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
 
 __all__ = [
     "OPERATORS",
@@ -20,10 +22,15 @@ __all__ = [
     "Concurrently",
     "ExecutionContext",
     "Learn",
+    "LearnResults",
     "Operator",
+    "Replay",
     "Report",
     "Sample",
+    "StoreToReplay",
     "SyncWeights",
+    "UpdatePriorities",
+    "UpdateTarget",
     "Workflow",
     "WorkflowError",
     "make_operator",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import networkx as nx
 
 from marl.execution import LocalIterator
-from marl.workflow.operators import OPERATORS, ExecutionContext, Operator, operator_param_names
+from marl.workflow.operators import ANY, OPERATORS, ExecutionContext, Operator, operator_param_names
 
 
 class WorkflowError(ValueError):
@@ -104,12 +104,15 @@ class Workflow:
             for i, (upstream, _, data) in enumerate(ins):
                 produced = g.nodes[upstream]["operator"].produces
                 wanted = op.consumes[0] if op.variadic else op.consumes[i]
-                if produced != wanted:
+                if produced != wanted and wanted != ANY:
                     raise WorkflowError(
                         f"edge '{upstream}' -> '{node}' carries '{produced}' but '{node}' (op {op.op_name}) "
                         f"consumes '{wanted}'"
                     )
                 data["kind"] = produced
+            problem = op.check_inputs([g.nodes[u]["operator"].produces for u, _, _ in ins]) if ins else None
+            if problem:
+                raise WorkflowError(f"node '{node}' (op {op.op_name}): {problem}")
         reports = [n for n in g if g.nodes[n]["op"] == "report"]
         if len(reports) != 1:
             raise WorkflowError(f"a workflow needs exactly one 'report' node, found {len(reports)}: {reports}")

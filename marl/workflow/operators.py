@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from marl.data import MultiAgentBatch
 from marl.execution import LocalIterator, SharedMetrics, gather_async, gather_sync, union
@@ -19,6 +19,19 @@ from marl.execution import metrics as m
 
 BATCH = "batch"
 RESULTS = "results"
+ANY = "any"  # an input that takes every kind (join nodes)
+
+
+class LearnResults(dict):
+    """Per-policy learner stats of one update, plus the `info` of the batch it trained on.
+
+    Downstream nodes read where the data came from: `sync_weights(scope=source)`
+    the runners that produced it, `update_priorities` the replay slots it filled.
+    """
+
+    def __init__(self, stats: dict | None = None, batch_info: dict | None = None):
+        super().__init__(stats or {})
+        self.batch_info = batch_info or {}
 
 
 @dataclass
@@ -29,6 +42,7 @@ class ExecutionContext:
     runners: object  # EnvRunnerGroup
     learners: object  # LearnerGroup
     metrics: SharedMetrics
+    replay_buffers: dict = field(default_factory=dict)  # policy id -> ReplayBuffer (off-policy algorithms)
 
 
 def operator_param_names(cls) -> list[str]:
@@ -46,6 +60,10 @@ class Operator:
 
     def params(self) -> dict:
         return {name: getattr(self, name) for name in operator_param_names(type(self))}
+
+    def check_inputs(self, kinds: list[str]) -> str | None:
+        """A reason the inputs' kinds do not fit beyond `consumes`, or None (validation calls this)."""
+        return None
 
     def build(self, ctx: ExecutionContext, inputs: list[LocalIterator]) -> LocalIterator:
         raise NotImplementedError
@@ -69,15 +87,21 @@ class Sample(Operator):
 
     mode=sync: every runner samples once per item and the fragments are
     concatenated (one item = one round). mode=async: items are single
-    fragments in arrival order, `num_async` requests in flight per runner.
+    fragments in arrival order, `num_async` requests in flight per runner,
+    none older than `max_policy_lag` learner updates when it is set.
     """
 
     op_name, consumes, produces = "sample", (), BATCH
 
-    def __init__(self, mode: str = "sync", num_async: int = 1):
+    def __init__(self, mode: str = "sync", num_async: int = 1, max_policy_lag: int | None = None):
         if mode not in ("sync", "async"):
             raise ValueError(f"sample.mode must be 'sync' or 'async', got {mode!r}")
+        if int(num_async) < 1:
+            raise ValueError(f"sample.num_async must be >= 1, got {num_async}")
+        if max_policy_lag is not None and int(max_policy_lag) < 1:
+            raise ValueError(f"sample.max_policy_lag must be >= 1 or null, got {max_policy_lag}")
         self.mode, self.num_async = mode, int(num_async)
+        self.max_policy_lag = None if max_policy_lag is None else int(max_policy_lag)
 
     def build(self, ctx, inputs):
         metrics = ctx.metrics
@@ -91,7 +115,10 @@ class Sample(Operator):
 
             it = source.for_each(concat_round)
         else:
-            it = gather_async(ctx.runners, metrics, self.num_async).for_each(lambda item: item[1])
+            learners = ctx.learners
+            it = gather_async(
+                ctx.runners, metrics, self.num_async, version=lambda: learners.version, max_lag=self.max_policy_lag
+            ).for_each(lambda item: item[1])
 
         def timed():
             while True:
@@ -131,7 +158,7 @@ class ConcatBatches(Operator):
 
 
 class Learn(Operator):
-    """One learner update per batch; emits the per-policy learner results."""
+    """One learner update per batch; emits the per-policy learner results (`LearnResults`)."""
 
     op_name, consumes, produces = "learn", (BATCH,), RESULTS
 
@@ -140,19 +167,20 @@ class Learn(Operator):
         metrics = ctx.metrics
         timer = metrics.timers["learn"]
 
-        def learn(batch: MultiAgentBatch) -> dict:
-            # Policy lag: weights versions between the data's producer and the learner that trains on it.
-            current = metrics.counters[m.WEIGHTS_VERSION]
+        def learn(batch: MultiAgentBatch) -> LearnResults:
+            # Policy lag: learner updates between the weights that produced the data and the ones it trains.
+            current = ctx.learners.version
             metrics.info.setdefault("policy_lag", []).extend(current - v for v in batch.info.get("weights_version", []))
             with timer.timing():
-                results = ctx.learners.update(batch)
-            metrics.counters[m.ENV_STEPS_TRAINED] += batch.env_steps
-            for pid, stats in results.items():
-                metrics.counters[f"{m.AGENT_STEPS_TRAINED}/{pid}"] += int(stats.get("agent_steps_trained", 0))
-            metrics.counters[m.AGENT_STEPS_TRAINED] += sum(int(s.get("agent_steps_trained", 0)) for s in results.values())
-            metrics.counters[m.LEARNER_UPDATES] += 1
-            metrics.learner_results.update(results)
-            return results
+                results = ctx.learners.update(batch) if batch.policy_batches else {}
+            if results:
+                metrics.counters[m.ENV_STEPS_TRAINED] += batch.env_steps
+                for pid, stats in results.items():
+                    metrics.counters[f"{m.AGENT_STEPS_TRAINED}/{pid}"] += int(stats.get("agent_steps_trained", 0))
+                metrics.counters[m.AGENT_STEPS_TRAINED] += sum(int(s.get("agent_steps_trained", 0)) for s in results.values())
+                metrics.counters[m.LEARNER_UPDATES] += 1
+                metrics.learner_results.update(results)
+            return LearnResults(results, batch.info)
 
         return upstream.for_each(learn)
 
@@ -160,14 +188,18 @@ class Learn(Operator):
 class SyncWeights(Operator):
     """Sends the learner's weights to the runners when they changed.
 
-    scope=all: every runner; every=k: only on every k-th incoming item.
+    scope=all: every runner; scope=source: only the runners that produced the
+    batch just trained on (their next request then runs on the newest weights,
+    which bounds the policy lag of asynchronous sampling).
+    every=k: only on every k-th learner update (IMPALA's broadcast interval).
     """
 
     op_name, consumes, produces = "sync_weights", (RESULTS,), RESULTS
+    SCOPES = ("all", "source")
 
     def __init__(self, scope: str = "all", every: int = 1):
-        if scope not in ("all",):
-            raise ValueError(f"sync_weights.scope must be 'all', got {scope!r}")
+        if scope not in self.SCOPES:
+            raise ValueError(f"sync_weights.scope must be one of {list(self.SCOPES)}, got {scope!r}")
         if int(every) < 1:
             raise ValueError(f"sync_weights.every must be >= 1, got {every}")
         self.scope, self.every = scope, int(every)
@@ -176,29 +208,50 @@ class SyncWeights(Operator):
         (upstream,) = inputs
         metrics = ctx.metrics
         timer = metrics.timers["sync_weights"]
-        seen = [0]
+        updates = [0]
 
         def sync(results):
-            seen[0] += 1
-            if seen[0] % self.every == 0:
-                version = ctx.learners.get_version()
-                if version != metrics.counters[m.WEIGHTS_VERSION]:
+            if not results:  # no update happened (e.g. replay not ready yet)
+                return results
+            updates[0] += 1
+            if updates[0] % self.every:
+                return results
+            version = ctx.learners.get_version()
+            if self.scope == "source":
+                runners = [r - 1 for r in getattr(results, "batch_info", {}).get("runner", []) if r > 0]
+                if ctx.runners.is_local or runners:
                     with timer.timing():
-                        ctx.runners.sync_weights(ctx.learners.get_weights())
+                        ctx.runners.sync_weights(ctx.learners.get_weights(), indices=None if ctx.runners.is_local else sorted(set(runners)))
                     metrics.counters[m.WEIGHTS_VERSION] = version
                     metrics.counters[m.WEIGHTS_SYNCS] += 1
+            elif version != metrics.counters[m.WEIGHTS_VERSION]:
+                with timer.timing():
+                    ctx.runners.sync_weights(ctx.learners.get_weights())
+                metrics.counters[m.WEIGHTS_VERSION] = version
+                metrics.counters[m.WEIGHTS_SYNCS] += 1
             return results
 
         return upstream.for_each(sync)
 
 
 class Concurrently(Operator):
-    """Round-robin over several branches (weights[i] items from branch i in turn); emits what the last branch emits."""
+    """Round-robin over several branches (weights[i] items from branch i in turn); emits what the last branch emits.
 
-    op_name, consumes, produces, variadic = "concurrently", (RESULTS,), RESULTS, True
+    This is the join of DQN's two branches: `sample -> store` and
+    `replay -> learn -> ...`, with weights set by the training intensity.
+    """
+
+    op_name, consumes, produces, variadic = "concurrently", (ANY,), RESULTS, True
 
     def __init__(self, weights: list | None = None):
         self.weights = None if weights is None else [int(w) for w in weights]
+
+    def check_inputs(self, kinds):
+        if kinds and kinds[-1] != RESULTS:
+            return f"its last input (whose items it emits) must carry '{RESULTS}', got '{kinds[-1]}'"
+        if self.weights is not None and len(self.weights) != len(kinds):
+            return f"weights {self.weights} must give one count per input ({len(kinds)} inputs)"
+        return None
 
     def build(self, ctx, inputs):
         tagged = [it.for_each(lambda x, i=i: (i, x)) for i, it in enumerate(inputs)]
@@ -207,28 +260,42 @@ class Concurrently(Operator):
 
 
 class Report(Operator):
-    """Turns learner results into the result dict of one `train()` iteration."""
+    """Turns learner results into the result dict of one `train()` iteration.
+
+    min_env_steps: an iteration goes on pulling items until at least this many
+    env steps were sampled in it (DQN takes many small items per iteration);
+    per-policy learner stats are averaged over the iteration's updates.
+    """
 
     op_name, consumes, produces = "report", (RESULTS,), "report"
 
+    def __init__(self, min_env_steps: int = 0):
+        if int(min_env_steps) < 0:
+            raise ValueError(f"report.min_env_steps must be >= 0, got {min_env_steps}")
+        self.min_env_steps = int(min_env_steps)
+
     def build(self, ctx, inputs):
         (upstream,) = inputs
-        from marl.workflow.report import ResultBuilder
+        from marl.workflow.report import ResultBuilder, average_results
 
         builder = ResultBuilder(ctx)
+        counters = ctx.metrics.counters
 
         def gen():
             while True:
                 started = time.perf_counter()  # iteration time counts from the pull, not between train() calls
-                results = next(upstream)
-                yield builder.build(results, started, time.perf_counter())
+                first = counters[m.ENV_STEPS_SAMPLED]
+                items = [next(upstream)]
+                while counters[m.ENV_STEPS_SAMPLED] - first < self.min_env_steps:
+                    items.append(next(upstream))
+                yield builder.build(average_results(items), started, time.perf_counter())
 
         return LocalIterator(gen, ctx.metrics, "report")
 
 
 OPERATORS: dict[str, type[Operator]] = {
     cls.op_name: cls for cls in (Sample, ConcatBatches, Learn, SyncWeights, Concurrently, Report)
-}
+}  # the replay operators register themselves in marl.workflow.replay_ops
 
 
 def register_operator(cls: type[Operator]) -> type[Operator]:

@@ -20,6 +20,26 @@ def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
+def average_results(items: list[dict]) -> dict[str, dict[str, float]]:
+    """Per-policy learner stats averaged over an iteration's updates (scalars only; per-row arrays dropped)."""
+    sums: dict[str, dict[str, float]] = {}
+    counts: dict[str, int] = {}
+    for results in items:
+        for pid, stats in results.items():
+            counts[pid] = counts.get(pid, 0) + 1
+            acc = sums.setdefault(pid, {})
+            for key, value in stats.items():
+                if isinstance(value, (int, float, np.number)) or (isinstance(value, np.ndarray) and value.ndim == 0):
+                    acc[key] = acc.get(key, 0.0) + float(value)
+    out = {}
+    for pid, acc in sums.items():
+        out[pid] = {k: v / counts[pid] for k, v in acc.items()}
+        for key in ("num_sgd_steps", "agent_steps_trained"):  # totals, not means
+            if key in acc:
+                out[pid][key] = int(acc[key])
+    return out
+
+
 class ResultBuilder:
     def __init__(self, ctx):
         self.ctx = ctx

@@ -9,7 +9,7 @@ from marl.data import sample_batch as sb
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK)
 
 
-def ppo_loss(module, batch: dict[str, torch.Tensor], cfg) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def ppo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
     logp = dist.logp(batch[sb.ACTIONS])

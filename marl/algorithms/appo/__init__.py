@@ -1,0 +1,3 @@
+from marl.algorithms.appo.config import APPOConfig
+
+__all__ = ["APPOConfig"]

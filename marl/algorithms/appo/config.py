@@ -1,0 +1,41 @@
+"""APPOConfig: IMPALA's asynchronous actor-learner pipeline with PPO's clipped objective."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.algorithm_config import AlgorithmParts
+from marl.algorithms.appo.loss import appo_loss
+from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
+from marl.algorithms.impala.loss import LOSS_COLUMNS, vtrace_prepare
+from marl.algorithms.sections import doc
+
+
+@dataclass
+class APPOTraining(IMPALATraining):
+    lr: float = doc("Adam learning rate", 5e-4, min=0)
+    num_epochs: int = doc("passes over each train batch", 2, min=1)
+    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", 256, min=1)
+    clip_param: float = doc("PPO ratio clip epsilon (ratio against the behaviour policy)", 0.3, min=0)
+    standardize_advantages: bool = doc("standardise the V-trace advantages over each policy's train batch", True)
+    entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
+    grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
+
+
+class APPOParts(AlgorithmParts):
+    loss_columns = LOSS_COLUMNS
+    loss = staticmethod(appo_loss)
+    prepare = staticmethod(vtrace_prepare)
+
+
+class APPOConfig(IMPALAConfig):
+    algo_name = "APPO"
+    training_section_cls = APPOTraining
+
+    def algorithm_parts(self):
+        return APPOParts()
+
+    def default_workflow(self):
+        from marl.algorithms.impala.workflow import async_actor_learner_workflow
+
+        return async_actor_learner_workflow(self, "appo")

@@ -1,0 +1,3 @@
+from marl.algorithms.dqn.config import DQNConfig
+
+__all__ = ["DQNConfig"]

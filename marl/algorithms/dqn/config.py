@@ -1,0 +1,91 @@
+"""DQNConfig: DQN's training section, loss and replay buffers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
+from marl.algorithms.sections import ConfigError, doc
+from marl.modules.q_mlp import piecewise_linear
+
+
+@dataclass
+class DQNTraining:
+    lr: float = doc("Adam learning rate", 1e-3, min=0)
+    adam_eps: float = doc("Adam epsilon", 1e-8, min=0)
+    gamma: float = doc("discount factor", 0.99, min=0, max=1)
+    train_batch_size: int = doc("replayed transitions per policy per learner update", 64, min=1)
+    n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
+    double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
+    dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
+    td_error_loss: str = doc("loss on the TD error", "huber", choices=("huber", "mse"))
+    grad_clip: float | None = doc("max global gradient norm; null: no clipping", 10.0, min=0)
+    epsilon: list = doc(
+        "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
+        default_factory=lambda: [[0, 1.0], [10000, 0.05]],
+    )
+    target_network_update_freq: int = doc("env steps sampled between target network updates", 500, min=1)
+    tau: float = doc("target update weight: 1 copies, < 1 is a Polyak average", 1.0, min=0, max=1)
+    training_intensity: float | None = doc(
+        "replayed transitions per sampled env step; null: one update per sampling round", None, min=0
+    )
+    num_steps_sampled_before_learning_starts: int = doc("transitions a policy's buffer holds before it is replayed", 1000, min=0)
+    min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 1000, min=0)
+    replay_capacity: int = doc("transitions each policy's buffer holds", 50_000, min=1)
+    prioritized_replay: bool = doc("prioritised replay (proportional) instead of uniform", False)
+    prioritized_replay_alpha: float = doc("how much priorities shape sampling (0: uniform)", 0.6, min=0)
+    prioritized_replay_beta: float = doc("initial importance-weight exponent", 0.4, min=0, max=1)
+    prioritized_replay_beta_final: float = doc("importance-weight exponent after annealing", 1.0, min=0, max=1)
+    prioritized_replay_beta_annealing_steps: int = doc("transitions added over which beta anneals; 0: constant", 50_000, min=0)
+    model: dict = doc("default Q-model options: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "relu"})
+
+
+class DQNParts(AlgorithmParts):
+    loss_columns = LOSS_COLUMNS
+    loss = staticmethod(dqn_loss)
+    uses_target_network = True
+    per_row_stats = ("td_error",)
+
+
+class DQNConfig(AlgorithmConfig):
+    algo_name = "DQN"
+    training_section_cls = DQNTraining
+    default_module_class = "marl.modules.q_mlp:QMLP"
+    needs_next_obs = True
+
+    def validate(self) -> None:
+        super().validate()
+        t = self.training_cfg
+        try:
+            piecewise_linear(t.epsilon, 0)
+        except (TypeError, ValueError, IndexError):
+            raise ConfigError(f"'training.epsilon' must be a list of [env_step, epsilon] pairs, got {t.epsilon!r}") from None
+        if any(not 0 <= float(e) <= 1 for _, e in t.epsilon):
+            raise ConfigError(f"'training.epsilon' values must lie in [0, 1], got {t.epsilon!r}")
+
+    def model_for(self, policy_id: str) -> dict:
+        model = super().model_for(policy_id)
+        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+            model.setdefault("dueling", self.training_cfg.dueling)
+            model.setdefault("epsilon", self.training_cfg.epsilon)
+        return model
+
+    def replay_buffer_config(self) -> dict:
+        t = self.training_cfg
+        return {
+            "capacity": t.replay_capacity,
+            "prioritized": t.prioritized_replay,
+            "alpha": t.prioritized_replay_alpha,
+            "beta": t.prioritized_replay_beta,
+            "beta_final": t.prioritized_replay_beta_final,
+            "beta_annealing_steps": t.prioritized_replay_beta_annealing_steps,
+        }
+
+    def algorithm_parts(self):
+        return DQNParts()
+
+    def default_workflow(self):
+        from marl.algorithms.dqn.workflow import dqn_workflow
+
+        return dqn_workflow(self)

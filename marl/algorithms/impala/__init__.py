@@ -1,0 +1,3 @@
+from marl.algorithms.impala.config import IMPALAConfig
+
+__all__ = ["IMPALAConfig"]

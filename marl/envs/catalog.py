@@ -1,0 +1,65 @@
+"""What `marl envs` lists: the env names `environment.env` accepts, by family.
+
+- registered: names given to `register_env` in this process (import the module that registers them first)
+- pettingzoo / mpe2: module paths of the installed PettingZoo env families (`mpe2.simple_spread_v3`)
+- gymnasium: the ids in Gymnasium's registry (`CartPole-v1`), grouped by where they live
+
+PettingZoo modules are found without importing each one: a family whose
+extra dependencies are missing still lists its names, and making one then
+fails with the missing package named.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+
+_VERSIONED = re.compile(r"_v\d+$")
+PETTINGZOO_FAMILIES = ("pettingzoo.atari", "pettingzoo.butterfly", "pettingzoo.classic", "pettingzoo.sisl", "mpe2")
+
+
+def _versioned_modules(package: str) -> list[str]:
+    module = importlib.import_module(package)
+    return sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(module.__path__) if _VERSIONED.search(m.name))
+
+
+def pettingzoo_families() -> dict[str, list[str] | str]:
+    """family package -> env module paths, or the reason the family cannot be listed."""
+    out: dict[str, list[str] | str] = {}
+    for package in PETTINGZOO_FAMILIES:
+        try:
+            out[package] = _versioned_modules(package)
+        except Exception as err:  # a family that fails to import names its missing dependency
+            out[package] = f"unavailable ({type(err).__name__}: {str(err).splitlines()[0]})"
+    return out
+
+
+def gymnasium_families() -> dict[str, list[str]]:
+    """'gymnasium.<group>' -> ids, grouped by the module of each id's entry point."""
+    import gymnasium
+
+    out: dict[str, list[str]] = {}
+    for env_id, spec in gymnasium.envs.registry.items():
+        entry = spec.entry_point
+        module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+        parts = module.split(".")
+        if module.startswith("gymnasium.envs."):
+            group = f"gymnasium.{parts[2]}"
+        elif module.startswith("gymnasium"):
+            group = "gymnasium.other"  # legacy ids whose entry point only raises (mujoco-py, gym v21/v26 shims)
+        else:
+            group = parts[0] or "other"  # ids registered by other packages
+        out.setdefault(group, []).append(env_id)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def env_catalog() -> dict[str, dict[str, list[str] | str]]:
+    """kind ('registered', 'pettingzoo', 'gymnasium') -> family -> names."""
+    from marl.envs.registry import registered_envs
+
+    return {
+        "registered": {"register_env": registered_envs()},
+        "pettingzoo": pettingzoo_families(),
+        "gymnasium": gymnasium_families(),
+    }

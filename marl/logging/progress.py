@@ -1,0 +1,51 @@
+"""The one-line progress display `marl train` prints after each iteration.
+
+    iter   12  env_steps   24576  return  187.3  env_steps/s  5230  elapsed 0:00:21  stop: return 187.3/450 (42%) | env_steps 24576/100000 (25%)
+
+Progress toward each configured stop criterion is shown; the run stops at the first one met.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _num(value, spec: str = ".1f") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "nan"
+    return format(value, spec)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def stop_progress(result: dict, stop_cfg) -> str:
+    """'return 187.3/450 (42%) | env_steps ...' for each stop criterion that is set."""
+    parts = []
+
+    def add(name: str, value, target, spec: str):
+        if target is None:
+            return
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            parts.append(f"{name} nan/{target:{spec}}")
+            return
+        share = max(0.0, min(1.0, value / target)) if target else 1.0
+        parts.append(f"{name} {value:{spec}}/{target:{spec}} ({share:.0%})")
+
+    add("return", result.get("episode_return_mean"), stop_cfg.episode_return_mean, ".1f")
+    add("env_steps", result.get("env_steps_total"), stop_cfg.env_steps_total, "d")
+    add("time_s", result.get("time_total_s"), stop_cfg.time_total_s, ".0f")
+    add("iterations", result.get("iteration"), stop_cfg.iterations, "d")
+    return " | ".join(parts) if parts else "none set (Ctrl-C stops and checkpoints)"
+
+
+def progress_line(result: dict, stop_cfg) -> str:
+    return (
+        f"iter {result['iteration']:4d}  env_steps {result['env_steps_total']:8d}  "
+        f"return {_num(result.get('episode_return_mean')):>7}  "
+        f"env_steps/s {_num(result.get('env_steps_per_s'), '.0f'):>6}  "
+        f"elapsed {_clock(result.get('time_total_s', 0.0))}  "
+        f"stop: {stop_progress(result, stop_cfg)}"
+    )

@@ -1,0 +1,92 @@
+"""Q-network for the DQN family: an MLP trunk with a plain or dueling head, epsilon-greedy acting.
+
+Dueling (Wang et al. 2016): Q(s, a) = V(s) + A(s, a) - mean_a A(s, a).
+Acting goes through the same Categorical the runner samples from: the
+exploration pass returns the logits of the epsilon-greedy distribution
+(eps spread over the legal actions, the rest on the greedy one), so the
+runner needs no DQN-specific code.
+
+model options: hiddens (default [64, 64]), activation, dueling (default true),
+epsilon: piecewise-linear schedule [[env_step, eps], ...] over the run's
+env steps (default [[0, 1.0], [10000, 0.05]]).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from marl.modules.mlp import ACTIVATIONS, _functional, mlp
+from marl.modules.rl_module import MASKED_LOGIT, RLModule
+
+MODEL_KEYS = {"hiddens", "activation", "dueling", "epsilon"}
+
+
+def piecewise_linear(schedule: list, t: float) -> float:
+    """Value of a [[t0, v0], [t1, v1], ...] schedule at t (held constant outside the points)."""
+    points = sorted((float(a), float(b)) for a, b in schedule)
+    if t <= points[0][0]:
+        return points[0][1]
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t < t1:
+            return v0 + (t - t0) / (t1 - t0) * (v1 - v0)
+    return points[-1][1]
+
+
+class QMLP(RLModule):
+    def __init__(self, observation_space, action_space, model_config=None):
+        super().__init__(observation_space, action_space, model_config)
+        unknown = set(self.model_config) - MODEL_KEYS
+        if unknown:
+            raise ValueError(f"unknown Q-model option(s) {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"Q-learning needs a Discrete action space, got {action_space}")
+        hiddens = [int(h) for h in self.model_config.get("hiddens", [64, 64])]
+        activation = self.model_config.get("activation", "relu")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"model.activation '{activation}' is not one of {sorted(ACTIVATIONS)}")
+        self.dueling = bool(self.model_config.get("dueling", True))
+        self.epsilon_schedule = self.model_config.get("epsilon", [[0, 1.0], [10000, 0.05]])
+        piecewise_linear(self.epsilon_schedule, 0)  # fail early on a malformed schedule
+        n = self.action_dim
+        trunk_out = hiddens[-1] if hiddens else self.obs_dim
+        self.trunk = mlp(self.obs_dim, hiddens[:-1], trunk_out, activation, out_gain=np.sqrt(2)) if hiddens else None
+        self.act = ACTIVATIONS[activation]()
+        self.advantage = mlp(trunk_out, [], n, activation, out_gain=1.0)
+        self.value = mlp(trunk_out, [], 1, activation, out_gain=1.0) if self.dueling else None
+        self.epsilon = float(piecewise_linear(self.epsilon_schedule, 0))
+
+    def set_exploration_step(self, env_steps: int) -> None:
+        self.epsilon = float(piecewise_linear(self.epsilon_schedule, env_steps))
+
+    def q_values(self, obs: torch.Tensor, fast: bool = False) -> torch.Tensor:
+        run = _functional if fast else (lambda seq, x: seq(x))
+        h = obs
+        if self.trunk is not None:
+            h = self.act(run(self.trunk, obs))
+        adv = run(self.advantage, h)
+        if not self.dueling:
+            return adv
+        return run(self.value, h) + adv - adv.mean(dim=-1, keepdim=True)
+
+    def forward_train(self, batch):
+        return {"q_values": self.q_values(batch["obs"])}
+
+    def _greedy_logits(self, q: torch.Tensor, batch, epsilon: float) -> torch.Tensor:
+        mask = batch.get("action_mask")
+        legal = torch.ones_like(q) if mask is None else (mask > 0.5).to(q.dtype)
+        q = q.masked_fill(legal < 0.5, -torch.inf)
+        greedy = torch.nn.functional.one_hot(q.argmax(-1), q.shape[-1]).to(q.dtype)
+        probs = epsilon * legal / legal.sum(-1, keepdim=True).clamp(min=1.0) + (1.0 - epsilon) * greedy
+        return torch.log(probs.clamp(min=1e-30)).masked_fill(legal < 0.5, MASKED_LOGIT)
+
+    def forward_exploration(self, batch):
+        with torch.inference_mode():
+            q = self.q_values(batch["obs"], fast=True)
+            return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon), "vf_preds": q.max(-1).values}
+
+    def forward_inference(self, batch):
+        with torch.inference_mode():
+            q = self.q_values(batch["obs"], fast=True)
+            return {"action_dist_inputs": self._greedy_logits(q, batch, 0.0)}

@@ -1,0 +1,112 @@
+"""One training run into a run directory: what `marl train` does.
+
+    run_dir/
+      config.yaml      the resolved config (every key, defaults filled in)
+      result.jsonl     one result dict per iteration
+      progress.csv     the same, one row per iteration
+      events.out.tfevents.*   TensorBoard scalars (step = env steps)
+      checkpoint/      the latest checkpoint: every `checkpointing.checkpoint_frequency`
+                       iterations and when the run stops
+      cluster.json     the Ray nodes of the env runners (runs with num_env_runners > 0)
+
+`resume_training` continues such a directory from its checkpoint: weights,
+optimiser state, counters and iteration come back through `Algorithm.restore`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from marl.algorithms.sections import ConfigError
+from marl.logging.progress import progress_line
+from marl.logging.run_dir import CHECKPOINT_DIR, CONFIG_FILE, RunLogger
+
+
+def config_for_resume(run_dir: str | os.PathLike, overrides: list[str] | None = None):
+    """The config a run directory was trained with (its config.yaml), plus `key=value` overrides."""
+    from marl.algorithms.scenario import load_scenario
+
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise ConfigError(f"cannot resume '{run_dir}': it is not a run directory (no {CONFIG_FILE})")
+    if not (run_dir / CHECKPOINT_DIR / "manifest.json").is_file():
+        raise ConfigError(f"cannot resume '{run_dir}': it has no {CHECKPOINT_DIR}/ yet (set checkpointing.checkpoint_frequency)")
+    config = load_scenario(run_dir / CONFIG_FILE, overrides)
+    mapping = config.multi_agent_cfg.policy_mapping
+    if isinstance(mapping, str) and mapping.startswith("<callable"):
+        raise ConfigError(
+            f"cannot resume '{run_dir}' from the command line: its policy mapping was a Python callable; "
+            "build the config in Python and call algo.restore(run_dir / 'checkpoint')"
+        )
+    return config
+
+
+def train_run(
+    config,
+    run_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    echo: Callable[[str], None] | None = print,
+) -> str:
+    """Trains `config` until a stop criterion (or Ctrl-C), logging into `run_dir`; returns why it stopped.
+
+    With `resume`, weights, optimiser state, counters and iteration come from
+    `run_dir/checkpoint` first. `echo` receives the progress lines (None: silent).
+    """
+    say = echo or (lambda line: None)
+    run_dir = Path(run_dir)
+    algo = config.build()
+    logger = None
+    try:
+        resume_from = None
+        if resume:
+            from marl.execution import metrics as m
+
+            algo.restore(run_dir / CHECKPOINT_DIR)
+            resume_from = {"iteration": algo.iteration, "env_steps_total": algo.metrics.counters.get(m.ENV_STEPS_SAMPLED, 0)}
+            say(f"resumed from {run_dir / CHECKPOINT_DIR} at iteration {algo.iteration}, {resume_from['env_steps_total']} env steps")
+        logger = RunLogger(run_dir, config.to_dict(), resume_from=resume_from)
+        _record_cluster(algo, run_dir, say)
+        stop_cfg, ckpt_cfg = config.stop_cfg, config.checkpointing_cfg
+        reason = None
+        try:
+            while reason is None:
+                result = algo.train()
+                logger.log(result)
+                say(progress_line(result, stop_cfg))
+                reason = algo.stop_reason(result)
+                if reason is None and ckpt_cfg.checkpoint_frequency and algo.iteration % ckpt_cfg.checkpoint_frequency == 0:
+                    algo.save(run_dir / CHECKPOINT_DIR)
+        except KeyboardInterrupt:
+            if ckpt_cfg.checkpoint_at_end and algo.iteration:
+                algo.save(run_dir / CHECKPOINT_DIR)
+                say(f"interrupted; checkpoint: {run_dir / CHECKPOINT_DIR} (continue with --resume {run_dir})")
+            raise
+        if ckpt_cfg.checkpoint_at_end:
+            algo.save(run_dir / CHECKPOINT_DIR)
+        say(f"stopped: {reason}" + (f"; checkpoint: {run_dir / CHECKPOINT_DIR}" if ckpt_cfg.checkpoint_at_end else ""))
+        return reason
+    finally:
+        if logger is not None:
+            logger.close()
+        algo.stop()
+
+
+def _record_cluster(algo, run_dir: Path, say) -> None:
+    """Writes cluster.json: which Ray nodes the driver and the env runners run on."""
+    if algo.runners.is_local:
+        return
+    import ray
+
+    nodes = algo.runners.node_ids()
+    info = {
+        "ray_address": os.environ.get("RAY_ADDRESS") or "local",
+        "driver_node": ray.get_runtime_context().get_node_id(),
+        "env_runner_nodes": nodes,
+        "cluster_nodes": sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive")),
+    }
+    (run_dir / "cluster.json").write_text(json.dumps(info, indent=1))
+    say(f"env runners: {len(nodes)} on {len(set(nodes))} node(s) of {len(info['cluster_nodes'])}")

@@ -1,0 +1,153 @@
+"""The off-policy operators: store to replay, replay, update priorities, update target networks.
+
+Each trained policy has its own buffer (`ctx.replay_buffers[pid]`); a
+policy's transitions never enter another policy's buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from marl.data import MultiAgentBatch
+from marl.data import sample_batch as sb
+from marl.execution import metrics as m
+from marl.replay import nstep_transitions
+from marl.workflow.operators import BATCH, RESULTS, Operator
+
+STORED = "stored"
+
+
+class StoreToReplay(Operator):
+    """Turns each policy's rows into n-step transitions and adds them to that policy's buffer.
+
+    Emits the number of transitions stored per policy.
+    """
+
+    op_name, consumes, produces = "store_to_replay", (BATCH,), STORED
+
+    def __init__(self, n_step: int = 1, gamma: float = 0.99):
+        if int(n_step) < 1:
+            raise ValueError(f"store_to_replay.n_step must be >= 1, got {n_step}")
+        if not 0 <= float(gamma) <= 1:
+            raise ValueError(f"store_to_replay.gamma must be in [0, 1], got {gamma}")
+        self.n_step, self.gamma = int(n_step), float(gamma)
+
+    def build(self, ctx, inputs):
+        (upstream,) = inputs
+        metrics, buffers = ctx.metrics, ctx.replay_buffers
+        if not buffers:
+            raise ValueError("store_to_replay needs replay buffers: this algorithm's config defines none")
+        timer = metrics.timers["store"]
+
+        def store(batch: MultiAgentBatch) -> dict[str, int]:
+            stored = {}
+            with timer.timing():
+                for pid, policy_batch in batch.policy_batches.items():
+                    buffer = buffers.get(pid)
+                    if buffer is None or not len(policy_batch):
+                        continue  # a policy that is not trained keeps no buffer
+                    transitions = nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
+                    buffer.add(transitions)
+                    stored[pid] = len(transitions)
+                    metrics.counters[f"{m.REPLAY_ADDED}/{pid}"] += len(transitions)
+            return stored
+
+        return upstream.for_each(store)
+
+
+class Replay(Operator):
+    """Samples `batch_size` transitions from each policy's buffer once it holds `learning_starts`.
+
+    Until then it emits an empty batch, so the branch keeps its turn in a
+    round-robin join without blocking the sampling branch.
+    """
+
+    op_name, consumes, produces = "replay", (), BATCH
+
+    def __init__(self, batch_size: int, learning_starts: int = 1000):
+        if int(batch_size) < 1:
+            raise ValueError(f"replay.batch_size must be >= 1, got {batch_size}")
+        if int(learning_starts) < 0:
+            raise ValueError(f"replay.learning_starts must be >= 0, got {learning_starts}")
+        self.batch_size, self.learning_starts = int(batch_size), int(learning_starts)
+
+    def build(self, ctx, inputs):
+        from marl.execution import LocalIterator
+
+        metrics, buffers = ctx.metrics, ctx.replay_buffers
+        if not buffers:
+            raise ValueError("replay needs replay buffers: this algorithm's config defines none")
+        timer = metrics.timers["replay"]
+        need = max(self.learning_starts, 1)
+
+        def gen():
+            while True:
+                with timer.timing():
+                    batches, indexes = {}, {}
+                    for pid, buffer in buffers.items():
+                        if len(buffer) >= need:
+                            batches[pid], indexes[pid] = buffer.sample(self.batch_size)
+                if not batches:
+                    yield MultiAgentBatch({}, 0, {})
+                    continue
+                # Trained env steps of a replayed batch: its rows per policy (env steps are not recoverable).
+                yield MultiAgentBatch(batches, self.batch_size, {"replay_indexes": indexes})
+
+        return LocalIterator(gen, metrics, "replay")
+
+
+class UpdatePriorities(Operator):
+    """Prioritised replay: sets each replayed row's priority from its TD error (a no-op for uniform buffers)."""
+
+    op_name, consumes, produces = "update_priorities", (RESULTS,), RESULTS
+
+    def build(self, ctx, inputs):
+        (upstream,) = inputs
+        buffers = ctx.replay_buffers
+
+        def update(results):
+            indexes = getattr(results, "batch_info", {}).get("replay_indexes", {})
+            for pid, stats in results.items():
+                td = stats.get("td_error")
+                if td is not None and pid in indexes:
+                    buffers[pid].update_priorities(indexes[pid], np.asarray(td))
+            return results
+
+        return upstream.for_each(update)
+
+
+class UpdateTarget(Operator):
+    """Copies online weights into the target networks every `every_env_steps` sampled env steps.
+
+    tau < 1 makes it a soft (Polyak) update: target <- tau * online + (1 - tau) * target.
+    """
+
+    op_name, consumes, produces = "update_target", (RESULTS,), RESULTS
+
+    def __init__(self, every_env_steps: int = 500, tau: float = 1.0):
+        if int(every_env_steps) < 1:
+            raise ValueError(f"update_target.every_env_steps must be >= 1, got {every_env_steps}")
+        if not 0 < float(tau) <= 1:
+            raise ValueError(f"update_target.tau must be in (0, 1], got {tau}")
+        self.every_env_steps, self.tau = int(every_env_steps), float(tau)
+
+    def build(self, ctx, inputs):
+        (upstream,) = inputs
+        counters = ctx.metrics.counters
+        last = [0]
+
+        def update(results):
+            if results and counters[m.ENV_STEPS_SAMPLED] - last[0] >= self.every_env_steps:
+                last[0] = counters[m.ENV_STEPS_SAMPLED]
+                for pid in ctx.learners.update_target(self.tau):
+                    counters[f"{m.TARGET_UPDATES}/{pid}"] += 1
+                counters[m.TARGET_UPDATES] += 1
+            return results
+
+        return upstream.for_each(update)
+
+
+for _cls in (StoreToReplay, Replay, UpdatePriorities, UpdateTarget):
+    from marl.workflow.operators import register_operator
+
+    register_operator(_cls)

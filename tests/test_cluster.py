@@ -1,0 +1,155 @@
+"""A two-node Ray cluster on this machine: `ray start` a head and a worker node, `ray job submit` a training run.
+
+Both nodes use free ports and their own temp dir, so other Ray instances on the
+machine are untouched; they are shut down by signalling the two `ray start
+--block` processes (which stop their own Ray processes), never with `ray stop`,
+which would stop every Ray instance on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _wait_for(check, timeout: float, what: str, procs=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{what}: `ray start` exited with {p.returncode}")
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _alive_nodes(dashboard: str) -> int:
+    with urllib.request.urlopen(f"{dashboard}/nodes?view=summary", timeout=5) as r:
+        data = json.load(r)["data"]["summary"]
+    return sum(1 for n in data if n["raylet"]["state"] == "ALIVE")
+
+
+def _our_processes(markers: list[str]) -> list[int]:
+    """PIDs of processes whose command line names one of our temp dirs (Ray processes of this test only)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if any(m in cmdline for m in markers):
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
+    # One temp dir per node (short: Ray's socket paths must fit 107 chars). Two nodes sharing one would
+    # share the folder a job's working dir is unpacked into, and one node's unpacking pulls it from under
+    # the other's processes; nodes on separate machines never share it.
+    temp_dirs = [tempfile.mkdtemp(prefix="marl-ray-", dir="/tmp") for _ in range(2)]
+    gcs, dash, client, *agent_ports = _free_ports(11)
+    # RAY_AUTH_MODE=disabled: a throwaway test cluster, dashboard on 127.0.0.1 only; the token
+    # auth Ray enables by default would need every request here to carry the user's token.
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
+               RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    dashboard = f"http://127.0.0.1:{dash}"
+    common = ["--block", "--num-cpus=2", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+
+    def node_ports(a, b, c, d):
+        return [f"--dashboard-agent-listen-port={a}", f"--dashboard-agent-grpc-port={b}",
+                f"--runtime-env-agent-port={c}", f"--metrics-export-port={d}"]
+
+    logs = [open(tmp_path / "head.log", "w"), open(tmp_path / "worker.log", "w")]
+    nodes: list[subprocess.Popen] = []
+    try:
+        nodes.append(subprocess.Popen(
+            [str(BIN / "ray"), "start", "--head", f"--port={gcs}", f"--temp-dir={temp_dirs[0]}", "--include-dashboard=true",
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--ray-client-server-port={client}",
+             *node_ports(*agent_ports[:4]), *common],
+            env=env, stdout=logs[0], stderr=subprocess.STDOUT, start_new_session=True,
+        ))
+        _wait_for(lambda: _alive_nodes(dashboard) == 1, 120, "the head node", nodes)
+        nodes.append(subprocess.Popen(
+            [str(BIN / "ray"), "start", f"--address=127.0.0.1:{gcs}", f"--temp-dir={temp_dirs[1]}", *node_ports(*agent_ports[4:8]), *common],
+            env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True,
+        ))
+        _wait_for(lambda: _alive_nodes(dashboard) == 2, 120, "the second node", nodes)
+
+        run_dir = tmp_path / "run"
+        job = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
+             "marl", "train", "scenarios/cartpole_ppo.yaml", "env_runners.num_env_runners=2",
+             "env_runners.num_cpus_per_env_runner=1", "env_runners.num_envs_per_env_runner=2",
+             "env_runners.rollout_fragment_length=64", "training.train_batch_size=256", "training.num_epochs=2",
+             "stop.iterations=3", "--output", str(run_dir)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+        assert "iter    3" in job.stdout and "env runners: 2 on 2 node(s) of 2" in job.stdout, job.stdout[-3000:]
+
+        results = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+        assert [r["iteration"] for r in results] == [1, 2, 3]
+        assert results[-1]["env_steps_total"] == 3 * 2 * 2 * 64  # 3 rounds of 2 runners x 2 envs x 64 steps
+        assert (run_dir / "checkpoint" / "manifest.json").is_file()
+        cluster = json.loads((run_dir / "cluster.json").read_text())
+        assert len(cluster["cluster_nodes"]) == 2
+        assert sorted(cluster["env_runner_nodes"]) == sorted(cluster["cluster_nodes"]), cluster  # one runner per node
+    finally:
+        for p in reversed(nodes):  # worker first, then head: `ray start --block` stops its own processes on SIGTERM
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # the node's session (start_new_session): only processes it started
+            except (ProcessLookupError, PermissionError):
+                pass
+        for f in logs:
+            f.close()
+        deadline = time.monotonic() + 30
+        while _our_processes(temp_dirs) and time.monotonic() < deadline:
+            time.sleep(1)
+        for pid in _our_processes(temp_dirs):  # anything of ours that outlived its node
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for d in temp_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    assert not _our_processes(temp_dirs)
