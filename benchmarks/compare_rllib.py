@@ -374,7 +374,7 @@ def main() -> None:
         name, common = plans[task_key]
         for seed in range(args.seeds):
             sides = [("marl", MARL_PY, "marl_tasks.py", common), ("RLlib", rllib_py, "rllib_tasks.py", common)]
-            if args.rllib_config == "both" and task_key in ("cartpole", "cartpole_remote"):
+            if args.rllib_config == "both" and task_key in ("cartpole", "cartpole_remote", "dqn"):
                 sides.append(("RLlib defaults", rllib_py, "rllib_tasks.py", common + ["--config", "defaults"]))
             if seed % 2 == 1:
                 sides.reverse()

@@ -14,8 +14,10 @@ Tasks (the marl side, marl_tasks.py, runs the same ones):
 task (scenarios/cartpole_ppo.yaml, scenarios/simple_spread_ppo.yaml): same
 learning rate, batch sizes, epochs, network, GAE, clipping, env copies and
 fragment length, no KL penalty (marl has none), separate policy and value
-networks. `--config defaults` leaves RLlib's defaults (except the env and,
-for simple_spread, the shared policy). DQN always runs with RLlib's defaults.
+networks; for DQN scenarios/cartpole_dqn.yaml (double Q, dueling, 3-step
+targets, uniform replay, the same epsilon schedule, training intensity, target
+update period and network). `--config defaults` leaves RLlib's defaults
+(except the env and, for simple_spread, the shared policy).
 
 The return is computed by a callback with marl's rule: the mean over the
 episodes that finished during the iteration, each episode's return summed over
@@ -44,8 +46,10 @@ SPREAD_CONFIG = {"N": 3, "max_cycles": 25, "continuous_actions": False}
 class IterationReturns(RLlibCallback):
     """Sum and count of finished episodes' returns, reduced (and cleared) once per iteration."""
 
-    def on_episode_end(self, *, episode, metrics_logger=None, **kwargs):
-        metrics_logger.log_value(("bench", "return_sum"), float(episode.get_return()), reduce="sum")
+    def on_episode_end(self, *, episode, prev_episode_chunks=None, metrics_logger=None, **kwargs):
+        # An episode that spans several sample() calls arrives as its last chunk plus the earlier ones.
+        ret = float(episode.get_return()) + sum(float(c.get_return()) for c in prev_episode_chunks or ())
+        metrics_logger.log_value(("bench", "return_sum"), ret, reduce="sum")
         metrics_logger.log_value(("bench", "episodes"), 1, reduce="sum")
 
 
@@ -87,16 +91,28 @@ def ppo_config(task: str, runners: int, matched: bool, seed: int):
     return cfg
 
 
-def dqn_config(runners: int, seed: int):
+def dqn_config(runners: int, matched: bool, seed: int):
     from ray.rllib.algorithms.dqn import DQNConfig
 
-    return (
+    cfg = (
         DQNConfig()
         .environment("CartPole-v1")
         .env_runners(num_env_runners=runners)
         .debugging(seed=seed)
         .callbacks(IterationReturns)
     )
+    if matched:  # scenarios/cartpole_dqn.yaml (marl's DQN keys carry RLlib's names)
+        cfg.env_runners(num_envs_per_env_runner=4, rollout_fragment_length=16)
+        cfg.training(
+            lr=1e-3, adam_epsilon=1e-8, gamma=0.99, train_batch_size_per_learner=64, n_step=3, double_q=True,
+            dueling=True, td_error_loss_fn="huber", grad_clip=10.0, epsilon=[(0, 1.0), (8000, 0.04)],
+            target_network_update_freq=256, tau=1.0, training_intensity=32,
+            num_steps_sampled_before_learning_starts=1000,
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 100_000},
+        )
+        cfg.reporting(min_sample_timesteps_per_iteration=1000)
+        cfg.rl_module(model_config={"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"})
+    return cfg
 
 
 def main() -> None:
@@ -114,7 +130,7 @@ def main() -> None:
     ray.init(address="local", num_cpus=max(os.cpu_count() or 1, args.runners + 1), include_dashboard=False,
              log_to_driver=False)
     if args.task == "dqn_cartpole":
-        cfg = dqn_config(args.runners, args.seed)
+        cfg = dqn_config(args.runners, args.config == "matched", args.seed)
     else:
         cfg = ppo_config(args.task, args.runners, args.config == "matched", args.seed)
     algo = cfg.build_algo()
