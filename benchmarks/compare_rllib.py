@@ -31,7 +31,7 @@ Tasks (--tasks, comma-separated):
   cartpole         PPO CartPole-v1 to 450, sampling in-process (RLlib: num_env_runners=0)
   cartpole_remote  the same with one remote env runner on both sides
   spread           multi-agent PPO on simple_spread (3 agents, one shared policy), one remote
-                   runner, --spread-steps env steps
+                   runner (--spread-runners), --spread-steps env steps
   dqn              DQN CartPole-v1 to 450, capped at --dqn-cap seconds of training
                    ("n/a" while marl has no DQNConfig)
 
@@ -332,6 +332,7 @@ def main() -> None:
     ap.add_argument("--tasks", default=",".join(ALL_TASKS), help=f"comma-separated subset of {','.join(ALL_TASKS)}")
     ap.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per task (default 1)")
     ap.add_argument("--spread-steps", type=int, default=30_000, help="env-step budget of the simple_spread runs")
+    ap.add_argument("--spread-runners", type=int, default=1, help="remote env runners in the simple_spread runs (default 1)")
     ap.add_argument("--ppo-cap", type=float, default=600.0, help="training seconds before a PPO CartPole run gives up")
     ap.add_argument("--dqn-cap", type=float, default=300.0, help="training seconds before a DQN run gives up")
     ap.add_argument("--rllib-config", choices=["matched", "both"], default="matched",
@@ -365,7 +366,7 @@ def main() -> None:
     plans = {
         "cartpole": ("ppo_cartpole", ["--runners", "0", "--target-return", str(TARGET_RETURN), "--max-train-s", str(args.ppo_cap)]),
         "cartpole_remote": ("ppo_cartpole", ["--runners", "1", "--target-return", str(TARGET_RETURN), "--max-train-s", str(args.ppo_cap)]),
-        "spread": ("ppo_spread", ["--runners", "1", "--max-env-steps", str(args.spread_steps), "--max-train-s", "1800"]),
+        "spread": ("ppo_spread", ["--runners", str(args.spread_runners), "--max-env-steps", str(args.spread_steps), "--max-train-s", "1800"]),
         "dqn": ("dqn_cartpole", ["--runners", "0", "--target-return", str(TARGET_RETURN), "--max-train-s", str(args.dqn_cap)]),
     }
     runs: list[Run] = []

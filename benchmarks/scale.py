@@ -147,8 +147,8 @@ def payload_figures(cfg_one, repeats: int) -> dict:
         group.stop()
 
 
-def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> float:
-    """Median seconds per env step of one PPO update of a train batch, with `num_learners` learners."""
+def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> tuple[float, int]:
+    """(median seconds per env step of one PPO update of a train batch, weights bytes), with `num_learners` learners."""
     from marl.data import MultiAgentBatch
     from marl.learners import LearnerGroup
 
@@ -163,6 +163,7 @@ def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> float:
     batch = MultiAgentBatch.concat(parts)
     runner.stop()
     try:
+        weight_bytes = sum(v.nbytes for state in group.get_weights()["modules"].values() for v in state.values())
         group.update(batch)  # warm-up
         times = []
         for _ in range(repeats):
@@ -171,7 +172,7 @@ def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> float:
             times.append(time.perf_counter() - t0)
     finally:
         group.stop()
-    return statistics.median(times) / batch.env_steps
+    return statistics.median(times) / batch.env_steps, weight_bytes
 
 
 def args_learners(args) -> list[int]:
@@ -224,7 +225,7 @@ def main() -> None:
     one = config(1, args.envs, args.fragment)
     pay = payload_figures(one, max(10, args.repeats // 5))
     learn_by_n = {n: learner_seconds_per_step(config(0, args.envs, args.fragment), 3, n) for n in args_learners(args)}
-    learn_s = learn_by_n[0]
+    learn_s, weight_bytes = learn_by_n[0]
     C.print_table(
         ["figure", "value"],
         [
@@ -237,10 +238,11 @@ def main() -> None:
             ["payload per env step", f"{pay['column_bytes'] / pay['env_steps']:,.0f} B"],
             ["driver: ray.get of a finished fragment", f"{pay['get_s'] * 1e3:.2f} ms ({pay['get_s'] / pay['env_steps'] * 1e6:.2f} us/env step)"],
             ["driver: concat of two fragments", f"{pay['concat2_s'] * 1e3:.2f} ms"],
+            ["weights sent to the runners per sync (put once, read once per node)", f"{weight_bytes / 1e3:,.0f} kB"],
         ]
         + [
             [f"learner: PPO update time per env step, num_learners={n}", f"{t * 1e6:.0f} us ({1 / t:,.0f} env steps/s of learning)"]
-            for n, t in learn_by_n.items()
+            for n, (t, _) in learn_by_n.items()
         ],
         title="Costs of remote sampling and of learning",
     )
