@@ -119,6 +119,19 @@ class TreeMemory:
             self._stop.wait(self.interval)
 
 
+def kill_tree(pid: int) -> None:
+    try:
+        root = psutil.Process(pid)
+        procs = root.children(recursive=True) + [root]
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 @dataclass
 class Run:
     side: str  # "marl" | "RLlib" | "RLlib defaults"
@@ -201,21 +214,26 @@ def run_process(side: str, python: Path, script: str, task_key: str, task: str, 
         run.t_spawn = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=HERE.parent)
         mem = TreeMemory(proc.pid).start()
-        for line in proc.stdout:
-            log.write(line)
-            event = parse(line)
-            if event is None:
-                continue
-            run.events.append(event)
-            if verbose and event["ev"] == "iter":
-                print(
-                    f"      {side:>14} iter {event['iter']:3d}  env steps {event['env_steps']:7d}  "
-                    f"return {event['return']:7.1f}  t {event['t'] - run.t_spawn:6.1f} s"
-                )
-                C.flush()
-        run.rc = proc.wait()
-        run.t_end = time.time()
-        mem.stop()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                event = parse(line)
+                if event is None:
+                    continue
+                run.events.append(event)
+                if verbose and event["ev"] == "iter":
+                    print(
+                        f"      {side:>14} iter {event['iter']:3d}  env steps {event['env_steps']:7d}  "
+                        f"return {event['return']:7.1f}  t {event['t'] - run.t_spawn:6.1f} s"
+                    )
+                    C.flush()
+            run.rc = proc.wait()
+        except BaseException:  # Ctrl-C and the like: leave no Ray processes behind
+            kill_tree(proc.pid)
+            raise
+        finally:
+            run.t_end = time.time()
+            mem.stop()
     run.peak_pss, run.peak_rss, run.peak_procs = mem.peak_pss, mem.peak_rss, mem.peak_procs
     return run
 

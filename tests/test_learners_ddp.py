@@ -94,3 +94,53 @@ def test_ppo_trains_with_two_learners(ray_session):
         assert r["env_steps_total"] == 400 and np.isfinite(r["losses/default_policy/policy_loss"])
     finally:
         algo.stop()
+
+
+def dqn_batches(config, count: int):
+    """Replayed DQN minibatches (3-step transitions, replay weights) from a real runner and buffer."""
+    from marl.data import MultiAgentBatch
+    from marl.data import sample_batch as sb
+    from marl.replay import ReplayBuffer, nstep_transitions
+
+    runner = EnvRunner(config, 0)
+    buffer = ReplayBuffer(10_000, seed=0)
+    for _ in range(3):
+        for pid, batch in runner.sample().policy_batches.items():
+            buffer.add(nstep_transitions(batch, 3, 0.99, keep=(sb.AGENT_INDEX,)))
+    specs = runner.specs
+    runner.stop()
+    return specs, [MultiAgentBatch({pid: buffer.sample(63)[0]}, 63) for _ in range(count)]
+
+
+def test_two_dqn_learners_match_one_including_per_row_td_errors(ray_session):
+    def dqn(num_learners):
+        return (
+            marl.DQNConfig()
+            .environment("CartPole-v1")
+            .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=32)
+            .training(train_batch_size=63, n_step=3, lr=1e-3)
+            .learners(num_learners=num_learners)
+            .debugging(seed=5)
+        )
+
+    specs, batches = dqn_batches(dqn(0), 3)
+    single = LearnerGroup(dqn(0), specs)
+    ddp = LearnerGroup(dqn(2), specs)
+    try:
+        for batch in batches:
+            s1 = single.update(batch)["default_policy"]
+            s2 = ddp.update(batch)["default_policy"]
+            rank0, rank1 = replica_weights(ray_session, ddp)
+            assert_same_weights(rank0, rank1, exact=True)
+            assert_same_weights(rank0, single.get_weights()["modules"], exact=False)
+            # Each rank computed TD errors for its slice only; the gathered column is the whole minibatch's.
+            assert s2["td_error"].shape == (63,)
+            np.testing.assert_allclose(s2["td_error"], s1["td_error"], rtol=1e-4, atol=1e-5)
+            assert s2["loss"] == pytest.approx(s1["loss"], rel=1e-3, abs=1e-6)
+        single.update_target()
+        ddp.update_target()  # goes to every rank
+        t0, t1 = ray_session.get([a.get_target_state.remote() for a in ddp.replicas])
+        assert_same_weights(t0, t1, exact=True)
+        assert_same_weights(t0, single.get_target_state(), exact=False)
+    finally:
+        ddp.stop()

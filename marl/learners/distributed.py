@@ -11,9 +11,9 @@ How one update runs on N ranks:
   they draw the same permutations, and `minibatch_size` keeps its meaning
   (rows per SGD step, all ranks together) whatever N is;
 * of each minibatch, rank r takes its contiguous slice of about 1/N of the
-  rows and computes the algorithm's loss on it through a
-  `DistributedDataParallel` wrapper, scaled by its share of the rows; DDP
-  averages the gradients across ranks during backward. For a loss that is a
+  rows and computes the algorithm's loss on it inside the forward of a
+  `DistributedDataParallel` wrapper of the policy's module, scaled by its
+  share of the rows; DDP averages the gradients across ranks during backward. For a loss that is a
   mean over rows (PPO's, DQN's) the averaged gradient is exactly the gradient
   of the whole minibatch's loss, so every rank applies the same update, the
   weights stay identical, and N learners train like one (up to float
@@ -48,34 +48,22 @@ def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
     return lo, lo + base + (1 if rank < extra else 0)
 
 
-class _TrainPass(nn.Module):
-    """Makes `forward_train` the `forward` that DDP wraps (DDP hooks only the wrapped module's forward)."""
+class _LossPass(nn.Module):
+    """The module DDP wraps: it holds the policy's module (DDP syncs its parameters) and its `forward`
+    runs the closure it is given, the algorithm's loss. The loss calls whatever the module offers
+    (`forward_train`, `q_values`, ...); what matters to DDP is that this forward ran before backward,
+    which arms the gradient all-reduce, and that every trained parameter then receives a gradient."""
 
     def __init__(self, module):
         super().__init__()
         self.module = module
 
-    def forward(self, batch):
-        return self.module.forward_train(batch)
-
-
-class _DDPView:
-    """What the loss sees on a rank: the policy's module, with `forward_train` going through DDP."""
-
-    def __init__(self, module, ddp):
-        self._module, self._ddp = module, ddp
-        self.called = False
-
-    def forward_train(self, batch):
-        self.called = True
-        return self._ddp(batch)
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
+    def forward(self, compute_loss):
+        return compute_loss()
 
 
 class _RankSlicedParts:
-    """The algorithm's parts, with `loss` computed on this rank's slice of each minibatch."""
+    """The algorithm's parts, with `loss` computed on this rank's slice of each minibatch, through DDP."""
 
     def __init__(self, inner, learner: "DistributedLearner"):
         self._inner = inner
@@ -91,13 +79,8 @@ class _RankSlicedParts:
         share = (hi - lo) / n
         if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
             lo, hi = 0, 1
-        view = _DDPView(module, lrn.ddp_of(module))
-        loss, stats = self._inner.loss(view, {k: v[lo:hi] for k, v in minibatch.items()}, cfg, **kwargs)
-        if not view.called:
-            raise RuntimeError(
-                f"the loss of {type(self._inner).__name__} never called module.forward_train(); "
-                "data-parallel learners (num_learners > 1) average gradients through it"
-            )
+        shard = {k: v[lo:hi] for k, v in minibatch.items()}
+        loss, stats = lrn.ddp_of(module)(lambda: self._inner.loss(module, shard, cfg, **kwargs))
         # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
         # the mean over all the minibatch's rows, also when the slices differ in size.
         loss = loss * (share * lrn.world_size)
@@ -136,7 +119,7 @@ class DistributedLearner(Learner):
         )
         for module in modules:
             # Construction broadcasts rank 0's parameters, so the replicas start identical.
-            self._ddp[id(module)] = DistributedDataParallel(_TrainPass(module))
+            self._ddp[id(module)] = DistributedDataParallel(_LossPass(module))
         self._per_row_stats = set(getattr(self.algo, "per_row_stats", ()) or ())  # DQN's TD errors, say
         self.algo = _RankSlicedParts(self.algo, self)
         return backend
