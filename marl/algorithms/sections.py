@@ -63,7 +63,12 @@ class MultiAgentSection:
 
 @dataclass
 class LearnersSection:
-    num_learners: int = doc("learner actors; 0 learns in-process", 0, min=0)
+    num_learners: int = doc(
+        "learner actors; 0 learns in-process; N > 1 data-parallel (DDP, gradients averaged; "
+        "minibatch_size counts the rows of all N together)",
+        0,
+        min=0,
+    )
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
     num_threads: int = doc("torch threads in the learner (1 is fastest for small MLPs on few cores)", 1, min=1)
 

@@ -1,28 +1,41 @@
-"""LearnerGroup: the learner in-process (num_learners=0) or as a Ray actor (num_learners=1)."""
+"""LearnerGroup: the learner in-process (num_learners=0), as one Ray actor (1), or N data-parallel actors (N > 1).
+
+With N > 1 (see `marl.learners.distributed`) every call that changes learner
+state (update, set_weights, update_target, ...) goes to all ranks, its
+arguments put once in the object store; calls that only read (get_weights,
+...) go to rank 0, whose state every rank shares.
+"""
 
 from __future__ import annotations
 
 from marl.learners.learner import Learner
 
+# Calls that read learner state: answered by rank 0 alone. Anything else goes to every rank.
+_READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "ping"})
+
 
 class LearnerGroup:
     def __init__(self, config, specs: dict):
         n = config.learners_cfg.num_learners
-        if n > 1:
-            raise ValueError(
-                f"learners.num_learners={n}: data-parallel learners are not available yet; use 0 (in-process) or 1"
-            )
         self.is_local = n == 0
+        self.replicas: list = []  # all learner actors, rank order (rank 0 is also `remote`)
         if self.is_local:
             self.local = Learner(config, specs)
             self.remote = None
-        else:
+        elif n == 1:
             import ray
 
             cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner)(Learner)
             self.local = None
             self.remote = cls.remote(config, specs)
             ray.get(self.remote.ping.remote())
+            self.replicas = [self.remote]
+        else:
+            from marl.learners.distributed import start_distributed_learners
+
+            self.local = None
+            self.replicas = start_distributed_learners(config, specs, n)
+            self.remote = self.replicas[0]
         self.version = self._call("get_version")  # mirrored here: operators read it on every item
 
     def _call(self, method: str, *args):
@@ -30,6 +43,9 @@ class LearnerGroup:
             return getattr(self.local, method)(*args)
         import ray
 
+        if len(self.replicas) > 1 and method not in _READ_ONLY:
+            args = tuple(ray.put(a) for a in args)  # one copy in the object store, read by every rank
+            return ray.get([getattr(actor, method).remote(*args) for actor in self.replicas])[0]
         return ray.get(getattr(self.remote, method).remote(*args))
 
     def update(self, batch):
@@ -71,8 +87,10 @@ class LearnerGroup:
         self.version = state["weights"]["version"]
 
     def stop(self) -> None:
-        if self.remote is not None:
+        if self.replicas:
             import ray
 
-            ray.kill(self.remote)
+            for actor in self.replicas:
+                ray.kill(actor)
+            self.replicas = []
             self.remote = None

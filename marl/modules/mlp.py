@@ -53,17 +53,12 @@ class ActorCriticMLP(RLModule):
             init = float(self.model_config.get("initial_log_std", 0.0))
             self.log_std = nn.Parameter(torch.full((n_out,), init))
 
-    def _dist_inputs(self, batch):
-        out = self.pi(batch["obs"])
-        if self.continuous:
-            return torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        return self.apply_action_mask(out, batch)
-
+    # Acting and minibatch updates run hundreds of thousands of times per run on small batches, where
+    # nn.Module call overhead costs as much as the math: walk the layers with plain functional calls
+    # (the same addmm kernels nn.Linear calls, so the same numbers and gradients).
     def forward_train(self, batch):
-        return {"action_dist_inputs": self._dist_inputs(batch), "vf_preds": self.vf(batch["obs"]).squeeze(-1)}
+        return {"action_dist_inputs": self._fast_inputs(batch), "vf_preds": _functional(self.vf, batch["obs"]).squeeze(-1)}
 
-    # Acting runs a few hundred thousand times per run on tiny batches, where nn.Module call
-    # overhead costs as much as the math: walk the layers with plain functional calls instead.
     def _fast_inputs(self, batch):
         out = _functional(self.pi, batch["obs"])
         if self.continuous:

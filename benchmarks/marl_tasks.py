@@ -1,0 +1,88 @@
+"""The marl side of benchmarks/compare_rllib.py: one task in a fresh process, printing events.
+
+    .venv/bin/python benchmarks/marl_tasks.py TASK [--seed 0] [--runners 0]
+
+Tasks (the same as rllib_tasks.py runs on RLlib):
+
+* ppo_cartpole: scenarios/cartpole_ppo.yaml until an iteration's mean return reaches 450;
+* ppo_spread:   scenarios/simple_spread_ppo.yaml (3 agents, one shared policy) for a fixed
+                number of env steps;
+* dqn_cartpole: marl's DQN on CartPole-v1 (scenarios/cartpole_dqn.yaml when it exists, else
+                DQNConfig's defaults) until 450 or the time cap. Emits `unavailable` when
+                marl has no DQNConfig.
+
+`--runners N` sets env_runners.num_env_runners (0: sampling in-process, no Ray).
+The return is `episode_return_mean`: the mean over the episodes that finished
+during the iteration, summed over agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _events import emit, run_loop  # noqa: E402
+
+emit("started")
+
+import marl  # noqa: E402
+
+SCENARIOS = {
+    "ppo_cartpole": HERE.parent / "scenarios" / "cartpole_ppo.yaml",
+    "ppo_spread": HERE.parent / "scenarios" / "simple_spread_ppo.yaml",
+    "dqn_cartpole": HERE.parent / "scenarios" / "cartpole_dqn.yaml",
+}
+
+
+def make_config(task: str, runners: int, seed: int):
+    scenario = SCENARIOS[task]
+    if task == "dqn_cartpole":
+        try:
+            from marl import DQNConfig
+        except ImportError:
+            return None
+        cfg = marl.load_scenario(scenario) if scenario.is_file() else DQNConfig().environment("CartPole-v1")
+    else:
+        cfg = marl.load_scenario(scenario)
+    cfg.env_runners(num_env_runners=runners)
+    cfg.debugging(seed=seed)
+    return cfg
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("task", choices=sorted(SCENARIOS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runners", type=int, default=0, help="remote env runners (0: in-process, no Ray)")
+    ap.add_argument("--config", choices=["matched", "defaults"], default="matched", help="accepted for symmetry; marl runs its scenario")
+    ap.add_argument("--target-return", type=float, default=None)
+    ap.add_argument("--max-env-steps", type=int, default=10**9)
+    ap.add_argument("--max-train-s", type=float, default=600.0)
+    args = ap.parse_args()
+
+    cfg = make_config(args.task, args.runners, args.seed)
+    if cfg is None:
+        emit("unavailable", why="marl has no DQN yet")
+        return
+    algo = cfg.build()
+    emit("built")
+
+    def train():
+        result = algo.train()
+        return result["env_steps_total"], result["episode_return_mean"], result["episodes_this_iter"]
+
+    try:
+        run_loop(train, target_return=args.target_return, max_env_steps=args.max_env_steps, max_train_s=args.max_train_s)
+    finally:
+        algo.stop()
+        if args.runners:
+            import ray
+
+            ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

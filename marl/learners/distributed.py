@@ -1,0 +1,183 @@
+"""Data-parallel learners: N `Learner` replicas on Ray actors, gradients averaged by DistributedDataParallel.
+
+    PPOConfig()...learners(num_learners=2)
+
+How one update runs on N ranks:
+
+* every rank gets the whole train batch (put once in Ray's object store) and
+  runs the learner connectors on it: GAE needs whole trajectory pieces, and
+  the connectors are deterministic, so every rank computes the same columns;
+* every rank walks the same minibatch schedule: the ranks share one seed, so
+  they draw the same permutations, and `minibatch_size` keeps its meaning
+  (rows per SGD step, all ranks together) whatever N is;
+* of each minibatch, rank r takes its contiguous slice of about 1/N of the
+  rows and computes the algorithm's loss on it inside the forward of a
+  `DistributedDataParallel` wrapper of the policy's module, scaled by its
+  share of the rows; DDP averages the gradients across ranks during backward. For a loss that is a
+  mean over rows (PPO's, DQN's) the averaged gradient is exactly the gradient
+  of the whole minibatch's loss, so every rank applies the same update, the
+  weights stay identical, and N learners train like one (up to float
+  rounding); the win is that each rank computes only its slice.
+
+Backend: gloo for modules on CPU (the `Learner` keeps its modules on CPU
+today), NCCL when the module's parameters are on a GPU. Rank 0 picks the
+rendezvous address (its node's IP and a free port).
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from marl.learners.learner import Learner
+
+INIT_TIMEOUT_S = 120
+_COUNTS = ("num_sgd_steps", "agent_steps_trained")  # stats that are counts, the same on every rank
+
+
+def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rows [lo, hi) of an n-row minibatch that `rank` computes: contiguous, sizes differ by at most one."""
+    base, extra = divmod(n, world_size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
+
+
+class _LossPass(nn.Module):
+    """The module DDP wraps: it holds the policy's module (DDP syncs its parameters) and its `forward`
+    runs the closure it is given, the algorithm's loss. The loss calls whatever the module offers
+    (`forward_train`, `q_values`, ...); what matters to DDP is that this forward ran before backward,
+    which arms the gradient all-reduce, and that every trained parameter then receives a gradient."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, compute_loss):
+        return compute_loss()
+
+
+class _RankSlicedParts:
+    """The algorithm's parts, with `loss` computed on this rank's slice of each minibatch, through DDP."""
+
+    def __init__(self, inner, learner: "DistributedLearner"):
+        self._inner = inner
+        self._learner = learner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def loss(self, module, minibatch: dict, cfg, **kwargs):
+        lrn = self._learner
+        n = len(next(iter(minibatch.values())))
+        lo, hi = shard_bounds(n, lrn.rank, lrn.world_size)
+        share = (hi - lo) / n
+        if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
+            lo, hi = 0, 1
+        shard = {k: v[lo:hi] for k, v in minibatch.items()}
+        loss, stats = lrn.ddp_of(module)(lambda: self._inner.loss(module, shard, cfg, **kwargs))
+        # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
+        # the mean over all the minibatch's rows, also when the slices differ in size.
+        loss = loss * (share * lrn.world_size)
+        return loss, lrn.scale_stats(stats, share, n, (hi - lo) if share else 0)
+
+
+class DistributedLearner(Learner):
+    """One rank of a data-parallel learner group (a Ray actor; see `LearnerGroup`)."""
+
+    def __init__(self, config, specs: dict, rank: int, world_size: int):
+        super().__init__(config, specs)
+        self.rank, self.world_size = rank, world_size
+        self._ddp: dict[int, DistributedDataParallel] = {}
+        self._per_row_stats: set[str] = set()
+
+    def rendezvous_address(self) -> tuple[str, int]:
+        """Rank 0's node IP and a free TCP port, where the process group meets."""
+        import ray
+
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def init_process_group(self, host: str, port: int) -> str:
+        """Joins the group (blocks until all ranks joined) and wraps every trained module in DDP."""
+        modules = [self.module[pid] for pid in self.policies_to_train]
+        on_gpu = any(p.is_cuda for m in modules for p in m.parameters())
+        backend = "nccl" if on_gpu and dist.is_nccl_available() else "gloo"
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{host}:{port}",
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S),
+        )
+        for module in modules:
+            # Construction broadcasts rank 0's parameters, so the replicas start identical.
+            self._ddp[id(module)] = DistributedDataParallel(_LossPass(module))
+        self._per_row_stats = set(getattr(self.algo, "per_row_stats", ()) or ())  # DQN's TD errors, say
+        self.algo = _RankSlicedParts(self.algo, self)
+        return backend
+
+    def ddp_of(self, module) -> DistributedDataParallel:
+        return self._ddp[id(module)]
+
+    def scale_stats(self, stats: dict, share: float, n: int, rows: int) -> dict:
+        """This rank's part of the minibatch's stats, no communication for scalars.
+
+        A scalar stat (a mean over this rank's rows) is scaled like the loss, so that
+        the mean over ranks, taken once per update in `_update_policy`, is the mean
+        over all rows. Per-row stats (DQN's TD errors) are gathered in row order now:
+        the learner writes them back per minibatch.
+        """
+        scale = share * self.world_size
+        out = {}
+        for key, value in stats.items():
+            if key in self._per_row_stats:
+                out[key] = self._gather_rows(value.detach()[:rows], n)
+            elif torch.is_tensor(value) and value.dim() == 0:
+                out[key] = value.detach() * scale
+            else:
+                out[key] = value
+        return out
+
+    def _update_policy(self, pid: str, batch):
+        out = super()._update_policy(pid, batch)
+        # One all-reduce per update for the reported stats (the mean over ranks of each rank's scaled
+        # stats); grad_norm is the same on every rank already (taken after DDP averaged the gradients).
+        keys = [k for k, v in out.items() if isinstance(v, float) and k not in _COUNTS]
+        if keys:
+            packed = torch.tensor([out[k] for k in keys], dtype=torch.float64)
+            dist.all_reduce(packed)
+            packed /= self.world_size
+            out.update({k: float(packed[i]) for i, k in enumerate(keys)})
+        return out
+
+    def _gather_rows(self, local: torch.Tensor, n: int) -> torch.Tensor:
+        sizes = [shard_bounds(n, r, self.world_size) for r in range(self.world_size)]
+        width = max(hi - lo for lo, hi in sizes)
+        padded = torch.zeros((width,) + tuple(local.shape[1:]), dtype=local.dtype)
+        padded[: len(local)] = local
+        parts = [torch.empty_like(padded) for _ in range(self.world_size)]
+        dist.all_gather(parts, padded)
+        return torch.cat([p[: hi - lo] for p, (lo, hi) in zip(parts, sizes)])
+
+
+def start_distributed_learners(config, specs: dict, num_learners: int) -> list:
+    """N `DistributedLearner` actors in one process group; returns them in rank order."""
+    import ray
+
+    if config.debugging_cfg.seed is None:
+        # The ranks must draw the same minibatch permutations: give them one seed.
+        config = config.copy()
+        config.debugging_cfg.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner)(DistributedLearner)
+    actors = [cls.remote(config, specs, rank, num_learners) for rank in range(num_learners)]
+    host, port = ray.get(actors[0].rendezvous_address.remote())
+    ray.get([a.init_process_group.remote(host, port) for a in actors])
+    return actors
