@@ -7,6 +7,8 @@ from marl.algorithms import (
     ConfigError,
     DQNConfig,
     IMPALAConfig,
+    MAPPOConfig,
+    MixedConfig,
     PPOConfig,
     load_scenario,
 )
@@ -25,6 +27,8 @@ __all__ = [
     "ConfigError",
     "DQNConfig",
     "IMPALAConfig",
+    "MAPPOConfig",
+    "MixedConfig",
     "MultiAgentBatch",
     "MultiAgentEnv",
     "MultiRLModule",

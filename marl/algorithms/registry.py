@@ -5,9 +5,11 @@ from __future__ import annotations
 from marl.algorithms.appo import APPOConfig
 from marl.algorithms.dqn import DQNConfig
 from marl.algorithms.impala import IMPALAConfig
+from marl.algorithms.mappo import MAPPOConfig
+from marl.algorithms.mixed import MixedConfig
 from marl.algorithms.ppo import PPOConfig
 
-ALGORITHMS: dict[str, type] = {"PPO": PPOConfig, "DQN": DQNConfig, "APPO": APPOConfig, "IMPALA": IMPALAConfig}
+ALGORITHMS: dict[str, type] = {"PPO": PPOConfig, "DQN": DQNConfig, "APPO": APPOConfig, "IMPALA": IMPALAConfig, "MAPPO": MAPPOConfig, "MIXED": MixedConfig}
 
 
 def config_class(name: str):

@@ -12,7 +12,7 @@ from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.execution import metrics as m
 from marl.replay import nstep_transitions
-from marl.workflow.operators import BATCH, RESULTS, Operator
+from marl.workflow.operators import BATCH, RESULTS, Operator, policy_list
 
 STORED = "stored"
 
@@ -20,12 +20,14 @@ STORED = "stored"
 class StoreToReplay(Operator):
     """Turns each policy's rows into n-step transitions and adds them to that policy's buffer.
 
-    Emits the number of transitions stored per policy.
+    Emits the number of transitions stored per policy. policies: only these
+    policies' rows are stored (a per-policy branch); null: every policy with a buffer.
     """
 
     op_name, consumes, produces = "store_to_replay", (BATCH,), STORED
 
-    def __init__(self, n_step: int = 1, gamma: float = 0.99):
+    def __init__(self, n_step: int = 1, gamma: float = 0.99, policies: list | None = None):
+        self.policies = policy_list("store_to_replay", policies)
         if int(n_step) < 1:
             raise ValueError(f"store_to_replay.n_step must be >= 1, got {n_step}")
         if not 0 <= float(gamma) <= 1:
@@ -44,7 +46,7 @@ class StoreToReplay(Operator):
             with timer.timing():
                 for pid, policy_batch in batch.policy_batches.items():
                     buffer = buffers.get(pid)
-                    if buffer is None or not len(policy_batch):
+                    if buffer is None or not len(policy_batch) or (self.policies is not None and pid not in self.policies):
                         continue  # a policy that is not trained keeps no buffer
                     transitions = nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
                     buffer.add(transitions)
@@ -59,12 +61,14 @@ class Replay(Operator):
     """Samples `batch_size` transitions from each policy's buffer once it holds `learning_starts`.
 
     Until then it emits an empty batch, so the branch keeps its turn in a
-    round-robin join without blocking the sampling branch.
+    round-robin join without blocking the sampling branch. policies: only these
+    policies' buffers (a per-policy branch); null: every buffer.
     """
 
     op_name, consumes, produces = "replay", (), BATCH
 
-    def __init__(self, batch_size: int, learning_starts: int = 1000):
+    def __init__(self, batch_size: int, learning_starts: int = 1000, policies: list | None = None):
+        self.policies = policy_list("replay", policies)
         if int(batch_size) < 1:
             raise ValueError(f"replay.batch_size must be >= 1, got {batch_size}")
         if int(learning_starts) < 0:
@@ -79,6 +83,11 @@ class Replay(Operator):
             raise ValueError("replay needs replay buffers: this algorithm's config defines none")
         timer = metrics.timers["replay"]
         need = max(self.learning_starts, 1)
+        if self.policies is not None:
+            missing = [p for p in self.policies if p not in buffers]
+            if missing:
+                raise ValueError(f"replay.policies names {missing}, which keep no replay buffer; buffers: {sorted(buffers)}")
+            buffers = {p: buffers[p] for p in self.policies}
 
         def gen():
             while True:
@@ -120,11 +129,13 @@ class UpdateTarget(Operator):
     """Copies online weights into the target networks every `every_env_steps` sampled env steps.
 
     tau < 1 makes it a soft (Polyak) update: target <- tau * online + (1 - tau) * target.
+    policies: only these policies' targets (a per-policy branch); null: all.
     """
 
     op_name, consumes, produces = "update_target", (RESULTS,), RESULTS
 
-    def __init__(self, every_env_steps: int = 500, tau: float = 1.0):
+    def __init__(self, every_env_steps: int = 500, tau: float = 1.0, policies: list | None = None):
+        self.policies = policy_list("update_target", policies)
         if int(every_env_steps) < 1:
             raise ValueError(f"update_target.every_env_steps must be >= 1, got {every_env_steps}")
         if not 0 < float(tau) <= 1:
@@ -139,7 +150,7 @@ class UpdateTarget(Operator):
         def update(results):
             if results and counters[m.ENV_STEPS_SAMPLED] - last[0] >= self.every_env_steps:
                 last[0] = counters[m.ENV_STEPS_SAMPLED]
-                for pid in ctx.learners.update_target(self.tau):
+                for pid in ctx.learners.update_target(self.tau, self.policies):
                     counters[f"{m.TARGET_UPDATES}/{pid}"] += 1
                 counters[m.TARGET_UPDATES] += 1
             return results
