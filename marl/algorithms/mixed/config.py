@@ -105,7 +105,11 @@ class MixedConfig(AlgorithmConfig):
         if unknown:
             raise ConfigError(f"'training.algorithms' names undeclared policies {unknown}; declared in multi_agent.policies: {declared}")
         for pid in declared:
-            self.sub_config(pid).validate()
+            sub = self.sub_config(pid)
+            try:
+                sub.validate()
+            except ConfigError as err:  # the sub-config names its keys 'training.x': say whose
+                raise ConfigError(f"training.algorithms.{pid} ({sub.algo_name}): {err}") from None
         on_policy = self._families()["on_policy"]
         sizes = {pid: self.sub_config(pid).training_cfg.train_batch_size for pid in on_policy}
         if len(set(sizes.values())) > 1:
