@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -45,7 +46,9 @@ def run(algo_name: str, seed: int, env_steps: int) -> dict:
                 break
     finally:
         algo.stop()
-    return {"algo": algo_name, "seed": seed, "curve": curve, "wall_s": time.perf_counter() - t0}
+    wall = time.perf_counter() - t0
+    print(f"  done: {algo_name} seed {seed}, {curve[-1][0]:,} env steps in {wall:.0f} s", file=sys.stderr, flush=True)
+    return {"algo": algo_name, "seed": seed, "curve": curve, "wall_s": wall}
 
 
 def span(values) -> str:
