@@ -151,6 +151,13 @@ def test_load_each_scenario(path):
     for key, value in (data.get("env_runners") or {}).items():
         assert getattr(cfg.env_runners_cfg, key) == value
     # overrides apply on top
+    if data["algo"] == "MIXED":  # training keys are per policy: training.algorithms.<policy>.<key>
+        pid = next(iter(data["training"]["algorithms"]))
+        over = load_scenario(path, [f"training.algorithms.{pid}.lr=0.1", "env_runners.num_envs_per_env_runner=3", "debugging.seed=11"])
+        assert over.training_for(pid).lr == 0.1
+        assert over.training_cfg.algorithms == {**cfg.training_cfg.algorithms, pid: {**cfg.training_cfg.algorithms[pid], "lr": 0.1}}
+        assert over.env_runners_cfg.num_envs_per_env_runner == 3
+        return
     over = load_scenario(path, ["training.lr=0.1", "env_runners.num_envs_per_env_runner=3", "debugging.seed=11"])
     assert over.training_cfg.lr == 0.1
     assert over.env_runners_cfg.num_envs_per_env_runner == 3
@@ -235,7 +242,7 @@ def test_interpolation_resolves_against_defaults(tmp_path):
 # -- documented defaults and round trip --------------------------------------------
 
 
-@pytest.mark.parametrize("algo", ["PPO", "DQN", "APPO", "IMPALA", "VDN", "QMIX"])
+@pytest.mark.parametrize("algo", ["PPO", "DQN", "APPO", "IMPALA", "VDN", "QMIX", "MAPPO", "MIXED"])
 def test_conf_yaml_matches_defaults(algo):
     from marl.algorithms.registry import ALGORITHMS
 

@@ -6,6 +6,8 @@ from marl.algorithms.checkpoint import CheckpointError, load_connector_state, lo
 from marl.algorithms.appo import APPOConfig
 from marl.algorithms.dqn import DQNConfig
 from marl.algorithms.impala import IMPALAConfig
+from marl.algorithms.mappo import MAPPOConfig
+from marl.algorithms.mixed import MixedConfig
 from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.qmix import QMIXConfig
 from marl.algorithms.vdn import VDNConfig
@@ -22,6 +24,8 @@ __all__ = [
     "ConfigError",
     "DQNConfig",
     "IMPALAConfig",
+    "MAPPOConfig",
+    "MixedConfig",
     "PPOConfig",
     "QMIXConfig",
     "VDNConfig",

@@ -71,6 +71,7 @@ class Algorithm:
             needed = config.env_runners_cfg.num_env_runners * config.env_runners_cfg.num_cpus_per_env_runner
             needed += config.learners_cfg.num_learners * config.learners_cfg.num_cpus_per_learner
             ensure_ray(max(int(math.ceil(needed)), os.cpu_count() or 1))
+        config.global_state_spec()  # centralised critics: probed once here, shipped with the config
         probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
         try:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
@@ -113,15 +114,14 @@ class Algorithm:
         """One buffer per trained policy (off-policy algorithms); each holds only its own policy's transitions."""
         from marl.replay import make_replay_buffer
 
-        spec = self.config.replay_buffer_config()
-        if spec is None:
-            return {}
         seed = self.config.debugging_cfg.seed
         trained = self.config.trained_policy_ids(list(self.policy_specs))
-        return {
-            pid: make_replay_buffer(**spec, seed=None if seed is None else int(seed) + 7919 * (i + 1))
-            for i, pid in enumerate(trained)
-        }
+        buffers = {}
+        for i, pid in enumerate(trained):
+            spec = self.config.replay_buffer_config_for(pid)
+            if spec is not None:
+                buffers[pid] = make_replay_buffer(**spec, seed=None if seed is None else int(seed) + 7919 * (i + 1))
+        return buffers
 
     def _make_workflow(self) -> Workflow:
         wf = self.config.workflow

@@ -61,6 +61,7 @@ class AlgorithmConfig:
     training_section_cls: type = object
     default_module_class: type | str | None = None  # None: ActorCriticMLP
     needs_next_obs = False  # runners fill the `next_obs` column (the DQN family's transitions)
+    needs_global_state = False  # runners fill the `state` column and pass it to the modules (centralised critics)
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -74,6 +75,7 @@ class AlgorithmConfig:
         self.checkpointing_cfg = CheckpointingSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
+        self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
 
     # -- builder --------------------------------------------------------------
     def _set(self, name: str, values: dict) -> "AlgorithmConfig":
@@ -241,12 +243,43 @@ class AlgorithmConfig:
         """The module class a policy is built with: its own, else the algorithm's default."""
         return spec.module_class if spec.module_class is not None else self.default_module_class
 
+    def global_state_spec(self) -> dict | None:
+        """{source, dim, num_agents} of the env's global state when the algorithm needs it, else None.
+
+        Probed once from a fresh env (its `state()`, else the agents' joined
+        observations); `Algorithm` asks before it ships the config to runners and learners.
+        """
+        if not self.needs_global_state:
+            return None
+        if self._global_state_spec is None:
+            from marl.envs import make_env
+            from marl.runners.global_state import probe_global_state
+
+            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config))
+            try:
+                self._global_state_spec = probe_global_state(env)
+            finally:
+                env.close()
+        return self._global_state_spec
+
     def replay_buffer_config(self) -> dict | None:
         """Keyword arguments of `make_replay_buffer` for each trained policy; None: no replay."""
         return None
 
     def algorithm_parts(self) -> AlgorithmParts:
         raise NotImplementedError
+
+    def parts_for(self, policy_id: str) -> AlgorithmParts:
+        """The parts that train one policy (the same for every policy, except in a MIXED run)."""
+        return self.algorithm_parts()
+
+    def training_for(self, policy_id: str):
+        """The training section that configures one policy's updates (lr, epochs, ...)."""
+        return self.training_cfg
+
+    def replay_buffer_config_for(self, policy_id: str) -> dict | None:
+        """`make_replay_buffer` keyword arguments for one trained policy; None: it keeps no buffer."""
+        return self.replay_buffer_config()
 
     def default_workflow(self):
         raise NotImplementedError

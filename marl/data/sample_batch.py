@@ -27,6 +27,7 @@ ENV_INDEX = "env_index"  # which env copy of the runner
 T = "t"  # env step index inside the episode at which the agent acted
 SEGMENT_END = "segment_end"  # last row of an agent's trajectory piece in this batch
 BOOTSTRAP_VALUE = "bootstrap_value"  # V(s') at a segment end that is not a termination
+STATE = "state"  # global state at the env step the agent acted (centralised critics, MAPPO)
 NEXT_OBS = "next_obs"  # observation after the action (DQN family); at a piece end: the state reached
 ADVANTAGES = "advantages"
 VALUE_TARGETS = "value_targets"

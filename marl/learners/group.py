@@ -54,8 +54,8 @@ class LearnerGroup:
             self.version += 1
         return results
 
-    def update_target(self, tau: float = 1.0) -> list[str]:
-        return self._call("update_target", tau)
+    def update_target(self, tau: float = 1.0, policies: list[str] | None = None) -> list[str]:
+        return self._call("update_target", tau, policies)
 
     def get_weights(self) -> dict:
         return self._call("get_weights")

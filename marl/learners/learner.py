@@ -1,13 +1,16 @@
 """Learner: one optimiser per trained policy, minibatch SGD over an algorithm's loss.
 
-The algorithm supplies, through `config.algorithm_parts()`: the loss
+The algorithm supplies, through `config.parts_for(policy_id)` (its
+`algorithm_parts()`, or in a MIXED run the parts of the policy's own algorithm): the loss
 `loss(module, minibatch, cfg, target=None) -> (loss, stats)`, the learner
 connectors run once per policy batch (PPO: GAE), an optional `prepare` pass
 that adds columns computed with the current network before the epochs
 (APPO/IMPALA: V-trace targets), whether each policy keeps a target network
 (DQN), and which stats are per-row (DQN: TD errors for replay priorities).
 Everything else (epochs, minibatches, clipping, versions, target updates,
-observation-filter state) is here, shared by all algorithms.
+observation-filter state) is here, shared by all algorithms. Each policy has
+its own parts, training section and optimiser, so one learner can update a
+PPO policy and a DQN policy side by side.
 """
 
 from __future__ import annotations
@@ -41,8 +44,6 @@ class Learner:
     def __init__(self, config, specs: dict):
         torch.set_num_threads(config.learners_cfg.num_threads)
         self.config = config
-        self.train_cfg = config.training_cfg
-        self.algo = config.algorithm_parts()
         seed = config.debugging_cfg.seed
         if seed is not None:
             torch.manual_seed(int(seed) + 1)
@@ -52,8 +53,10 @@ class Learner:
             {pid: build_module(config.module_class_for(s), s.observation_space, s.action_space, config.model_for(pid)) for pid, s in specs.items()}
         )
         self.policies_to_train = config.trained_policy_ids(list(specs))
+        self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
+        self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
         self.optimizers = {
-            pid: _make_adam(self.module[pid].parameters(), self.train_cfg.lr, self.train_cfg.adam_eps)
+            pid: _make_adam(self.module[pid].parameters(), self.train_cfgs[pid].lr, self.train_cfgs[pid].adam_eps)
             for pid in self.policies_to_train
         }
         self.filters = (
@@ -63,8 +66,8 @@ class Learner:
         )
         # Target networks: frozen copies, refreshed by `update_target` (an `update_target` node in the graph).
         self.targets = {}
-        if self.algo.uses_target_network:
-            for pid in self.policies_to_train:
+        for pid in self.policies_to_train:
+            if self.parts[pid].uses_target_network:
                 target = copy.deepcopy(self.module[pid])
                 target.requires_grad_(False)
                 target.eval()
@@ -87,8 +90,8 @@ class Learner:
         return results
 
     def _update_policy(self, pid: str, batch: SampleBatch) -> dict:
-        cfg = self.train_cfg
-        algo = self.algo
+        cfg = self.train_cfgs[pid]
+        algo = self.parts[pid]
         batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
         for connector in algo.learner_connectors(cfg):
             batch = connector(batch)
@@ -132,17 +135,18 @@ class Learner:
         out.update(per_row)
         return out
 
-    def update_target(self, tau: float = 1.0) -> list[str]:
-        """target <- tau * online + (1 - tau) * target for every trained policy; returns their ids."""
+    def update_target(self, tau: float = 1.0, policies: list[str] | None = None) -> list[str]:
+        """target <- tau * online + (1 - tau) * target for every trained policy (or those named); returns their ids."""
+        targets = {pid: t for pid, t in self.targets.items() if policies is None or pid in policies}
         with torch.no_grad():
-            for pid, target in self.targets.items():
+            for pid, target in targets.items():
                 online = self.module[pid].state_dict()
                 for name, value in target.state_dict().items():
                     if tau >= 1.0 or not value.is_floating_point():
                         value.copy_(online[name])
                     else:
                         value.lerp_(online[name], tau)
-        return list(self.targets)
+        return list(targets)
 
     # -- weights --------------------------------------------------------------
     def get_weights(self) -> dict:

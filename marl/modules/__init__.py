@@ -1,5 +1,6 @@
 """Modules: RLModule, MultiRLModule, the default networks and action distributions."""
 
+from marl.modules.central_critic import CentralCriticMLP
 from marl.modules.distributions import Categorical, DiagGaussian, MultiCategorical, distribution_factory
 from marl.modules.mlp import ActorCriticMLP
 from marl.modules.q_mlp import QMLP
@@ -7,6 +8,7 @@ from marl.modules.rl_module import MultiRLModule, RLModule, build_module
 
 __all__ = [
     "ActorCriticMLP",
+    "CentralCriticMLP",
     "Categorical",
     "DiagGaussian",
     "MultiCategorical",

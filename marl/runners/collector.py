@@ -14,7 +14,7 @@ from marl.data import sample_batch as sb
 
 class PolicyCollector:
     def __init__(self, obs_dim: int, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
-                 next_obs: bool = False):
+                 next_obs: bool = False, state_dim: int | None = None):
         self.spec = {
             sb.OBS: ((obs_dim,), np.float32),
             sb.ACTIONS: (tuple(action_shape), action_dtype),
@@ -34,6 +34,8 @@ class PolicyCollector:
         self.track_next_obs = next_obs
         if next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
             self.spec[sb.NEXT_OBS] = ((obs_dim,), np.float32)
+        if state_dim is not None:  # the global state at each row's env step (centralised critics)
+            self.spec[sb.STATE] = ((state_dim,), np.float32)
         self.n = 0
         self._alloc(max(capacity, 16))
 
@@ -52,7 +54,7 @@ class PolicyCollector:
         self.vf_preds = self.cols[sb.VF_PREDS]
         self.next_obs = self.cols.get(sb.NEXT_OBS)
 
-    def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t) -> int:
+    def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t, state=None) -> int:
         """Writes m rows; returns the index of the first. Rewards and flags start at zero (see build)."""
         m = len(obs)
         start, end = self.n, self.n + m
@@ -65,6 +67,8 @@ class PolicyCollector:
         c[sb.VF_PREDS][start:end] = vf
         if mask is not None:
             c[sb.ACTION_MASK][start:end] = mask
+        if state is not None:
+            c[sb.STATE][start:end] = state
         c[sb.EPS_ID][start:end] = eps_id
         c[sb.AGENT_INDEX][start:end] = agent_index
         c[sb.ENV_INDEX][start:end] = env_index

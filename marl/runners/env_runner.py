@@ -38,6 +38,7 @@ from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule, build_module
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector
+from marl.runners.global_state import GlobalState
 
 ALL = "__all__"
 log = logging.getLogger(__name__)
@@ -105,13 +106,17 @@ class EnvRunner:
         self.action_adapters = {
             pid: ActionAdapter(s.action_space, env_cfg.clip_actions, env_cfg.unsquash_actions) for pid, s in self.specs.items()
         }
+        # Centralised critics (MAPPO) read the global state at every step; other algorithms skip it.
+        state_spec = config.global_state_spec() if getattr(config, "needs_global_state", False) else None
+        self.global_state = GlobalState(env0, state_spec) if state_spec else None
         self.collectors = {}
         for pid, spec in self.specs.items():
             pre, act = self.preprocessors[pid], self.action_adapters[pid]
             mask_dim = self.module[pid].action_dim if pre.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(
-                pre.dim, act.shape, act.dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False)
+                pre.dim, act.shape, act.dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False),
+                state_dim=state_spec["dim"] if state_spec else None,
             )
 
         self.weights_version = 0
@@ -199,6 +204,9 @@ class EnvRunner:
                 episode.agent_steps[agent].append(t)
 
         actions: list[dict] = [{} for _ in range(self.num_envs)]
+        states = None
+        if self.global_state is not None:  # one state per env copy, shared by its agents' rows
+            states = [self.global_state(self.envs[k], self._obs[k]) for k in range(self.num_envs)]
         for pid, (envs_idx, agents, raw_obs, eps_ids, steps, agent_idx) in groups.items():
             obs, mask = self.preprocessors[pid](raw_obs, update_filter=collect)
             module = self.module[pid]
@@ -206,7 +214,12 @@ class EnvRunner:
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
             if getattr(module, "wants_agent_index", False):  # e.g. agent-id one-hot inputs (VDN/QMIX)
-                inputs["agent_index"] = torch.as_tensor(agent_idx)
+                inputs["agent_index"] = torch.as_tensor(agent_idx, dtype=torch.int64)
+            state = None
+            if states is not None:
+                state = np.stack([states[k] for k in envs_idx])
+                inputs["state"] = torch.from_numpy(state)
+                inputs["agent_index"] = torch.as_tensor(agent_idx, dtype=torch.int64)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -221,7 +234,7 @@ class EnvRunner:
                 with torch.inference_mode():
                     logp = dist.logp(act_t).numpy()
                 vf = out["vf_preds"].numpy()
-                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, envs_idx, steps)
+                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, envs_idx, steps, state)
                 for k, agent in zip(envs_idx, agents):
                     self._pending[k][agent] = (pid, row)
                     row += 1
@@ -231,7 +244,7 @@ class EnvRunner:
 
     def _step_envs(self, actions: list[dict], collect: bool) -> int:
         """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
-        truncated_rows: dict[str, tuple[list, list]] = {}  # pid -> (rows, final obs) needing V(s')
+        truncated_rows: dict[str, tuple[list, list, list]] = {}  # pid -> (rows, final obs, next states) needing V(s')
         collectors = self.collectors
         envs, replay, checkers = self.envs, self._replay, self._checkers
         stepped = 0
@@ -269,6 +282,8 @@ class EnvRunner:
             ended = [a for a, d in terminateds.items() if d and a != ALL]
             ended_trunc = [a for a, d in truncateds.items() if d and a != ALL]
             if ended or ended_trunc or all_done:
+                # The state reached, read before the env resets: a centralised critic bootstraps from it.
+                next_state = self.global_state(env, obs) if ended_trunc and self.global_state is not None else None
                 obs = dict(obs)
                 for agent in ended:
                     slot = pending.pop(agent, None)
@@ -280,9 +295,10 @@ class EnvRunner:
                     final_obs = obs.pop(agent, None)
                     if slot is not None and collect:
                         collectors[slot[0]].truncateds[slot[1]] = True
-                        rows = truncated_rows.setdefault(slot[0], ([], []))
+                        rows = truncated_rows.setdefault(slot[0], ([], [], []))
                         rows[0].append(slot[1])
                         rows[1].append(final_obs)
+                        rows[2].append(next_state)
                 if all_done:
                     # Agents the env ended without a flag: treat as truncated, bootstrap from their own value.
                     for agent, (pid, row) in pending.items():
@@ -317,10 +333,15 @@ class EnvRunner:
             self._reset_env(k)
         return env_steps
 
-    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list]]) -> None:
-        """V(s') for rows whose trajectory piece ends without termination: one pass per policy."""
-        for pid, (rows, raw_obs) in rows_by_policy.items():
+    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list, list]]) -> None:
+        """V(s') for rows whose trajectory piece ends without termination: one pass per policy.
+
+        Each entry is (rows, the observation reached, the global state reached); a
+        centralised critic values the global state, any other the observation.
+        """
+        for pid, (rows, raw_obs, next_states) in rows_by_policy.items():
             fallback = [r for r, o in zip(rows, raw_obs) if o is None]
+            next_states = [st for st, o in zip(next_states, raw_obs) if o is not None]
             rows = [r for r, o in zip(rows, raw_obs) if o is not None]
             raw_obs = [o for o in raw_obs if o is not None]
             collector = self.collectors[pid]
@@ -336,8 +357,10 @@ class EnvRunner:
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)
-            if getattr(self.module[pid], "wants_agent_index", False):
-                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows])
+            if getattr(self.module[pid], "wants_agent_index", False) or self.global_state is not None:
+                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows].astype(np.int64))
+            if self.global_state is not None:
+                inputs["state"] = torch.from_numpy(np.stack(next_states))
             collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
@@ -359,13 +382,15 @@ class EnvRunner:
         if self._complete_episodes:
             env_steps += self._finish_episodes(explore)
         # Cut the fragment: agents still mid-episode bootstrap from the observation they act on next.
-        cut: dict[str, tuple[list, list]] = {}
+        cut: dict[str, tuple[list, list, list]] = {}
         for k in range(self.num_envs):
             obs = self._obs[k]
+            state = self.global_state(self.envs[k], obs) if self.global_state is not None and self._pending[k] else None
             for agent, (pid, row) in self._pending[k].items():
-                rows = cut.setdefault(pid, ([], []))
+                rows = cut.setdefault(pid, ([], [], []))
                 rows[0].append(row)
                 rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
+                rows[2].append(state)
             self._pending[k] = {}
         self._bootstrap(cut)
         self._steps_sampled += env_steps

@@ -92,6 +92,24 @@ class Operator:
         return f"{type(self).__name__}({args})"
 
 
+def policy_list(node: str, policies) -> list[str] | None:
+    """The `policies` setting of a per-policy branch's node: null (all) or a non-empty list of policy ids."""
+    if policies is None:
+        return None
+    if isinstance(policies, str):
+        policies = [policies]
+    if not isinstance(policies, (list, tuple)) or not policies:
+        raise ValueError(f"{node}.policies must be a non-empty list of policy ids or null (all), got {policies!r}")
+    return [str(p) for p in policies]
+
+
+def select_policies(batch: MultiAgentBatch, policies: list[str] | None) -> MultiAgentBatch:
+    """The batch restricted to some policies' rows (env steps and info unchanged)."""
+    if policies is None:
+        return batch
+    return MultiAgentBatch({p: b for p, b in batch.policy_batches.items() if p in policies}, batch.env_steps, batch.info)
+
+
 def _record_sample(metrics: SharedMetrics, batch: MultiAgentBatch) -> MultiAgentBatch:
     metrics.counters[m.ENV_STEPS_SAMPLED] += batch.env_steps
     metrics.counters[m.AGENT_STEPS_SAMPLED] += batch.agent_steps()
@@ -177,9 +195,16 @@ class ConcatBatches(Operator):
 
 
 class Learn(Operator):
-    """One learner update per batch; emits the per-policy learner results (`LearnResults`)."""
+    """One learner update per batch; emits the per-policy learner results (`LearnResults`).
+
+    policies: only these policies' rows are trained on (a per-policy branch of a
+    MIXED graph); null: every trained policy in the batch.
+    """
 
     op_name, consumes, produces = "learn", (BATCH,), RESULTS
+
+    def __init__(self, policies: list | None = None):
+        self.policies = policy_list("learn", policies)
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
@@ -187,6 +212,7 @@ class Learn(Operator):
         timer = metrics.timers["learn"]
 
         def learn(batch: MultiAgentBatch) -> LearnResults:
+            batch = select_policies(batch, self.policies)
             # Policy lag: learner updates between the weights that produced the data and the ones it trains.
             current = ctx.learners.version
             metrics.info.setdefault("policy_lag", []).extend(current - v for v in batch.info.get("weights_version", []))
@@ -254,29 +280,40 @@ class SyncWeights(Operator):
 
 
 class Concurrently(Operator):
-    """Round-robin over several branches (weights[i] items from branch i in turn); emits what the last branch emits.
+    """Round-robin over several branches (weights[i] items from branch i in turn); emits what the
+    branches listed in `emit` emit (default: the last branch).
 
     This is the join of DQN's two branches: `sample -> store` and
-    `replay -> learn -> ...`, with weights set by the training intensity.
+    `replay -> learn -> ...`, with weights set by the training intensity; and of
+    a MIXED graph's per-policy branches, with `emit` naming every learning branch.
     """
 
     op_name, consumes, produces, variadic = "concurrently", (ANY,), RESULTS, True
 
-    def __init__(self, weights: list | None = None):
+    def __init__(self, weights: list | None = None, emit: list | None = None):
         self.weights = None if weights is None else [int(w) for w in weights]
+        self.emit = None if emit is None else [int(i) for i in emit]
 
     def check_inputs(self, kinds):
-        if kinds and kinds[-1] != RESULTS:
-            return f"its last input (whose items it emits) must carry '{RESULTS}', got '{kinds[-1]}'"
+        emitted = [len(kinds) - 1] if self.emit is None else self.emit
+        for i in emitted:
+            if not 0 <= i < len(kinds):
+                return f"emit {self.emit} names input {i}, but it has {len(kinds)} inputs (0-based)"
+            if kinds[i] != RESULTS:
+                return f"input {i} (whose items it emits) must carry '{RESULTS}', got '{kinds[i]}'"
         if self.weights is not None and len(self.weights) != len(kinds):
             return f"weights {self.weights} must give one count per input ({len(kinds)} inputs)"
         return None
 
     def build(self, ctx, inputs):
         tagged = [it.for_each(lambda x, i=i: (i, x)) for i, it in enumerate(inputs)]
-        last = len(inputs) - 1
+        emitted = {len(inputs) - 1} if self.emit is None else set(self.emit)
         self.checkpoint_state = OperatorState(branch=0, taken=0)  # where the round-robin is
-        return union(*tagged, weights=self.weights, position=self.checkpoint_state).filter(lambda item: item[0] == last).for_each(lambda item: item[1])
+        return (
+            union(*tagged, weights=self.weights, position=self.checkpoint_state)
+            .filter(lambda item: item[0] in emitted)
+            .for_each(lambda item: item[1])
+        )
 
 
 class Report(Operator):

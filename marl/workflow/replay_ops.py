@@ -13,7 +13,7 @@ from marl.data import sample_batch as sb
 from marl.execution import metrics as m
 from marl.replay import nstep_transitions
 from marl.replay.joint import joint_transitions
-from marl.workflow.operators import BATCH, RESULTS, Operator, OperatorState
+from marl.workflow.operators import BATCH, RESULTS, Operator, OperatorState, policy_list
 
 STORED = "stored"
 
@@ -24,13 +24,16 @@ class StoreToReplay(Operator):
     joint=True stores one row per env step of each policy's agent group
     instead (all its agents' obs and actions, the team reward; VDN/QMIX),
     with the group's agents from `config.group_agent_indices(policy_id)`.
+    policies: only these policies' rows are stored (a per-policy branch);
+    null: every policy with a buffer.
 
     Emits the number of transitions stored per policy.
     """
 
     op_name, consumes, produces = "store_to_replay", (BATCH,), STORED
 
-    def __init__(self, n_step: int = 1, gamma: float = 0.99, joint: bool = False):
+    def __init__(self, n_step: int = 1, gamma: float = 0.99, joint: bool = False, policies: list | None = None):
+        self.policies = policy_list("store_to_replay", policies)
         if int(n_step) < 1:
             raise ValueError(f"store_to_replay.n_step must be >= 1, got {n_step}")
         if not 0 <= float(gamma) <= 1:
@@ -57,7 +60,7 @@ class StoreToReplay(Operator):
             with timer.timing():
                 for pid, policy_batch in batch.policy_batches.items():
                     buffer = buffers.get(pid)
-                    if buffer is None or not len(policy_batch):
+                    if buffer is None or not len(policy_batch) or (self.policies is not None and pid not in self.policies):
                         continue  # a policy that is not trained keeps no buffer
                     transitions = self._transitions(ctx, pid, policy_batch)
                     buffer.add(transitions)
@@ -72,12 +75,14 @@ class Replay(Operator):
     """Samples `batch_size` transitions from each policy's buffer once it holds `learning_starts`.
 
     Until then it emits an empty batch, so the branch keeps its turn in a
-    round-robin join without blocking the sampling branch.
+    round-robin join without blocking the sampling branch. policies: only these
+    policies' buffers (a per-policy branch); null: every buffer.
     """
 
     op_name, consumes, produces = "replay", (), BATCH
 
-    def __init__(self, batch_size: int, learning_starts: int = 1000):
+    def __init__(self, batch_size: int, learning_starts: int = 1000, policies: list | None = None):
+        self.policies = policy_list("replay", policies)
         if int(batch_size) < 1:
             raise ValueError(f"replay.batch_size must be >= 1, got {batch_size}")
         if int(learning_starts) < 0:
@@ -92,6 +97,11 @@ class Replay(Operator):
             raise ValueError("replay needs replay buffers: this algorithm's config defines none")
         timer = metrics.timers["replay"]
         need = max(self.learning_starts, 1)
+        if self.policies is not None:
+            missing = [p for p in self.policies if p not in buffers]
+            if missing:
+                raise ValueError(f"replay.policies names {missing}, which keep no replay buffer; buffers: {sorted(buffers)}")
+            buffers = {p: buffers[p] for p in self.policies}
 
         def gen():
             while True:
@@ -133,11 +143,13 @@ class UpdateTarget(Operator):
     """Copies online weights into the target networks every `every_env_steps` sampled env steps.
 
     tau < 1 makes it a soft (Polyak) update: target <- tau * online + (1 - tau) * target.
+    policies: only these policies' targets (a per-policy branch); null: all.
     """
 
     op_name, consumes, produces = "update_target", (RESULTS,), RESULTS
 
-    def __init__(self, every_env_steps: int = 500, tau: float = 1.0):
+    def __init__(self, every_env_steps: int = 500, tau: float = 1.0, policies: list | None = None):
+        self.policies = policy_list("update_target", policies)
         if int(every_env_steps) < 1:
             raise ValueError(f"update_target.every_env_steps must be >= 1, got {every_env_steps}")
         if not 0 < float(tau) <= 1:
@@ -152,7 +164,7 @@ class UpdateTarget(Operator):
         def update(results):
             if results and counters[m.ENV_STEPS_SAMPLED] - last["env_steps"] >= self.every_env_steps:
                 last["env_steps"] = counters[m.ENV_STEPS_SAMPLED]
-                for pid in ctx.learners.update_target(self.tau):
+                for pid in ctx.learners.update_target(self.tau, self.policies):
                     counters[f"{m.TARGET_UPDATES}/{pid}"] += 1
                 counters[m.TARGET_UPDATES] += 1
             return results

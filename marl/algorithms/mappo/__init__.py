@@ -1,0 +1,3 @@
+from marl.algorithms.mappo.config import MAPPOConfig
+
+__all__ = ["MAPPOConfig"]

@@ -1,0 +1,3 @@
+from marl.algorithms.mixed.config import MixedConfig
+
+__all__ = ["MixedConfig"]

@@ -1,0 +1,148 @@
+"""MixedConfig (`algo: MIXED`): each policy trained by its own algorithm, from one shared sampler.
+
+    algo: MIXED
+    multi_agent:
+      policies: {predator: {}, prey: {}}
+      policy_mapping: {"adversary_*": predator, "*": prey}
+    training:
+      min_env_steps_per_iteration: 2048
+      algorithms:
+        predator: {algo: PPO, lr: 1.0e-3, train_batch_size: 2048}
+        prey: {algo: DQN, lr: 5.0e-4, n_step: 3}
+
+The top-level sections (environment, env_runners, multi_agent, learners,
+debugging) are shared; `training.algorithms.<policy>` names the policy's
+algorithm and overrides that algorithm's training keys. Each policy gets the
+module, loss, optimiser, learner connectors, target network and replay buffer
+of its own algorithm; the graph (see `workflow.py`) fans out from one sample
+node to one branch per algorithm family.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from marl.algorithms.algorithm_config import AlgorithmConfig
+from marl.algorithms.sections import ConfigError, doc, update_section
+
+ON_POLICY = ("PPO", "MAPPO")  # trained from concatenated fresh samples
+REPLAY = ("DQN",)  # trained from their own replay buffers
+
+
+@dataclass
+class MixedTraining:
+    algorithms: dict = doc(
+        "policy id -> {algo: PPO | MAPPO | DQN, ...that algorithm's training keys}; one entry per declared policy",
+        default_factory=dict,
+    )
+    min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 2000, min=0)
+
+
+class MixedConfig(AlgorithmConfig):
+    algo_name = "MIXED"
+    training_section_cls = MixedTraining
+
+    # -- one policy's own algorithm ------------------------------------------------
+    def algo_of(self, policy_id: str) -> str:
+        entry = self.training_cfg.algorithms.get(policy_id)
+        if entry is None:
+            raise ConfigError(
+                f"policy '{policy_id}' has no algorithm: add 'training.algorithms.{policy_id}: {{algo: PPO}}' "
+                f"(one of {list(ON_POLICY + REPLAY)})"
+            )
+        if not isinstance(entry, dict) or "algo" not in entry:
+            raise ConfigError(f"'training.algorithms.{policy_id}' must be a mapping with an 'algo' key, got {entry!r}")
+        name = str(entry["algo"]).upper()
+        if name not in ON_POLICY + REPLAY:
+            raise ConfigError(
+                f"'training.algorithms.{policy_id}.algo' is '{entry['algo']}'; a MIXED run can train a policy with "
+                f"{list(ON_POLICY + REPLAY)} (asynchronous algorithms cannot share its synchronous sampler)"
+            )
+        return name
+
+    def sub_config(self, policy_id: str) -> AlgorithmConfig:
+        """The config of the algorithm that trains `policy_id`: shared sections plus its training overrides."""
+        from marl.algorithms.registry import config_class
+
+        name = self.algo_of(policy_id)
+        sub = config_class(name)()
+        for section in ("environment", "env_runners", "multi_agent", "learners", "debugging", "evaluation", "stop"):
+            setattr(sub, section + "_cfg", getattr(self, section + "_cfg"))
+        overrides = {k: v for k, v in self.training_cfg.algorithms[policy_id].items() if k != "algo"}
+        update_section(sub.training_cfg, f"training.algorithms.{policy_id}", overrides)
+        sub.env_creator = self.env_creator
+        if sub.needs_global_state:
+            sub._global_state_spec = self.global_state_spec()
+        return sub
+
+    def _families(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"on_policy": [], "replay": []}
+        for pid in self.trained_policy_ids(list(self.policy_specs())):
+            out["on_policy" if self.algo_of(pid) in ON_POLICY else "replay"].append(pid)
+        return out
+
+    # -- what the runtime asks of a config ---------------------------------------
+    @property
+    def needs_next_obs(self) -> bool:
+        return any(self._sub_attr("needs_next_obs"))
+
+    @property
+    def needs_global_state(self) -> bool:
+        return any(self._sub_attr("needs_global_state"))
+
+    def _sub_attr(self, name: str) -> list:
+        from marl.algorithms.registry import config_class
+
+        algorithms = self.training_cfg.algorithms
+        return [getattr(config_class(self.algo_of(pid)), name) for pid in algorithms if pid in self.policy_specs()]
+
+    def validate(self) -> None:
+        super().validate()
+        declared = list(self.policy_specs())
+        algorithms = self.training_cfg.algorithms
+        unknown = [pid for pid in algorithms if pid not in declared]
+        if unknown:
+            raise ConfigError(f"'training.algorithms' names undeclared policies {unknown}; declared in multi_agent.policies: {declared}")
+        for pid in declared:
+            sub = self.sub_config(pid)
+            try:
+                sub.validate()
+            except ConfigError as err:  # the sub-config names its keys 'training.x': say whose
+                raise ConfigError(f"training.algorithms.{pid} ({sub.algo_name}): {err}") from None
+        on_policy = self._families()["on_policy"]
+        sizes = {pid: self.sub_config(pid).training_cfg.train_batch_size for pid in on_policy}
+        if len(set(sizes.values())) > 1:
+            raise ConfigError(
+                f"on-policy policies of a MIXED run share one concat node: give them one train_batch_size, got {sizes}"
+            )
+
+    def policy_specs(self):
+        from marl.algorithms.registry import config_class
+
+        specs = super().policy_specs()
+        # A policy that names no module gets its algorithm's default (QMLP for DQN, ActorCriticMLP for PPO).
+        for pid, spec in specs.items():
+            if spec.module_class is None and pid in self.training_cfg.algorithms:
+                specs[pid] = dataclasses.replace(spec, module_class=config_class(self.algo_of(pid)).default_module_class)
+        return specs
+
+    def model_for(self, policy_id: str) -> dict:
+        return self.sub_config(policy_id).model_for(policy_id)
+
+    def parts_for(self, policy_id: str):
+        return self.sub_config(policy_id).algorithm_parts()
+
+    def training_for(self, policy_id: str):
+        return self.sub_config(policy_id).training_cfg
+
+    def replay_buffer_config_for(self, policy_id: str) -> dict | None:
+        return self.sub_config(policy_id).replay_buffer_config()
+
+    def algorithm_parts(self):
+        raise ConfigError("a MIXED run has no single algorithm: each policy's parts come from parts_for(policy_id)")
+
+    def default_workflow(self):
+        from marl.algorithms.mixed.workflow import mixed_workflow
+
+        return mixed_workflow(self)

@@ -1,0 +1,67 @@
+"""The global state a centralised critic sees (MAPPO): one vector per env step.
+
+Where the env provides `state()` (PettingZoo's MPE envs do) that is the
+state. Otherwise it is the joined observations of all the env's possible
+agents at the same env step, flattened in `possible_agents` order, with zeros
+for agents that do not observe at that step (turn-based games, agents that
+already ended).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from marl.modules.spaces import is_masked_space, observation_part
+
+ENV_STATE = "env_state"
+JOINED_OBS = "joined_obs"
+
+
+def probe_global_state(env) -> dict:
+    """{source, dim, num_agents} of an env's global state; resets the env once to ask for `state()`."""
+    env.reset(seed=0)
+    state = env.state()
+    agents = list(env.possible_agents)
+    if state is not None:
+        return {"source": ENV_STATE, "dim": int(np.asarray(state).size), "num_agents": len(agents)}
+    dim = sum(int(gym.spaces.flatdim(observation_part(env.observation_space(a)))) for a in agents)
+    return {"source": JOINED_OBS, "dim": dim, "num_agents": len(agents)}
+
+
+class GlobalState:
+    """Reads the global state of one env copy; `spec` comes from `probe_global_state`."""
+
+    def __init__(self, env, spec: dict):
+        self.source, self.dim = spec["source"], int(spec["dim"])
+        self.name = env.metadata.get("name", "?")
+        self.slots = {}  # agent -> (offset, width, observation space, masked)
+        offset = 0
+        for agent in env.possible_agents:
+            space = env.observation_space(agent)
+            part = observation_part(space)
+            width = int(gym.spaces.flatdim(part))
+            self.slots[agent] = (offset, width, part, is_masked_space(space))
+            offset += width
+
+    def __call__(self, env, obs: dict) -> np.ndarray:
+        if self.source == ENV_STATE:
+            state = env.state()
+            if state is None:
+                raise ValueError(f"env '{self.name}' returned no state() mid-episode, though it had one when probed")
+            state = np.asarray(state, dtype=np.float32).reshape(-1)
+            if state.size != self.dim:
+                raise ValueError(f"env '{self.name}' state() has {state.size} values; it had {self.dim} when probed")
+            return state
+        out = np.zeros(self.dim, np.float32)
+        for agent, ob in obs.items():
+            slot = self.slots.get(agent)
+            if slot is None or ob is None:
+                continue
+            offset, width, part, masked = slot
+            value = ob["observation"] if masked else ob
+            if isinstance(part, gym.spaces.Box):
+                out[offset : offset + width] = np.asarray(value, np.float32).reshape(-1)
+            else:
+                out[offset : offset + width] = gym.spaces.flatten(part, value)
+        return out
