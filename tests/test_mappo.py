@@ -186,4 +186,8 @@ def test_mappo_learns_simple_spread():
     assert final > THRESHOLD, f"MAPPO on simple_spread: mean return {final:.1f} over the last 10 iterations"
 
 
+# Measured (benchmarks/mappo_vs_ppo.py, same settings, mean of the last 10 iterations before 200k env steps):
+# MAPPO -59.6 / -61.2 / -58.9 (seeds 0-2); shared-policy PPO, whose critic sees only the agent's own
+# observation, -66.4 / -67.2 / -68.1. The threshold sits between: MAPPO's worst seed clears it by 2.8,
+# PPO's best misses it by 2.4.
 THRESHOLD = -64.0

@@ -295,8 +295,9 @@ class Concurrently(Operator):
         self.emit = None if emit is None else [int(i) for i in emit]
 
     def check_inputs(self, kinds):
-        emitted = [len(kinds) - 1] if self.emit is None else self.emit
-        for i in emitted:
+        if self.emit is None and kinds and kinds[-1] != RESULTS:
+            return f"its last input (whose items it emits) must carry '{RESULTS}', got '{kinds[-1]}'"
+        for i in self.emit or []:
             if not 0 <= i < len(kinds):
                 return f"emit {self.emit} names input {i}, but it has {len(kinds)} inputs (0-based)"
             if kinds[i] != RESULTS:
