@@ -120,8 +120,9 @@ class DistributedLearner(Learner):
         for module in modules:
             # Construction broadcasts rank 0's parameters, so the replicas start identical.
             self._ddp[id(module)] = DistributedDataParallel(_LossPass(module))
-        self._per_row_stats = set(getattr(self.algo, "per_row_stats", ()) or ())  # DQN's TD errors, say
-        self.algo = _RankSlicedParts(self.algo, self)
+        for parts in self.parts.values():  # DQN's TD errors, say
+            self._per_row_stats.update(getattr(parts, "per_row_stats", ()) or ())
+        self.parts = {pid: _RankSlicedParts(parts, self) for pid, parts in self.parts.items()}
         return backend
 
     def ddp_of(self, module) -> DistributedDataParallel:
