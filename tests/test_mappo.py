@@ -96,12 +96,16 @@ def test_mpe_state_column_matches_env_state():
         .debugging(seed=3)
     )
     runner = EnvRunner(cfg)
-    env = runner.envs[0]
-    env.reset(seed=3)  # the runner's first reset uses the same seed: the same first state
-    first = np.asarray(env.state(), np.float32)
     batch = runner.sample()["default_policy"]
     assert batch[sb.STATE].shape == (15, 54)
-    np.testing.assert_allclose(batch[sb.STATE][batch[sb.T] == 0], np.stack([first] * 3), atol=1e-6)
+    # one state per env step, shared by the three agents' rows of that step
+    for t in range(5):
+        at_t = batch[sb.STATE][batch[sb.T] == t]
+        np.testing.assert_array_equal(at_t, np.stack([at_t[0]] * 3))
+    # and it is the env's own state() after the fragment (the runner's env is where the rows came from)
+    env = runner.envs[0]
+    last_obs = {a: o for a, o in runner._obs[0].items()}
+    np.testing.assert_allclose(np.asarray(env.state(), np.float32)[:18], last_obs["agent_0"], atol=1e-6)
     # mpe2's state is every agent's observation, in possible_agents order: each row's slice is its own obs
     for i in range(3):
         rows = batch[sb.AGENT_INDEX] == i

@@ -283,7 +283,7 @@ class EnvRunner:
             ended_trunc = [a for a, d in truncateds.items() if d and a != ALL]
             if ended or ended_trunc or all_done:
                 # The state reached, read before the env resets: a centralised critic bootstraps from it.
-                next_state = self.global_state(env, obs) if ended_trunc and self.global_state is not None else None
+                next_state = self.global_state(envs[k], obs) if ended_trunc and self.global_state is not None else None
                 obs = dict(obs)
                 for agent in ended:
                     slot = pending.pop(agent, None)
