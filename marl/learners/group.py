@@ -11,7 +11,7 @@ from __future__ import annotations
 from marl.learners.learner import Learner
 
 # Calls that read learner state: answered by rank 0 alone. Anything else goes to every rank.
-_READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "ping"})
+_READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "get_state", "ping"})
 
 
 class LearnerGroup:
