@@ -145,6 +145,7 @@ class Run:
     peak_rss: int = 0
     peak_procs: int = 0
     log: str = ""
+    load: float = math.nan  # 1-minute load average when the process started (other jobs on the machine)
 
     def first(self, ev: str) -> dict | None:
         return next((e for e in self.events if e["ev"] == ev), None)
@@ -212,6 +213,7 @@ def run_process(side: str, python: Path, script: str, task_key: str, task: str, 
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         run.t_spawn = time.time()
+        run.load = os.getloadavg()[0]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=HERE.parent)
         mem = TreeMemory(proc.pid).start()
         try:
@@ -355,6 +357,8 @@ def main() -> None:
     ap.add_argument("--dqn-cap", type=float, default=300.0, help="training seconds before a DQN run gives up")
     ap.add_argument("--rllib-config", choices=["matched", "both"], default="matched",
                     help="both: CartPole rows also against RLlib's default hyperparameters")
+    ap.add_argument("--rllib-threads", type=int, default=None,
+                    help="torch threads in RLlib's driver process (default: torch's own, 2 on this machine; marl uses 1)")
     ap.add_argument("--rllib-python", default=str(DEFAULT_RLLIB_PY), help="python of the RLlib venv")
     ap.add_argument("--log-dir", default=None, help="where each process's output goes (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write every run's events and figures to this file")
@@ -392,9 +396,10 @@ def main() -> None:
     for task_key in tasks:
         name, common = plans[task_key]
         for seed in range(args.seeds):
-            sides = [("marl", MARL_PY, "marl_tasks.py", common), ("RLlib", rllib_py, "rllib_tasks.py", common)]
+            rl_common = common + (["--torch-threads", str(args.rllib_threads)] if args.rllib_threads else [])
+            sides = [("marl", MARL_PY, "marl_tasks.py", common), ("RLlib", rllib_py, "rllib_tasks.py", rl_common)]
             if args.rllib_config == "both" and task_key in ("cartpole", "cartpole_remote", "dqn"):
-                sides.append(("RLlib defaults", rllib_py, "rllib_tasks.py", common + ["--config", "defaults"]))
+                sides.append(("RLlib defaults", rllib_py, "rllib_tasks.py", rl_common + ["--config", "defaults"]))
             if seed % 2 == 1:
                 sides.reverse()
             for side, python, script, extra in sides:
@@ -409,10 +414,10 @@ def main() -> None:
     rows = summarize(runs, args)
     C.print_table(["figure (median over seeds)", "marl", "RLlib", "marl better by", "target", "verdict"], rows,
                   title="marl vs RLlib: ratios (times and memory: RLlib / marl; throughput: marl / RLlib)")
-    print(f"\ntotal {time.time() - t_all:.0f} s; each process's output in {log_dir}")
+    print(f"\ntotal {time.time() - t_all:.0f} s; load avg now {os.getloadavg()[0]:.2f}; each process's output in {log_dir}")
     if args.json:
         data = [{**{k: getattr(r, k) for k in ("side", "task", "seed", "t_spawn", "t_end", "rc", "peak_pss", "peak_rss",
-                                                  "peak_procs", "log")}, "events": r.events} for r in runs]
+                                                  "peak_procs", "log", "load")}, "events": r.events} for r in runs]
         Path(args.json).write_text(json.dumps({"machine": C.machine_line(), "args": vars(args), "runs": data,
                                                "table": rows}, indent=1))
 
@@ -434,11 +439,12 @@ def print_runs(runs: list[Run]) -> None:
     rows = []
     for r in runs:
         if r.unavailable or r.failed:
-            rows.append([f"{r.task} seed {r.seed}", r.side, r.unavailable or f"failed ({r.rc})", "", "", "", "", "", "", ""])
+            rows.append([f"{r.task} seed {r.seed}", r.side, f"{r.load:.1f}", r.unavailable or f"failed ({r.rc})",
+                         "", "", "", "", "", "", ""])
             continue
         built = r.first("built")
         rows.append([
-            f"{r.task} seed {r.seed}", r.side,
+            f"{r.task} seed {r.seed}", r.side, f"{r.load:.1f}",
             fmt(built["t"] - r.t_spawn if built else math.nan, " s"),
             fmt(r.startup_s(), " s"),
             fmt(r.wall_to(TARGET_RETURN), " s"),
@@ -447,7 +453,7 @@ def print_runs(runs: list[Run]) -> None:
             fmt(r.iters[-1]["return"]),
             fmt_mb(r.peak_pss), f"{fmt_mb(r.peak_rss)} / {r.peak_procs}",
         ])
-    C.print_table(["run", "side", "built", "first result", "to 450", "env steps", "env steps/s", "last return",
+    C.print_table(["run", "side", "load", "built", "first result", "to 450", "env steps", "env steps/s", "last return",
                    "peak PSS", "peak RSS / procs"], rows, title="Runs (times from process start)")
 
 

@@ -121,11 +121,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runners", type=int, default=0, help="remote env runners (0: sample in the driver)")
     ap.add_argument("--config", choices=["matched", "defaults"], default="matched")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch threads in the driver (RLlib's learner, and its sampling when in-process); default: torch's")
     ap.add_argument("--target-return", type=float, default=None)
     ap.add_argument("--max-env-steps", type=int, default=10**9)
     ap.add_argument("--max-train-s", type=float, default=600.0)
     args = ap.parse_args()
 
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     # Same start as marl's: a fresh local Ray, no dashboard (a plain ray.init() can hang on these machines).
     ray.init(address="local", num_cpus=max(os.cpu_count() or 1, args.runners + 1), include_dashboard=False,
              log_to_driver=False)
