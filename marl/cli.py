@@ -238,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from marl.algorithms import CheckpointError
     from marl.algorithms.sections import ConfigError
     from marl.envs import EnvError
     from marl.policies import MappingError
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ConfigError, EnvError, MappingError, WorkflowError, FileNotFoundError, ImportError) as err:
+    except (ConfigError, CheckpointError, EnvError, MappingError, WorkflowError, FileNotFoundError, ImportError) as err:
         print(f"marl: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
