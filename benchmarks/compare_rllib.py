@@ -37,7 +37,7 @@ Tasks (--tasks, comma-separated):
 
 RLlib runs with the hyperparameters of marl's scenario (`matched`, see
 rllib_tasks.py); `--rllib-config both` adds RLlib with its own defaults for
-the CartPole rows (the figure the issue's targets were set against).
+every row (the figures the issue's targets were set against).
 """
 
 from __future__ import annotations
@@ -317,32 +317,34 @@ def summarize(runs: list[Run], args) -> list[list[str]]:
             rows.append(ratio_row(f"{label}: peak memory, PSS summed over all processes",
                                   [x.peak_pss / 2**20 for x in marl], [x.peak_pss / 2**20 for x in rl], " MB", "lower", 2.0))
 
-    marl, rl = pick("spread", "marl"), pick("spread", "RLlib")
-    if marl and rl:
-        rows.append(ratio_row("simple_spread PPO (3 agents, shared policy): env steps/s incl. learning",
+    marl = pick("spread", "marl")
+    for rlabel in ("RLlib", "RLlib defaults"):
+        rl = pick("spread", rlabel)
+        if not marl or not rl:
+            continue
+        suffix = "" if rlabel == "RLlib" else " [RLlib defaults]"
+        rows.append(ratio_row(f"simple_spread PPO (3 agents, shared policy){suffix}: env steps/s incl. learning",
                               [r.steps_per_s() for r in marl], [r.steps_per_s() for r in rl], "", "higher", 10.0))
         b = args.spread_steps
         m_ret, r_ret = [r.return_at_end(b) for r in marl], [r.return_at_end(b) for r in rl]
-        rows.append([f"simple_spread PPO: return at {b:,} env steps (last 20 %)", fmt(C.median(m_ret)),
+        rows.append([f"simple_spread PPO{suffix}: return at {b:,} env steps (last 20 %)", fmt(C.median(m_ret)),
                      fmt(C.median(r_ret)), "-", "", ""])
-        rows.append(ratio_row("simple_spread PPO: process start to first result", [x.startup_s() for x in marl],
-                              [x.startup_s() for x in rl], " s", "lower", 5.0))
-        rows.append(ratio_row("simple_spread PPO: peak memory, PSS summed", [x.peak_pss / 2**20 for x in marl],
-                              [x.peak_pss / 2**20 for x in rl], " MB", "lower", 2.0))
+        if rlabel == "RLlib":
+            rows.append(ratio_row("simple_spread PPO: process start to first result", [x.startup_s() for x in marl],
+                                  [x.startup_s() for x in rl], " s", "lower", 5.0))
+            rows.append(ratio_row("simple_spread PPO: peak memory, PSS summed", [x.peak_pss / 2**20 for x in marl],
+                                  [x.peak_pss / 2**20 for x in rl], " MB", "lower", 2.0))
 
-    marl_dqn = [r for r in runs if r.task == "dqn" and r.side == "marl"]
-    rl = pick("dqn", "RLlib")
-    if marl_dqn and all(r.unavailable for r in marl_dqn):
-        rl_wall = C.median([r.wall_to(TARGET_RETURN) for r in rl]) if rl else math.nan
-        rl_text = fmt(rl_wall, " s") if rl_wall == rl_wall else f"not in {args.dqn_cap:g} s"
-        rows.append([f"DQN CartPole: wall time to 450 (cap {args.dqn_cap:g} s)", "n/a (marl has no DQN yet)", rl_text,
-                     "n/a", ">= 20x", "n/a"])
-    elif marl_dqn and rl:
-        marl_ok = [r for r in marl_dqn if not r.failed]
-        rows.append(ratio_row(f"DQN CartPole: wall time to 450 (cap {args.dqn_cap:g} s)",
+    marl_ok = [r for r in runs if r.task == "dqn" and r.side == "marl" and not r.failed]
+    for rlabel in ("RLlib", "RLlib defaults"):
+        rl = pick("dqn", rlabel)
+        if not marl_ok or not rl:
+            continue
+        suffix = "" if rlabel == "RLlib" else " [RLlib defaults]"
+        rows.append(ratio_row(f"DQN CartPole{suffix}: wall time to 450 (cap {args.dqn_cap:g} s)",
                               [r.wall_to(TARGET_RETURN) for r in marl_ok], [r.wall_to(TARGET_RETURN) for r in rl],
                               " s", "lower", 20.0, ran_for(rl, "spawn")))
-        rows.append(ratio_row("DQN CartPole: env steps/s incl. learning", [r.steps_per_s() for r in marl_ok],
+        rows.append(ratio_row(f"DQN CartPole{suffix}: env steps/s incl. learning", [r.steps_per_s() for r in marl_ok],
                               [r.steps_per_s() for r in rl], "", "higher", None))
     return rows
 
@@ -356,14 +358,22 @@ def main() -> None:
     ap.add_argument("--ppo-cap", type=float, default=600.0, help="training seconds before a PPO CartPole run gives up")
     ap.add_argument("--dqn-cap", type=float, default=300.0, help="training seconds before a DQN run gives up")
     ap.add_argument("--rllib-config", choices=["matched", "both"], default="matched",
-                    help="both: CartPole rows also against RLlib's default hyperparameters")
+                    help="both: every row also against RLlib's default hyperparameters")
     ap.add_argument("--rllib-threads", type=int, default=None,
                     help="torch threads in RLlib's driver process (default: torch's own, 2 on this machine; marl uses 1)")
     ap.add_argument("--rllib-python", default=str(DEFAULT_RLLIB_PY), help="python of the RLlib venv")
     ap.add_argument("--log-dir", default=None, help="where each process's output goes (default: a temp dir)")
     ap.add_argument("--json", default=None, help="also write every run's events and figures to this file")
+    ap.add_argument("--sides", default="marl,RLlib,RLlib defaults",
+                    help="comma-separated sides to run (default all: marl,RLlib,RLlib defaults)")
+    ap.add_argument("--merge", action="append", default=[], metavar="JSON",
+                    help="add the runs of an earlier --json file to the table (repeatable): run one side or task "
+                         "again without redoing the rest")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every iteration")
     args = ap.parse_args()
+    wanted_sides = {x.strip() for x in args.sides.split(",") if x.strip()}
+    if not wanted_sides <= {"marl", "RLlib", "RLlib defaults"}:
+        ap.error(f"--sides: unknown side(s) {sorted(wanted_sides - {'marl', 'RLlib', 'RLlib defaults'})}")
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in ALL_TASKS]
@@ -391,15 +401,16 @@ def main() -> None:
         "spread": ("ppo_spread", ["--runners", str(args.spread_runners), "--max-env-steps", str(args.spread_steps), "--max-train-s", "1800"]),
         "dqn": ("dqn_cartpole", ["--runners", "0", "--target-return", str(TARGET_RETURN), "--max-train-s", str(args.dqn_cap)]),
     }
-    runs: list[Run] = []
+    runs: list[Run] = [Run(**r) for path in args.merge for r in json.loads(Path(path).read_text())["runs"]]
     t_all = time.time()
     for task_key in tasks:
         name, common = plans[task_key]
         for seed in range(args.seeds):
             rl_common = common + (["--torch-threads", str(args.rllib_threads)] if args.rllib_threads else [])
             sides = [("marl", MARL_PY, "marl_tasks.py", common), ("RLlib", rllib_py, "rllib_tasks.py", rl_common)]
-            if args.rllib_config == "both" and task_key in ("cartpole", "cartpole_remote", "dqn"):
+            if args.rllib_config == "both" and task_key in ("cartpole", "cartpole_remote", "spread", "dqn"):
                 sides.append(("RLlib defaults", rllib_py, "rllib_tasks.py", rl_common + ["--config", "defaults"]))
+            sides = [x for x in sides if x[0] in wanted_sides]
             if seed % 2 == 1:
                 sides.reverse()
             for side, python, script, extra in sides:

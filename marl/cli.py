@@ -90,6 +90,8 @@ def cmd_train(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from marl.algorithms import Algorithm, CheckpointError
+    from marl.policies.mapping import MappingError
+    from marl.policies.self_play import opponent_module_class
 
     if args.episodes < 1:
         print(f"marl: error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
@@ -102,10 +104,18 @@ def cmd_evaluate(args) -> int:
         print(f"marl: error: {err}", file=sys.stderr)
         return 2
     try:
-        result = algo.evaluate(args.episodes, unit="episodes", explore=args.explore or None)
+        if args.opponent is not None:  # checked before any episode runs: one line naming what is wrong
+            if algo.config.self_play() is None:
+                raise MappingError(f"--opponent {args.opponent!r} needs a self-play run (multi_agent.self_play); this checkpoint has none")
+            opponent_module_class(args.opponent, "--opponent")
+        result = algo.evaluate(args.episodes, unit="episodes", explore=args.explore or None, opponent=args.opponent)
+    except MappingError as err:
+        print(f"marl: error: {err}", file=sys.stderr)
+        return 2
     finally:
         algo.stop()
-    print(f"checkpoint {args.checkpoint} (iteration {algo.iteration}): {result['evaluation/episodes']} episodes, "
+    against = f" against {args.opponent}" if args.opponent else ""
+    print(f"checkpoint {args.checkpoint} (iteration {algo.iteration}): {result['evaluation/episodes']} episodes{against}, "
           f"{'sampled' if args.explore else 'greedy'} actions")
     for key, value in result.items():
         print(f"{key}: {_fmt(value, '.2f') if isinstance(value, float) else value}")
@@ -203,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("checkpoint", help="checkpoint directory (a run's checkpoint/)")
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     evaluate.add_argument("--explore", action="store_true", help="sample actions instead of acting greedily")
+    evaluate.add_argument(
+        "--opponent", metavar="OPPONENT",
+        help="self-play checkpoints: play this fixed opponent instead of the pool, 'random' (uniform over legal moves) "
+             "or an RLModule class path 'pkg.module:Class'; prints evaluation/self_play/win_rate",
+    )
     evaluate.set_defaults(fn=cmd_evaluate)
 
     graph = sub.add_parser(

@@ -57,6 +57,19 @@ def test_evaluate_prints_per_policy_returns(tmp_path):
     assert "evaluation/policy_return_mean/predator" in p.stdout and "evaluation/episodes: 2" in p.stdout
 
 
+def test_evaluate_plays_a_self_play_checkpoint_against_random(tmp_path):
+    out = tmp_path / "run"
+    assert run("train", "scenarios/connect_four_self_play.yaml", "stop.env_steps_total=200", "training.train_batch_size=128",
+               "training.minibatch_size=64", "--output", str(out), "--quiet").returncode == 0
+    p = run("evaluate", str(out / "checkpoint"), "--episodes", "4", "--opponent", "random")
+    assert p.returncode == 0, p.stderr
+    assert "4 episodes against random" in p.stdout and "evaluation/self_play/games: 4" in p.stdout
+    assert re.search(r"evaluation/self_play/win_rate: [01]\.\d\d", p.stdout)
+    bad = run("evaluate", str(out / "checkpoint"), "--episodes", "1", "--opponent", "alphazero")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--opponent 'alphazero' cannot be imported" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_graph_prints_operators_and_edges():
     p = run("graph", "scenarios/cartpole_ppo.yaml", "--no-png")
     assert p.returncode == 0, p.stderr

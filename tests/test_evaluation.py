@@ -175,3 +175,26 @@ def test_dqn_evaluates_greedily_on_its_own_runner():
         algo.stop()
     assert r["evaluation/episodes"] == 2 and r["evaluation/episode_len_mean"] >= 8
     assert type(module).__name__ == "QMLP"
+
+
+def test_sampled_evaluation_explores_where_training_is_on_its_schedule():
+    """explore=True evaluation uses epsilon at the run's env steps, not the schedule's start (epsilon 1: random play)."""
+    config = (
+        marl.DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=8)
+        .training(train_batch_size=16, num_steps_sampled_before_learning_starts=16, min_env_steps_per_iteration=64,
+                  epsilon=[[0, 1.0], [100, 0.02]])
+        .debugging(seed=0)
+    )
+    algo = config.build()
+    try:
+        algo.evaluate(num_episodes=1, explore=True)
+        module = algo._evaluator.group.local.module["default_policy"]
+        assert module.epsilon == 1.0  # nothing sampled yet: the schedule's start
+        while algo.train()["env_steps_total"] < 100:
+            pass
+        algo.evaluate(num_episodes=1, explore=True)
+        assert module.epsilon == pytest.approx(0.02)
+    finally:
+        algo.stop()

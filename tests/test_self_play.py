@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from marl import PPOConfig
 from marl.data import sample_batch as sb
 from marl.data.episode import Episode
 from marl.modules.random_policy import RandomPolicy
 from marl.policies import MappingError, PolicyMapping, resolve_policies
-from marl.policies.self_play import EloTracker, SelfPlay
+from marl.modules.rl_module import RLModule
+from marl.policies.self_play import EloTracker, SelfPlay, score
 from marl.runners import EnvRunner
 
 C4 = "pettingzoo.classic.connect_four_v3"
@@ -132,23 +134,73 @@ def test_snapshot_opponents_copies_main_into_the_pool_round_robin():
         algo.stop()
 
 
-def win_rate_against_random(algo, num_games: int, explore: bool = False) -> float:
-    """The trained self-play policy against a uniformly random legal-move player, seats alternating."""
-    cfg = algo.config.copy()
-    main = cfg.self_play().policy
-    spec = dict(cfg.multi_agent_cfg.policies[main] or {})
-    cfg.multi_agent_cfg.self_play = None
-    cfg.multi_agent(
-        policies={main: spec, "random": {"module_class": RandomPolicy, "spaces_from": main}},
-        policy_mapping_fn=lambda agent, ep: main if ep is None or (ep.id % 2 == 0) == (agent == "player_0") else "random",
+class LeftmostLegalMove(RLModule):
+    """A fixed opponent that always plays the leftmost legal column; counts the moves it was asked for."""
+
+    moves_asked = 0
+
+    def forward_train(self, batch):
+        mask = batch["action_mask"]
+        first = (mask.cumsum(-1) == 1) & (mask > 0)
+        LeftmostLegalMove.moves_asked += int(mask.shape[0])
+        return {"action_dist_inputs": torch.where(first, 0.0, -1e9), "vf_preds": torch.zeros(mask.shape[0])}
+
+    forward_inference = forward_exploration = forward_train
+
+
+def small_self_play(**self_play) -> PPOConfig:
+    return (
+        PPOConfig().environment(C4).env_runners(num_envs_per_env_runner=4, rollout_fragment_length=16)
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
+        .multi_agent(policies={"main": {"model": {"hiddens": [16]}}}, self_play={"pool_size": 2, **self_play})
+        .debugging(seed=3)
     )
-    cfg.env_runners_cfg.num_envs_per_env_runner = 10
-    runner = EnvRunner(cfg, worker_index=5000)
-    runner.set_weights({"version": 1, "modules": {main: algo.learners.get_weights()["modules"][main]}})
-    games = runner.evaluate(num_games, explore=explore)
-    runner.stop()
-    assert {e["policy_of"]["player_0"] for e in games} == {main, "random"}
-    return float(np.mean([e["policy_returns"][main] > 0 for e in games]))
+
+
+def test_evaluation_against_a_fixed_opponent_seats_it_in_place_of_the_pool():
+    algo = small_self_play(evaluation_opponent=LeftmostLegalMove).build()
+    try:
+        LeftmostLegalMove.moves_asked = 0
+        result = algo.evaluate(num_episodes=12)
+        assert LeftmostLegalMove.moves_asked > 0  # the fixed opponent played the other seat
+        assert result["evaluation/episodes"] == 12 and result["evaluation/self_play/games"] == 12
+        rates = [result[f"evaluation/self_play/{k}_rate"] for k in ("win", "draw", "loss")]
+        assert all(0 <= r <= 1 for r in rates) and sum(rates) == pytest.approx(1.0)
+        # without an opponent override, the pool plays evaluation games; an override builds runners of its own
+        pool_algo = small_self_play().build()
+        try:
+            LeftmostLegalMove.moves_asked = 0
+            assert pool_algo.evaluate(num_episodes=6)["evaluation/self_play/games"] == 6
+            assert LeftmostLegalMove.moves_asked == 0
+            pool_algo.evaluate(num_episodes=6, opponent=LeftmostLegalMove)
+            assert LeftmostLegalMove.moves_asked > 0
+        finally:
+            pool_algo.stop()
+    finally:
+        algo.stop()
+
+
+def test_a_game_scores_the_trained_policys_return_against_the_best_other_one():
+    episodes = [
+        {"policy_returns": {"main": 1.0, "evaluation_opponent": -1.0}},
+        {"policy_returns": {"main": 0.0, "evaluation_opponent": 0.0}},
+        {"policy_returns": {"main": -1.0, "evaluation_opponent": 1.0}},
+        {"policy_returns": {"other": 1.0}},
+    ]
+    assert [score(e, "main") for e in episodes] == [1.0, 0.5, 0.0, None]
+
+
+def test_bad_evaluation_opponents_are_refused_with_what_is_allowed():
+    with pytest.raises(MappingError, match=r"evaluation_opponent 'no_such_player' cannot be imported.*allowed: 'random'"):
+        SelfPlay.from_any({"evaluation_opponent": "no_such_player"})
+    with pytest.raises(MappingError, match="is not a subclass of marl.RLModule"):
+        SelfPlay.from_any({"evaluation_opponent": "numpy:ndarray"})
+    algo = PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=1).build()
+    try:
+        with pytest.raises(ValueError, match="needs a self-play run"):
+            algo.evaluate(num_episodes=1, opponent="random")
+    finally:
+        algo.stop()
 
 
 def test_random_policy_plays_uniformly_over_legal_moves():
@@ -164,24 +216,27 @@ def test_random_policy_plays_uniformly_over_legal_moves():
 
 @pytest.mark.slow
 def test_self_play_learns_to_beat_random_play():
-    """Trained only against its own snapshots, main beats a random legal-move player more often than before training.
+    """Trained only against its own snapshots, main beats a random legal-move player in >= 90 % of games.
 
-    Sampled play (explore=True) is the measure: greedy play of an *untrained* network already wins about
-    90% against random Connect Four (it stacks one column), so greedy play cannot tell learning apart.
-    Untrained sampled play wins 45-54% (measured); after 40k env steps it wins about 70-75%.
-    The issue's bar (>= 90% against random) is not reached by this budget; see notes/issue6b.md.
+    Sampled play (explore=True) is the measure: greedy play of an *untrained* network already wins 80-90 %
+    against random Connect Four (its argmax stacks one column and random rarely blocks), so greedy play
+    cannot tell learning apart. Untrained sampled play wins about half its games (asserted below); the
+    scenario's recipe reaches 0.93-0.97 from 60k env steps on (seeds 0-2, notes in the closing note).
     """
     from marl.algorithms.scenario import load_scenario
 
-    config = load_scenario("scenarios/connect_four_self_play.yaml", ["stop.env_steps_total=40000"])
+    config = load_scenario("scenarios/connect_four_self_play.yaml", ["stop.env_steps_total=80000", "evaluation.evaluation_interval=null"])
     algo = config.build()
     try:
-        before = win_rate_against_random(algo, 300, explore=True)
+        def win_rate() -> float:
+            return algo.evaluate(num_episodes=400, explore=True, opponent="random")["evaluation/self_play/win_rate"]
+
+        before = win_rate()
         result = algo.train()
         while result["env_steps_total"] < config.stop_cfg.env_steps_total:
             result = algo.train()
         assert result["self_play/snapshots"] >= 5 and np.isfinite(result["self_play/elo"])
-        after = win_rate_against_random(algo, 300, explore=True)
-        assert after >= 0.65 and after >= before + 0.1, f"win rate against random: {before:.2f} before, {after:.2f} after"
+        after = win_rate()
+        assert before <= 0.65 and after >= 0.9, f"win rate against random: {before:.3f} before, {after:.3f} after training"
     finally:
         algo.stop()

@@ -21,6 +21,7 @@ flight are not saved) continues correctly but not bit-identically.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -92,6 +93,7 @@ class Algorithm:
         self.iteration = 0
         self._evaluator: Evaluator | None = None
         self._saved_evaluation_states: list[dict] | None = None
+        self._opponent_evaluators: dict[str, Evaluator] = {}
 
     def _check_models(self) -> None:
         """Builds each policy's module once, so a bad model option is a ConfigError before any actor starts."""
@@ -151,7 +153,7 @@ class Algorithm:
         due = bool(ev.evaluation_interval) and (self.iteration + 1) % ev.evaluation_interval == 0
         parallel = due and ev.evaluation_parallel_to_training
         if parallel:  # the evaluation runners play the current weights while this iteration trains
-            self._get_evaluator().start(self.learners.get_weights())
+            self._get_evaluator().start(self.learners.get_weights(), exploration_step=self.metrics.counters[m.ENV_STEPS_SAMPLED])
         result = next(self._results)
         self.iteration += 1
         result["iteration"] = self.iteration
@@ -161,19 +163,30 @@ class Algorithm:
         return result
 
     def evaluate(self, duration: int | None = None, unit: str | None = None, explore: bool | None = None, *,
-                 num_episodes: int | None = None) -> dict:
+                 num_episodes: int | None = None, opponent: str | None = None) -> dict:
         """One evaluation with the current weights on the evaluation runners; `evaluation/...` results.
 
         `duration`, `unit` ("episodes" | "env_steps") and `explore` default to the
         config's `evaluation` section; `num_episodes=n` is `duration=n, unit="episodes"`.
+        `opponent` (self-play runs): a fixed opponent for this evaluation, "random" or an
+        RLModule class path, instead of `self_play.evaluation_opponent`.
         """
         if num_episodes is not None:
             duration, unit = num_episodes, "episodes"
-        evaluator = self._get_evaluator()
-        evaluator.start(self.learners.get_weights(), duration, unit, explore)
+        evaluator = self._get_evaluator(opponent)
+        evaluator.start(self.learners.get_weights(), duration, unit, explore, self.metrics.counters[m.ENV_STEPS_SAMPLED])
         return evaluator.collect()
 
-    def _get_evaluator(self) -> Evaluator:
+    def _get_evaluator(self, opponent: str | None = None) -> Evaluator:
+        sp = self.config.self_play()
+        if opponent is not None and (sp is None or opponent != sp.evaluation_opponent):
+            if sp is None:
+                raise ValueError(f"evaluate(opponent={opponent!r}) needs a self-play run (multi_agent.self_play)")
+            if opponent not in self._opponent_evaluators:  # runners of its own, kept for the next call
+                config = self.config.copy()
+                config.multi_agent_cfg.self_play = dataclasses.asdict(sp.with_opponent(opponent))
+                self._opponent_evaluators[opponent] = Evaluator(config, list(self.policy_specs))
+            return self._opponent_evaluators[opponent]
         if self._evaluator is None:
             self._evaluator = Evaluator(self.config, list(self.policy_specs))
             if self._saved_evaluation_states:
@@ -415,6 +428,9 @@ class Algorithm:
         self.learners.stop()
         if self._evaluator is not None:
             self._evaluator.stop()
+        for evaluator in self._opponent_evaluators.values():
+            evaluator.stop()
+        self._opponent_evaluators.clear()
 
     def __enter__(self):
         return self

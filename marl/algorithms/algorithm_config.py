@@ -209,6 +209,11 @@ class AlgorithmConfig:
                 values["env_config"] = {**cfg.environment_cfg.env_config, **values["env_config"]}
             update_section(getattr(cfg, name + "_cfg"), where, values)  # errors name 'evaluation.evaluation_config.<section>.<key>'
         cfg.env_runners_cfg.num_env_runners = ev.evaluation_num_env_runners
+        sp = cfg.self_play()
+        if sp is not None and sp.evaluation_opponent is not None:  # self-play judged against a fixed yardstick
+            ma = cfg.multi_agent_cfg
+            ma.policies = sp.evaluation_policies(dict(ma.policies or {}))
+            ma.policy_mapping = sp.evaluation_mapping
         return cfg
 
     def self_play(self) -> SelfPlay | None:

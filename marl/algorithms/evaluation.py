@@ -9,6 +9,10 @@ runners' envs or random streams, so evaluating does not change what
 training does. `start()` sends the current weights and launches the
 episodes; `collect()` waits for them: with remote runners, training can run
 in between (`evaluation_parallel_to_training`).
+
+In a self-play run the results also score the trained policy's games
+(`evaluation/self_play/win_rate`, `draw_rate`, `loss_rate`, `games`): against
+the pool, or against `self_play.evaluation_opponent` when one is named.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 
 import numpy as np
 
+from marl.policies.self_play import score
 from marl.runners import EnvRunnerGroup
 
 EVALUATION_FIRST_INDEX = 1_000
@@ -36,11 +41,17 @@ class Evaluator:
     def __init__(self, config, policy_ids: list[str]):
         self.cfg = config.evaluation_cfg
         self.policy_ids = list(policy_ids)
+        self.self_play = config.self_play()
         self.group = EnvRunnerGroup(config.evaluation_runner_config(), first_index=EVALUATION_FIRST_INDEX)
         self._launched = None
 
-    def start(self, weights: dict, duration: int | None = None, unit: str | None = None, explore: bool | None = None):
-        """Syncs `weights` (modules and connector state) and launches one evaluation."""
+    def start(self, weights: dict, duration: int | None = None, unit: str | None = None, explore: bool | None = None,
+              exploration_step: int = 0):
+        """Syncs `weights` (modules and connector state) and launches one evaluation.
+
+        `exploration_step` (the run's env steps sampled) puts exploration schedules such as
+        DQN's epsilon where training has them, so sampled evaluation explores as training does.
+        """
         duration = self.cfg.evaluation_duration if duration is None else int(duration)
         unit = unit or self.cfg.evaluation_duration_unit
         explore = self.cfg.evaluation_explore if explore is None else bool(explore)
@@ -49,11 +60,14 @@ class Evaluator:
         self.group.sync_weights(weights)
         started = time.perf_counter()
         if self.group.is_local:
-            self._launched = (started, weights["version"], [self.group.call_local("run_evaluation", duration, unit, explore)], None)
+            self._launched = (started, weights["version"], [self.group.call_local("run_evaluation", duration, unit, explore, exploration_step)], None)
             return
         shares = split(duration, self.group.num_remote)
         calls = [(i, share) for i, share in enumerate(shares) if share > 0]
-        refs = [(i, self.group.call_remote(i, "run_evaluation", share, unit, explore), (share, unit, explore)) for i, share in calls]
+        refs = [
+            (i, self.group.call_remote(i, "run_evaluation", share, unit, explore, exploration_step), (share, unit, explore, exploration_step))
+            for i, share in calls
+        ]
         self._launched = (started, weights["version"], None, refs)
 
     def collect(self) -> dict:
@@ -80,6 +94,14 @@ class Evaluator:
         for pid in self.policy_ids:
             values = [e["policy_returns"][pid] for e in episodes if pid in e["policy_returns"]]
             result[f"evaluation/policy_return_mean/{pid}"] = _mean(values)
+        if self.self_play is not None:
+            scores = [s for s in (score(e, self.self_play.policy) for e in episodes) if s is not None]
+            result.update({
+                "evaluation/self_play/games": len(scores),
+                "evaluation/self_play/win_rate": _mean([s == 1.0 for s in scores]),
+                "evaluation/self_play/draw_rate": _mean([s == 0.5 for s in scores]),
+                "evaluation/self_play/loss_rate": _mean([s == 0.0 for s in scores]),
+            })
         return result
 
     def get_states(self) -> list[dict]:

@@ -57,7 +57,8 @@ class MultiAgentSection:
     policies_to_train: list | None = doc("policies the learner updates; null: all", None)
     self_play: dict | None = doc(
         "train `policy` against a pool of its frozen snapshots: {policy, pool_size, snapshot_every (learner updates), "
-        "elo_k}; adds the pool's policies and, unless given, the mapping and policies_to_train", None,
+        "elo_k, evaluation_opponent ('random' or an RLModule class path: evaluation plays it instead of the pool)}; "
+        "adds the pool's policies and, unless given, the mapping and policies_to_train", None,
     )
 
 

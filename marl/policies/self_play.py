@@ -1,6 +1,6 @@
 """Self-play: one trained policy against a pool of its own frozen snapshots.
 
-Declared as `multi_agent.self_play: {policy, pool_size, snapshot_every, elo_k}`.
+Declared as `multi_agent.self_play: {policy, pool_size, snapshot_every, elo_k, evaluation_opponent}`.
 The pool is `pool_size` extra policies (`<policy>@0`, `<policy>@1`, ...):
 same module and model as the trained policy, never trained themselves; the
 `snapshot_opponents` workflow node copies the trained policy's weights into
@@ -10,6 +10,13 @@ At each episode start the mapping puts the trained policy in one seat (first
 or second to act, at random) and one snapshot, drawn uniformly from the
 pool, in the other seat(s). The draw is seeded by the episode id, so it is
 the same for every agent of the episode and reproducible.
+
+Training against itself says little about strength: the pool's win rate
+stays near 0.5 by design. `evaluation_opponent` names a fixed opponent
+("random": a uniformly random legal-move player, or an RLModule class
+path) that evaluation seats against the trained policy instead of the pool;
+`evaluation/self_play/win_rate` then measures progress against a yardstick
+that does not move.
 """
 
 from __future__ import annotations
@@ -26,14 +33,21 @@ class SelfPlay:
     pool_size: int = 4
     snapshot_every: int = 5
     elo_k: float = 16.0
+    evaluation_opponent: str | type | None = None
+
+    # The evaluation runners' name for the fixed opponent; a policy id no user spec can clash with.
+    OPPONENT_ID = "evaluation_opponent"
 
     @staticmethod
     def from_any(value) -> "SelfPlay | None":
         if value is None or isinstance(value, SelfPlay):
             return value
         if not isinstance(value, dict):
-            raise MappingError(f"multi_agent.self_play must be a mapping {{policy, pool_size, snapshot_every, elo_k}} or null, got {value!r}")
-        allowed = {"policy", "pool_size", "snapshot_every", "elo_k"}
+            raise MappingError(
+                "multi_agent.self_play must be a mapping {policy, pool_size, snapshot_every, elo_k, evaluation_opponent} "
+                f"or null, got {value!r}"
+            )
+        allowed = {"policy", "pool_size", "snapshot_every", "elo_k", "evaluation_opponent"}
         unknown = set(value) - allowed
         if unknown:
             raise MappingError(f"multi_agent.self_play: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -41,6 +55,8 @@ class SelfPlay:
         for key in ("pool_size", "snapshot_every"):
             if not isinstance(getattr(sp, key), int) or getattr(sp, key) < 1:
                 raise MappingError(f"multi_agent.self_play.{key} must be an integer >= 1, got {getattr(sp, key)!r}")
+        if sp.evaluation_opponent is not None:
+            opponent_module_class(sp.evaluation_opponent, "multi_agent.self_play.evaluation_opponent")
         return sp
 
     @property
@@ -67,6 +83,58 @@ class SelfPlay:
         if not bound:
             return self.policy if main_first else opponent
         return opponent if self.policy in bound.values() else self.policy
+
+
+    def with_opponent(self, opponent: str | None) -> "SelfPlay":
+        """This self-play setup with another evaluation opponent (None: evaluation plays the pool)."""
+        if opponent is not None:
+            opponent_module_class(opponent, "opponent")
+        return SelfPlay(self.policy, self.pool_size, self.snapshot_every, self.elo_k, opponent)
+
+    def evaluation_policies(self, policies: dict) -> dict:
+        """The declared policies plus the fixed evaluation opponent (no weights to sync: it is never trained)."""
+        spec = {"module_class": opponent_module_class(self.evaluation_opponent), "spaces_from": self.policy}
+        return {**policies, self.OPPONENT_ID: spec}
+
+    def evaluation_mapping(self, agent_id: str, episode) -> str:
+        """Like `mapping`, with the fixed opponent in every seat the trained policy does not take."""
+        pid = self.mapping(agent_id, episode)
+        return self.OPPONENT_ID if pid in self.opponent_ids else pid
+
+
+def opponent_module_class(name, where: str = "opponent"):
+    """The module class an evaluation opponent names: "random", an RLModule class path 'pkg.mod:Class' or the class."""
+    from marl.modules.random_policy import RandomPolicy
+    from marl.modules.rl_module import RLModule
+
+    if name == "random":
+        return RandomPolicy
+    if isinstance(name, type) and issubclass(name, RLModule):
+        return name
+    if not isinstance(name, str) or not name.strip():
+        raise MappingError(f"{where} must be 'random' or an RLModule class path 'pkg.module:Class', got {name!r}")
+    import importlib
+
+    mod_name, _, attr = name.replace(":", ".").rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise MappingError(
+            f"{where} {name!r} cannot be imported ({err}); allowed: 'random' or an RLModule class path 'pkg.module:Class'"
+        ) from None
+    if not (isinstance(cls, type) and issubclass(cls, RLModule)):
+        raise MappingError(f"{where} {name!r} is not a subclass of marl.RLModule")
+    return cls
+
+
+def score(episode: dict, policy: str) -> float | None:
+    """1 win, 0.5 draw, 0 loss for `policy` in a finished episode (its return against the best other policy's)."""
+    returns = episode["policy_returns"]
+    others = [r for pid, r in returns.items() if pid != policy]
+    if policy not in returns or not others:
+        return None
+    mine, theirs = returns[policy], max(others)
+    return 1.0 if mine > theirs else 0.5 if mine == theirs else 0.0
 
 
 class EloTracker:

@@ -409,8 +409,12 @@ class EnvRunner:
         """The metrics of `num_episodes` fresh episodes (see `run_evaluation`)."""
         return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
 
-    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False) -> dict:
+    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
         """Fresh episodes with the current weights; no rows kept, no filter statistics updated.
+
+        Exploration schedules are set to `exploration_step` (the run's env steps), so sampled
+        evaluation explores as training does at that point (a training runner's next `sample()`
+        sets its own estimate again).
 
         unit="episodes": the first `duration` episodes started run to their end
         (an env copy retires once its episode is not among them, so short
@@ -420,6 +424,8 @@ class EnvRunner:
         """
         if unit not in ("episodes", "env_steps"):
             raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
+        for pid in self.policy_ids:
+            self.module[pid].set_exploration_step(exploration_step)
         for k in range(self.num_envs):  # every evaluation starts new episodes under the current weights
             self._reset_env(k)
         self._started = True
