@@ -172,6 +172,25 @@ def test_restore_in_this_process_continues_bit_identically(tmp_path):
             assert a.get(key) == b.get(key), key
 
 
+def test_a_restored_run_trains_with_the_new_configs_learning_rate(tmp_path):
+    """Optimiser moments come back from the checkpoint; lr is the resuming config's (`--resume ... training.lr=X`)."""
+    algo = cartpole_config().build()
+    try:
+        algo.train()
+        moments = {k: v.clone() for k, v in algo.learners.local.optimizers["default_policy"].state[0].items()}
+        algo.save(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    resumed = marl.Algorithm.from_checkpoint(tmp_path / "ckpt", overrides=["training.lr=0.0123"])
+    try:
+        optimizer = resumed.learners.local.optimizers["default_policy"]
+        assert [g["lr"] for g in optimizer.param_groups] == [0.0123]
+        for key, value in moments.items():
+            torch.testing.assert_close(optimizer.state[0][key], value, rtol=0, atol=0)
+    finally:
+        resumed.stop()
+
+
 RESUME_SCRIPT = """
 import sys, numpy as np, marl
 from safetensors.numpy import save_file

@@ -176,8 +176,16 @@ class Learner:
         return {pid: opt.state_dict() for pid, opt in self.optimizers.items()}
 
     def set_optimizer_state(self, state: dict) -> None:
+        """Adam's moments and step counts from a checkpoint; lr and eps stay this config's.
+
+        load_state_dict would also bring back the saved hyperparameters, and then
+        `--resume RUN_DIR training.lr=X` would silently train with the old rate.
+        """
         for pid, opt_state in state.items():
-            self.optimizers[pid].load_state_dict(opt_state)
+            optimizer, cfg = self.optimizers[pid], self.train_cfgs[pid]
+            optimizer.load_state_dict(opt_state)
+            for group in optimizer.param_groups:
+                group["lr"], group["eps"] = cfg.lr, cfg.adam_eps
 
     # -- checkpoints ----------------------------------------------------------
     def get_state(self) -> dict:
