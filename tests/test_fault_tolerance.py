@@ -111,6 +111,23 @@ def test_runner_whose_env_raises_is_rebuilt_and_the_iteration_goes_on(tmp_path, 
     assert "RuntimeError: simulator lost its license" in warning
 
 
+@pytest.mark.parametrize("remote", [False, True], ids=["in-process", "ray"])
+def test_a_replacement_runner_goes_on_from_the_failed_runners_step_count(tmp_path, remote, request):
+    """Exploration schedules run on each runner's env steps: a replacement must not start them over (epsilon 1)."""
+    if remote:
+        request.getfixturevalue("ray_session")
+    config = flaky_config(tmp_path, num_env_runners=2 if remote else 0, env={"at_step": 150})
+    algo = config.build()
+    try:
+        results = [algo.train() for _ in range(6)]
+        states = algo.runners.get_states()
+    finally:
+        algo.stop()
+    assert results[-1]["fault/runner_restarts"] == 1
+    # every delivered fragment is counted by the runner slot that produced it, the replacement's included
+    assert sum(state["steps_sampled"] for state in states) == results[-1]["env_steps_total"]
+
+
 def test_past_the_restart_limit_the_run_stops_with_a_clear_error(tmp_path):
     algo = flaky_config(tmp_path, env={"always": True}, max_runner_restarts=2).build()
     try:

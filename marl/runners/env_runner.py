@@ -564,6 +564,11 @@ class EnvRunner:
             self.weights_version = version
         return self.weights_version
 
+    def set_steps_sampled(self, env_steps: int) -> None:
+        """Where this runner's share of the run stands: a replacement for a failed runner is given the
+        failed one's count, so exploration schedules (DQN's epsilon) go on instead of starting over."""
+        self._steps_sampled = int(env_steps)
+
     def get_weights_version(self) -> int:
         return self.weights_version
 

@@ -49,6 +49,8 @@ class EnvRunnerGroup:
         self._last_weights = None  # the same, for the in-process runner
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
         self.versions = [0] * self.num_remote  # weights version last sent to each runner (it acts with it next)
+        # Env steps each runner slot has delivered: a replacement goes on with its exploration schedule from there.
+        self.steps_sampled = [0] * max(1, self.num_remote)
         if not self.is_local:
             import ray
 
@@ -77,7 +79,7 @@ class EnvRunnerGroup:
         """A call on the in-process runner; one whose env raised is rebuilt and asked again."""
         while True:
             try:
-                return getattr(self.local, method)(*args)
+                return self._counted(0, method, getattr(self.local, method)(*args))
             except EnvStepError as err:
                 self._count_failure(self.first_index, f"its env raised: {_first_line(err)}", err)
                 self.local.stop()
@@ -85,6 +87,7 @@ class EnvRunnerGroup:
                 self.local = EnvRunner(self.config, self.first_index, self._incarnations[0])
                 if self._last_weights is not None:
                     self.local.set_weights(self._last_weights)
+                self.local.set_steps_sampled(self.steps_sampled[0])
 
     def call_remote(self, index: int, method: str, *args):
         return getattr(self.remote[index], method).remote(*args)
@@ -95,7 +98,7 @@ class EnvRunnerGroup:
 
         while True:
             try:
-                return ray.get(ref)
+                return self._counted(index, method, ray.get(ref))
             except ray.exceptions.RayActorError as err:
                 self._restart(index, f"its process died: {_first_line(err)}", err)
             except ray.exceptions.RayTaskError as err:
@@ -107,6 +110,11 @@ class EnvRunnerGroup:
                 else:
                     raise
             ref = getattr(self.remote[index], method).remote(*args)
+
+    def _counted(self, index: int, method: str, result):
+        if method == "sample":
+            self.steps_sampled[index] += result.env_steps
+        return result
 
     def _count_failure(self, worker_index: int, reason: str, err: BaseException) -> None:
         self.restarts += 1
@@ -133,8 +141,7 @@ class EnvRunnerGroup:
             try:
                 if self._weights_ref is not None:
                     self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
-                else:
-                    ray.get(self.remote[index].ping.remote())
+                ray.get(self.remote[index].set_steps_sampled.remote(self.steps_sampled[index]))
                 return
             except ray.exceptions.RayActorError as again:  # the replacement died too (e.g. its env cannot be made)
                 reason, err = f"its replacement died: {_first_line(again)}", again
@@ -184,6 +191,8 @@ class EnvRunnerGroup:
 
     def set_states(self, states: list[dict]) -> None:
         """Gives runner i the saved state i; runners beyond the saved ones keep their fresh state."""
+        for i, state in enumerate(states[: len(self.steps_sampled)]):
+            self.steps_sampled[i] = int(state.get("steps_sampled", 0))
         if self.is_local:
             if states:
                 self.local.set_state(states[0])
