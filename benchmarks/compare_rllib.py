@@ -294,13 +294,22 @@ def summarize(runs: list[Run], args) -> list[list[str]]:
             return math.nan
         return C.median([r.iters[-1]["t"] - (r.t_spawn if since == "spawn" else r.first("built")["t"]) for r in rl])
 
+    def against_each_rllib(task: str):
+        """(marl's runs, RLlib's runs, label suffix): RLlib with marl's hyperparameters, then with its defaults."""
+        marl = pick(task, "marl")
+        for rlabel, suffix in (("RLlib", ""), ("RLlib defaults", " [RLlib defaults]")):
+            rl = pick(task, rlabel)
+            if marl and rl:
+                yield marl, rl, suffix
+
+    def startup_and_memory(label: str, marl: list[Run], rl: list[Run]) -> None:
+        rows.append(ratio_row(f"{label}: process start to first result", [x.startup_s() for x in marl],
+                              [x.startup_s() for x in rl], " s", "lower", 5.0))
+        rows.append(ratio_row(f"{label}: peak memory, PSS summed over all processes",
+                              [x.peak_pss / 2**20 for x in marl], [x.peak_pss / 2**20 for x in rl], " MB", "lower", 2.0))
+
     for task_key, label in (("cartpole", "PPO CartPole in-process"), ("cartpole_remote", "PPO CartPole 1 remote runner")):
-        marl = pick(task_key, "marl")
-        for rlabel in ("RLlib", "RLlib defaults"):
-            rl = pick(task_key, rlabel)
-            if not marl or not rl:
-                continue
-            suffix = "" if rlabel == "RLlib" else " [RLlib defaults]"
+        for marl, rl, suffix in against_each_rllib(task_key):
             rows.append(ratio_row(f"{label}{suffix}: wall time to 450 (from process start)",
                                   [r.wall_to(TARGET_RETURN) for r in marl], [r.wall_to(TARGET_RETURN) for r in rl],
                                   " s", "lower", 10.0, ran_for(rl, "spawn")))
@@ -310,41 +319,24 @@ def summarize(runs: list[Run], args) -> list[list[str]]:
             rows.append(ratio_row(f"{label}{suffix}: env steps to 450", [r.steps_to(TARGET_RETURN) for r in marl],
                                   [r.steps_to(TARGET_RETURN) for r in rl], "", "lower", None,
                                   C.median([r.env_steps() for r in rl]) if ran_for(rl, "spawn") == ran_for(rl, "spawn") else math.nan))
-        rl = pick(task_key, "RLlib")
-        if marl and rl:
-            rows.append(ratio_row(f"{label}: process start to first result", [x.startup_s() for x in marl],
-                                  [x.startup_s() for x in rl], " s", "lower", 5.0))
-            rows.append(ratio_row(f"{label}: peak memory, PSS summed over all processes",
-                                  [x.peak_pss / 2**20 for x in marl], [x.peak_pss / 2**20 for x in rl], " MB", "lower", 2.0))
+            if not suffix:
+                startup_and_memory(label, marl, rl)
 
-    marl = pick("spread", "marl")
-    for rlabel in ("RLlib", "RLlib defaults"):
-        rl = pick("spread", rlabel)
-        if not marl or not rl:
-            continue
-        suffix = "" if rlabel == "RLlib" else " [RLlib defaults]"
+    for marl, rl, suffix in against_each_rllib("spread"):
         rows.append(ratio_row(f"simple_spread PPO (3 agents, shared policy){suffix}: env steps/s incl. learning",
                               [r.steps_per_s() for r in marl], [r.steps_per_s() for r in rl], "", "higher", 10.0))
         b = args.spread_steps
         m_ret, r_ret = [r.return_at_end(b) for r in marl], [r.return_at_end(b) for r in rl]
         rows.append([f"simple_spread PPO{suffix}: return at {b:,} env steps (last 20 %)", fmt(C.median(m_ret)),
                      fmt(C.median(r_ret)), "-", "", ""])
-        if rlabel == "RLlib":
-            rows.append(ratio_row("simple_spread PPO: process start to first result", [x.startup_s() for x in marl],
-                                  [x.startup_s() for x in rl], " s", "lower", 5.0))
-            rows.append(ratio_row("simple_spread PPO: peak memory, PSS summed", [x.peak_pss / 2**20 for x in marl],
-                                  [x.peak_pss / 2**20 for x in rl], " MB", "lower", 2.0))
+        if not suffix:
+            startup_and_memory("simple_spread PPO", marl, rl)
 
-    marl_ok = [r for r in runs if r.task == "dqn" and r.side == "marl" and not r.failed]
-    for rlabel in ("RLlib", "RLlib defaults"):
-        rl = pick("dqn", rlabel)
-        if not marl_ok or not rl:
-            continue
-        suffix = "" if rlabel == "RLlib" else " [RLlib defaults]"
+    for marl, rl, suffix in against_each_rllib("dqn"):
         rows.append(ratio_row(f"DQN CartPole{suffix}: wall time to 450 (cap {args.dqn_cap:g} s)",
-                              [r.wall_to(TARGET_RETURN) for r in marl_ok], [r.wall_to(TARGET_RETURN) for r in rl],
+                              [r.wall_to(TARGET_RETURN) for r in marl], [r.wall_to(TARGET_RETURN) for r in rl],
                               " s", "lower", 20.0, ran_for(rl, "spawn")))
-        rows.append(ratio_row(f"DQN CartPole{suffix}: env steps/s incl. learning", [r.steps_per_s() for r in marl_ok],
+        rows.append(ratio_row(f"DQN CartPole{suffix}: env steps/s incl. learning", [r.steps_per_s() for r in marl],
                               [r.steps_per_s() for r in rl], "", "higher", None))
     return rows
 

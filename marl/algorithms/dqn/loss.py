@@ -34,17 +34,16 @@ def dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[
         q_next = q_next_target.gather(1, next_action).squeeze(1)
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_next
-    td_error = q_taken - y
-    if cfg.td_error_loss == "huber":
-        per_row = F.huber_loss(q_taken, y, reduction="none", delta=1.0)
+    loss, stats = weighted_td_loss(q_taken, y, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
+    return loss, {"loss": loss, "q_mean": q_taken.mean(), **stats}
+
+
+def weighted_td_loss(q: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, kind: str):
+    """mean_i(w_i * huber_or_mse(q_i - y_i)), with the target's mean and the TD errors (per row: replay priorities)."""
+    td_error = q - y
+    if kind == "huber":
+        per_row = F.huber_loss(q, y, reduction="none", delta=1.0)
     else:
         per_row = 0.5 * td_error.pow(2)
-    loss = (batch[REPLAY_WEIGHTS] * per_row).mean()
-    stats = {
-        "loss": loss,
-        "q_mean": q_taken.mean(),
-        "target_mean": y.mean(),
-        "td_error_abs_mean": td_error.abs().mean(),
-        "td_error": td_error.abs().detach(),  # per row: the replay priorities
-    }
-    return loss, stats
+    loss = (weights * per_row).mean()
+    return loss, {"target_mean": y.mean(), "td_error_abs_mean": td_error.abs().mean(), "td_error": td_error.abs().detach()}

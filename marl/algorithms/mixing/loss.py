@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
+from marl.algorithms.dqn.loss import weighted_td_loss
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 from marl.replay.joint import NEXT_STATE, STATE
@@ -34,18 +34,6 @@ def mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tup
         q_tot_next = target.mix(q_next, batch[NEXT_STATE])
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_tot_next
-    td_error = q_tot - y
-    if cfg.td_error_loss == "huber":
-        per_row = F.huber_loss(q_tot, y, reduction="none", delta=1.0)
-    else:
-        per_row = 0.5 * td_error.pow(2)
-    loss = (batch[REPLAY_WEIGHTS] * per_row).mean()
-    stats = {
-        "loss": loss,
-        "q_tot_mean": q_tot.mean(),
-        "agent_q_mean": q_taken.mean(),
-        "target_mean": y.mean(),
-        "td_error_abs_mean": td_error.abs().mean(),
-        "td_error": td_error.abs().detach(),  # per row: the replay priorities
-    }
+    loss, td_stats = weighted_td_loss(q_tot, y, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
+    stats = {"loss": loss, "q_tot_mean": q_tot.mean(), "agent_q_mean": q_taken.mean(), **td_stats}
     return loss, stats

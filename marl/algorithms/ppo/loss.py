@@ -9,17 +9,24 @@ from marl.data import sample_batch as sb
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK)
 
 
-def ppo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    out = module.forward_train(batch)
-    dist = module.action_dist(out["action_dist_inputs"])
+def clipped_surrogate(dist, batch: dict[str, torch.Tensor], clip_param: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """L^CLIP as a loss, against the log-probs the batch was sampled with; plus approx_kl and clip_fraction."""
     logp = dist.logp(batch[sb.ACTIONS])
     log_ratio = logp - batch[sb.ACTION_LOGP]
     ratio = log_ratio.exp()
     adv = batch[sb.ADVANTAGES]
+    # The pessimistic bound of the unclipped and clipped surrogate.
+    surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip_param, 1.0 + clip_param) * adv)
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's low-variance KL estimator
+        clip_fraction = ((ratio - 1.0).abs() > clip_param).float().mean()
+    return -surrogate.mean(), {"approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
-    # L^CLIP: the pessimistic bound of the unclipped and clipped surrogate.
-    surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - cfg.clip_param, 1.0 + cfg.clip_param) * adv)
-    policy_loss = -surrogate.mean()
+
+def ppo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    out = module.forward_train(batch)
+    dist = module.action_dist(out["action_dist_inputs"])
+    policy_loss, ratio_stats = clipped_surrogate(dist, batch, cfg.clip_param)
 
     # Value loss, clipped around the sampling-time prediction.
     v, v_old, target = out["vf_preds"], batch[sb.VF_PREDS], batch[sb.VALUE_TARGETS]
@@ -28,16 +35,4 @@ def ppo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[
 
     entropy = dist.entropy().mean()
     total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-
-    with torch.no_grad():
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's low-variance KL estimator
-        clip_fraction = ((ratio - 1.0).abs() > cfg.clip_param).float().mean()
-    stats = {
-        "total_loss": total,
-        "policy_loss": policy_loss,
-        "vf_loss": vf_loss,
-        "entropy": entropy,
-        "approx_kl": approx_kl,
-        "clip_fraction": clip_fraction,
-    }
-    return total, stats
+    return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, **ratio_stats}
