@@ -37,13 +37,14 @@ def round_robin_weights(config) -> list[int]:
     return [max(1, round(1 / updates_per_round)), 1]
 
 
-def dqn_workflow(config) -> Workflow:
+def dqn_workflow(config, name: str = "dqn", joint: bool = False) -> Workflow:
+    """`joint`: store one transition per group and env step (VDN/QMIX), not one per agent."""
     t = config.training_cfg
     rounds, updates = round_robin_weights(config)
     return (
-        Workflow("dqn")
+        Workflow(name)
         .add("sample", Sample(mode="sync"))
-        .add("store", StoreToReplay(n_step=t.n_step, gamma=t.gamma), after="sample")
+        .add("store", StoreToReplay(n_step=t.n_step, gamma=t.gamma, joint=joint), after="sample")
         .add("replay", Replay(batch_size=t.train_batch_size, learning_starts=t.num_steps_sampled_before_learning_starts))
         .add("learn", Learn(), after="replay")
         .add("update_priorities", UpdatePriorities(), after="learn")
