@@ -89,6 +89,48 @@ def test_dqn_loss_targets_by_hand(double_q):
     np.testing.assert_allclose(stats["td_error"].numpy(), (q - y).abs().numpy(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("double_q", [True, False])
+def test_dqn_target_maximises_over_the_legal_next_actions_only(double_q):
+    space = gym.spaces.Box(-1, 1, (3,))
+    torch.manual_seed(0)
+    online = QMLP(space, gym.spaces.Discrete(4), {"hiddens": [8]})
+    target = QMLP(space, gym.spaces.Discrete(4), {"hiddens": [8]})
+    cfg = DQNConfig().training(double_q=double_q, td_error_loss="mse").training_cfg
+    batch = _toy_batch()
+    with torch.no_grad():
+        q_next_t = target.q_values(batch[sb.NEXT_OBS])
+        chooser = online.q_values(batch[sb.NEXT_OBS]) if double_q else q_next_t
+    # forbid each row's favourite next action; row 5 has no mask information (all zeros: every action stays)
+    mask = torch.ones(6, 4)
+    mask[torch.arange(6), chooser.argmax(1)] = 0.0
+    mask[5] = 0.0
+    batch[sb.NEXT_ACTION_MASK] = mask
+    a_star = chooser.masked_fill(mask == 0, float("-inf")).argmax(1)
+    a_star[5] = chooser[5].argmax()
+    y = batch[sb.REWARDS] + batch[DISCOUNTS] * (~batch[sb.TERMINATEDS]).float() * q_next_t[torch.arange(6), a_star]
+    _, stats = dqn_loss(online, batch, cfg, target=target)
+    with torch.no_grad():
+        q = online.q_values(batch[sb.OBS])[torch.arange(6), batch[sb.ACTIONS]]
+    np.testing.assert_allclose(stats["td_error"].numpy(), (q - y).abs().numpy(), rtol=1e-5)
+    assert (a_star[:5] != chooser[:5].argmax(1)).all()  # the masked target differs from the unmasked one
+
+
+def test_runner_records_the_legal_actions_at_next_obs():
+    """Connect Four: a column is legal at next_obs exactly when its top cell is empty there."""
+    cfg = DQNConfig().environment("pettingzoo.classic.connect_four_v3").env_runners(
+        num_envs_per_env_runner=3, rollout_fragment_length=7).debugging(seed=0)
+    runner = EnvRunner(cfg, 0)
+    checked = 0
+    for _ in range(15):
+        b = runner.sample()["default_policy"]
+        live = ~b[sb.TERMINATEDS]
+        top_row_empty = b[sb.NEXT_OBS][live].reshape(-1, 6, 7, 2)[:, 0].sum(-1) == 0
+        np.testing.assert_array_equal(b[sb.NEXT_ACTION_MASK][live] > 0.5, top_row_empty)
+        checked += int(live.sum())
+    runner.stop()
+    assert checked > 100
+
+
 def test_learner_target_network_updates():
     from marl.learners import Learner
     from marl.policies import resolve_policies

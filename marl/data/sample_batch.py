@@ -29,6 +29,7 @@ SEGMENT_END = "segment_end"  # last row of an agent's trajectory piece in this b
 BOOTSTRAP_VALUE = "bootstrap_value"  # V(s') at a segment end that is not a termination
 STATE = "state"  # global state at the env step the agent acted (centralised critics, MAPPO)
 NEXT_OBS = "next_obs"  # observation after the action (DQN family); at a piece end: the state reached
+NEXT_ACTION_MASK = "next_action_mask"  # legal actions at next_obs (masked envs, DQN family); zeros after a termination
 ADVANTAGES = "advantages"
 VALUE_TARGETS = "value_targets"
 WEIGHTS_VERSION = "weights_version"

@@ -52,6 +52,8 @@ def nstep_transitions(batch: SampleBatch, n: int, gamma: float, keep: tuple[str,
         sb.TERMINATEDS: terminated[last],
         DISCOUNTS: (gamma**steps).astype(np.float32),
     }
+    if sb.NEXT_ACTION_MASK in batch:  # legal actions at the bootstrap state
+        out[sb.NEXT_ACTION_MASK] = batch[sb.NEXT_ACTION_MASK][last]
     for name in keep:
         if name in batch:
             out[name] = batch[name]

@@ -34,6 +34,8 @@ class PolicyCollector:
         self.track_next_obs = next_obs
         if next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
             self.spec[sb.NEXT_OBS] = ((obs_dim,), np.float32)
+            if mask_dim is not None:  # the legal actions there, so a Q target maximises over legal moves only
+                self.spec[sb.NEXT_ACTION_MASK] = ((mask_dim,), np.float32)
         if state_dim is not None:  # the global state at each row's env step (centralised critics)
             self.spec[sb.STATE] = ((state_dim,), np.float32)
         self.n = 0
@@ -53,6 +55,14 @@ class PolicyCollector:
         self.bootstrap_value = self.cols[sb.BOOTSTRAP_VALUE]
         self.vf_preds = self.cols[sb.VF_PREDS]
         self.next_obs = self.cols.get(sb.NEXT_OBS)
+        self.next_action_mask = self.cols.get(sb.NEXT_ACTION_MASK)
+
+    def next_is_own(self, rows) -> None:
+        """Rows with no observation reached (they bootstrap from their own value): their own obs and mask stand in."""
+        if self.next_obs is not None:
+            self.next_obs[rows] = self.cols[sb.OBS][rows]
+        if self.next_action_mask is not None:
+            self.next_action_mask[rows] = self.cols[sb.ACTION_MASK][rows]
 
     def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t, state=None) -> int:
         """Writes m rows; returns the index of the first. Rewards and flags start at zero (see build)."""
@@ -90,8 +100,11 @@ class PolicyCollector:
         if self.track_next_obs and n > 1:
             inside = ~batch[sb.SEGMENT_END][:-1]
             batch[sb.NEXT_OBS][:-1][inside] = batch[sb.OBS][1:][inside]
+            if self.next_action_mask is not None:
+                batch[sb.NEXT_ACTION_MASK][:-1][inside] = batch[sb.ACTION_MASK][1:][inside]
         # The accumulating columns start the next fragment at zero (one write here, not one per step).
-        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE) + ((sb.NEXT_OBS,) if self.track_next_obs else ()):
+        written_at_ends = tuple(k for k in (sb.NEXT_OBS, sb.NEXT_ACTION_MASK) if k in cols)
+        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE) + written_at_ends:
             cols[name][:n] = 0
         self.n = 0
         return batch

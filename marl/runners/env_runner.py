@@ -305,8 +305,7 @@ class EnvRunner:
                         if collect:
                             collectors[pid].truncateds[row] = True
                             collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
-                            if collectors[pid].next_obs is not None:
-                                collectors[pid].next_obs[row] = collectors[pid].cols[sb.OBS][row]
+                            collectors[pid].next_is_own(row)
                     episode.done = True
                     self._finished.append(episode.metrics())
                     if self._finishing:
@@ -347,13 +346,14 @@ class EnvRunner:
             collector = self.collectors[pid]
             if fallback:
                 collector.bootstrap_value[fallback] = collector.vf_preds[fallback]
-                if collector.next_obs is not None:
-                    collector.next_obs[fallback] = collector.cols[sb.OBS][fallback]
+                collector.next_is_own(fallback)
             if not rows:
                 continue
             obs, mask = self.preprocessors[pid](raw_obs, update_filter=False)
             if collector.next_obs is not None:
                 collector.next_obs[rows] = obs
+            if collector.next_action_mask is not None:
+                collector.next_action_mask[rows] = mask
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
                 inputs["action_mask"] = torch.from_numpy(mask)

@@ -5,6 +5,9 @@
 
 `discounts` holds gamma^m per transition (m <= n steps were summed into R^(n));
 `weights` are prioritised replay's importance weights (1 for uniform replay).
+In envs with action masks the argmax over s' ranges over the legal actions there
+(`next_action_mask`): an illegal move's Q value is never learned, so it must not
+be bootstrapped from.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import torch.nn.functional as F
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 
-LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS)
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, sb.NEXT_ACTION_MASK)
 
 
 def dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -27,15 +30,25 @@ def dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[
     q_taken = q.gather(1, batch[sb.ACTIONS].long().unsqueeze(1)).squeeze(1)
     with torch.no_grad():
         q_next_target = target.q_values(next_obs) if target is not None else q_next_online
-        if cfg.double_q:
-            next_action = q_next_online.argmax(1, keepdim=True)
-        else:
-            next_action = q_next_target.argmax(1, keepdim=True)
+        chooser = q_next_online if cfg.double_q else q_next_target
+        next_action = legal_only(chooser, batch.get(sb.NEXT_ACTION_MASK)).argmax(1, keepdim=True)
         q_next = q_next_target.gather(1, next_action).squeeze(1)
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_next
     loss, stats = weighted_td_loss(q_taken, y, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
     return loss, {"loss": loss, "q_mean": q_taken.mean(), **stats}
+
+
+def legal_only(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Q values with illegal actions at -inf, so the max and argmax of a target range over legal moves only.
+
+    A row whose mask is all zeros (the episode terminated there: its target is not used) keeps every action.
+    """
+    if mask is None:
+        return q
+    legal = mask > 0.5
+    legal = legal | ~legal.any(1, keepdim=True)
+    return q.masked_fill(~legal, float("-inf"))
 
 
 def weighted_td_loss(q: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, kind: str):
