@@ -68,18 +68,22 @@ class RLModule(nn.Module):
             self.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
 
 
+def import_object(path: str):
+    """The object an import path names: 'pkg.mod:Name' or 'pkg.mod.Name'."""
+    mod_name, _, attr = path.replace(":", ".").rpartition(".")
+    return getattr(importlib.import_module(mod_name), attr)
+
+
 def build_module(module_class, observation_space, action_space, model_config: dict | None) -> RLModule:
     """Instantiates a policy's module; `module_class` is None (default MLP), a class or 'pkg.mod:Class'."""
     from marl.modules.mlp import ActorCriticMLP
 
     cls = ActorCriticMLP if module_class is None else module_class
     if isinstance(cls, str):
-        path = cls
-        mod_name, _, attr = path.replace(":", ".").rpartition(".")
         try:
-            cls = getattr(importlib.import_module(mod_name), attr)
+            cls = import_object(cls)
         except (ImportError, AttributeError, ValueError) as err:
-            raise ValueError(f"module_class '{path}' cannot be imported: {err}") from None
+            raise ValueError(f"module_class '{module_class}' cannot be imported: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, RLModule)):
         raise ValueError(f"module_class {cls!r} is not a subclass of marl.RLModule")
     return cls(observation_space, action_space, model_config)

@@ -84,7 +84,6 @@ class SelfPlay:
             return self.policy if main_first else opponent
         return opponent if self.policy in bound.values() else self.policy
 
-
     def with_opponent(self, opponent: str | None) -> "SelfPlay":
         """This self-play setup with another evaluation opponent (None: evaluation plays the pool)."""
         if opponent is not None:
@@ -105,7 +104,7 @@ class SelfPlay:
 def opponent_module_class(name, where: str = "opponent"):
     """The module class an evaluation opponent names: "random", an RLModule class path 'pkg.mod:Class' or the class."""
     from marl.modules.random_policy import RandomPolicy
-    from marl.modules.rl_module import RLModule
+    from marl.modules.rl_module import RLModule, import_object
 
     if name == "random":
         return RandomPolicy
@@ -113,11 +112,8 @@ def opponent_module_class(name, where: str = "opponent"):
         return name
     if not isinstance(name, str) or not name.strip():
         raise MappingError(f"{where} must be 'random' or an RLModule class path 'pkg.module:Class', got {name!r}")
-    import importlib
-
-    mod_name, _, attr = name.replace(":", ".").rpartition(".")
     try:
-        cls = getattr(importlib.import_module(mod_name), attr)
+        cls = import_object(name)
     except (ImportError, AttributeError, ValueError) as err:
         raise MappingError(
             f"{where} {name!r} cannot be imported ({err}); allowed: 'random' or an RLModule class path 'pkg.module:Class'"
