@@ -344,7 +344,8 @@ def summarize(runs: list[Run], args) -> list[list[str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", default=",".join(ALL_TASKS), help=f"comma-separated subset of {','.join(ALL_TASKS)}")
-    ap.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per task (default 1)")
+    ap.add_argument("--seeds", type=int, default=1, help="seeds per task, from --first-seed (default 1)")
+    ap.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0): rerun one seed alone")
     ap.add_argument("--spread-steps", type=int, default=30_000, help="env-step budget of the simple_spread runs")
     ap.add_argument("--spread-runners", type=int, default=1, help="remote env runners in the simple_spread runs (default 1)")
     ap.add_argument("--ppo-cap", type=float, default=600.0, help="training seconds before a PPO CartPole run gives up")
@@ -383,7 +384,8 @@ def main() -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
 
     print(f"compare_rllib: {C.machine_line()}; {psutil.virtual_memory().total / 2**30:.0f} GiB RAM")
-    print(f"tasks {tasks}, seeds {args.seeds}, logs in {log_dir}")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(f"tasks {tasks}, seeds {list(seeds)}, logs in {log_dir}")
     C.flush()
 
     # (task key, marl_tasks/rllib_tasks task name, common args, extra RLlib configs)
@@ -397,7 +399,7 @@ def main() -> None:
     t_all = time.time()
     for task_key in tasks:
         name, common = plans[task_key]
-        for seed in range(args.seeds):
+        for seed in seeds:
             rl_common = common + (["--torch-threads", str(args.rllib_threads)] if args.rllib_threads else [])
             sides = [("marl", MARL_PY, "marl_tasks.py", common), ("RLlib", rllib_py, "rllib_tasks.py", rl_common)]
             if args.rllib_config == "both" and task_key in ("cartpole", "cartpole_remote", "spread", "dqn"):

@@ -146,7 +146,9 @@ def main() -> None:
         result = algo.train()
         runners = result.get("env_runners", {})
         bench = runners.get("bench", {})
-        episodes = int(bench.get("episodes", 0) or 0)
+        # An iteration in which no episode finished reports NaN (nothing was logged to reduce): zero episodes.
+        episodes = bench.get("episodes", 0) or 0
+        episodes = 0 if episodes != episodes else int(episodes)
         ret = float(bench["return_sum"]) / episodes if episodes else float("nan")
         steps = result.get("num_env_steps_sampled_lifetime", runners.get("num_env_steps_sampled_lifetime", 0))
         return int(steps), ret, episodes
