@@ -203,15 +203,38 @@ def test_bad_evaluation_opponents_are_refused_with_what_is_allowed():
         algo.stop()
 
 
-def test_random_policy_plays_uniformly_over_legal_moves():
+def test_random_policy_plays_uniformly_over_legal_moves_from_the_runners_stream():
+    """Greedy acting still draws (runners sample when `greedy_is_sampled`), from the generator they pass in."""
     import gymnasium as gym
     import torch
 
     module = RandomPolicy(gym.spaces.Box(0, 1, (4,)), gym.spaces.Discrete(4))
+    assert module.greedy_is_sampled
     mask = torch.tensor([[1.0, 0.0, 1.0, 1.0]]).repeat(3000, 1)
-    picks = module.forward_inference({"obs": torch.zeros(3000, 4), "action_mask": mask})["action_dist_inputs"].argmax(-1)
+    dist = module.action_dist(module.forward_inference({"obs": torch.zeros(3000, 4), "action_mask": mask})["action_dist_inputs"])
+    picks = dist.sample(torch.Generator().manual_seed(3))
     counts = np.bincount(picks.numpy(), minlength=4)
     assert counts[1] == 0 and all(900 < c < 1100 for c in counts[[0, 2, 3]])
+    assert torch.equal(picks, dist.sample(torch.Generator().manual_seed(3)))  # the seeded stream, not the global one
+
+
+def test_greedy_games_against_random_draw_from_the_runners_seeded_stream():
+    """Greedy evaluation against `random`: the opponent's moves come from the runner's generator, so
+    the process's global torch generator is untouched and a rebuilt run replays the same games."""
+    import torch
+
+    def greedy_games():
+        algo = small_self_play(evaluation_opponent="random").build()
+        try:
+            torch.manual_seed(0)
+            before = torch.get_rng_state()
+            result = algo.evaluate(num_episodes=8, explore=False)
+            assert torch.equal(torch.get_rng_state(), before)
+            return [result[f"evaluation/self_play/{k}_rate"] for k in ("win", "draw", "loss")] + [result["evaluation/episode_len_mean"]]
+        finally:
+            algo.stop()
+
+    assert greedy_games() == greedy_games()
 
 
 @pytest.mark.slow

@@ -27,6 +27,8 @@ MASKED_LOGIT = -1e9
 class RLModule(nn.Module):
     """Base class. Subclasses build their layers in `__init__` and implement `forward_train`."""
 
+    greedy_is_sampled = False  # True: greedy acting still samples the action distribution (a random baseline)
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, model_config: dict | None = None):
         super().__init__()
         self.observation_space = observation_space

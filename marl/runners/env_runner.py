@@ -227,7 +227,8 @@ class EnvRunner:
             else:
                 out = module.forward_inference(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
-                act_t = dist.deterministic_sample()
+                # A random baseline's greedy action is still a draw, from this runner's seeded stream.
+                act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
             act = act_t.numpy()
             env_actions = self.action_adapters[pid](act)
             if collect:
