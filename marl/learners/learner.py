@@ -23,14 +23,8 @@ import torch
 
 from marl.connectors import MeanStdFilter
 from marl.data import MultiAgentBatch, SampleBatch
+from marl.learners.adam import make_adam
 from marl.modules import MultiRLModule, build_module
-
-
-def _make_adam(params, lr: float, eps: float):
-    try:  # fused Adam: one kernel per step instead of one per parameter tensor
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.Adam(params, lr=lr, eps=eps)
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
@@ -56,7 +50,7 @@ class Learner:
         self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
         self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
         self.optimizers = {
-            pid: _make_adam(self.module[pid].parameters(), self.train_cfgs[pid].lr, self.train_cfgs[pid].adam_eps)
+            pid: make_adam(self.module[pid].parameters(), self.train_cfgs[pid].lr, self.train_cfgs[pid].adam_eps)
             for pid in self.policies_to_train
         }
         self.filters = (
