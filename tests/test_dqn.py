@@ -69,14 +69,19 @@ def _toy_batch(n=6, seed=0):
     }
 
 
-@pytest.mark.parametrize("double_q", [True, False])
-def test_dqn_loss_targets_by_hand(double_q):
+def _toy_q_setup(double_q: bool):
+    """Online and target Q networks (seeded), a DQN training section and the toy batch."""
     space = gym.spaces.Box(-1, 1, (3,))
     torch.manual_seed(0)
     online = QMLP(space, gym.spaces.Discrete(4), {"hiddens": [8]})
     target = QMLP(space, gym.spaces.Discrete(4), {"hiddens": [8]})
     cfg = DQNConfig().training(double_q=double_q, td_error_loss="mse").training_cfg
-    batch = _toy_batch()
+    return online, target, cfg, _toy_batch()
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_dqn_loss_targets_by_hand(double_q):
+    online, target, cfg, batch = _toy_q_setup(double_q)
     loss, stats = dqn_loss(online, batch, cfg, target=target)
     with torch.no_grad():
         q_next_t = target.q_values(batch[sb.NEXT_OBS])
@@ -91,12 +96,7 @@ def test_dqn_loss_targets_by_hand(double_q):
 
 @pytest.mark.parametrize("double_q", [True, False])
 def test_dqn_target_maximises_over_the_legal_next_actions_only(double_q):
-    space = gym.spaces.Box(-1, 1, (3,))
-    torch.manual_seed(0)
-    online = QMLP(space, gym.spaces.Discrete(4), {"hiddens": [8]})
-    target = QMLP(space, gym.spaces.Discrete(4), {"hiddens": [8]})
-    cfg = DQNConfig().training(double_q=double_q, td_error_loss="mse").training_cfg
-    batch = _toy_batch()
+    online, target, cfg, batch = _toy_q_setup(double_q)
     with torch.no_grad():
         q_next_t = target.q_values(batch[sb.NEXT_OBS])
         chooser = online.q_values(batch[sb.NEXT_OBS]) if double_q else q_next_t
