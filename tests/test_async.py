@@ -164,6 +164,64 @@ def test_sync_weights_scope_source_sends_only_to_the_producer(ray_session):
         algo.stop()
 
 
+@pytest.mark.parametrize("use_kl_loss", [False, True])
+def test_appo_ratio_is_centred_on_the_target_policy(use_kl_loss):
+    """r = pi / max(pi_old, mu / 2): pi / pi_old unless the behaviour policy mu was > 2x as likely as pi_old."""
+    import torch
+
+    from marl.algorithms.appo.loss import appo_loss
+    from marl.data import sample_batch as sb
+    from marl.modules.mlp import ActorCriticMLP
+
+    obs_space, act_space = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4)
+    torch.manual_seed(0)
+    module, target = ActorCriticMLP(obs_space, act_space), ActorCriticMLP(obs_space, act_space)
+    with torch.no_grad():
+        for p in target.pi.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # pi_old: an older, different policy
+    n = 64
+    obs, actions = torch.randn(n, 3), torch.randint(0, 4, (n,))
+    with torch.no_grad():
+        target_logp = target.action_dist(target.forward_train({"obs": obs})["action_dist_inputs"]).logp(actions)
+    behaviour_logp = target_logp + torch.linspace(-2.0, 2.0, n)  # mu / pi_old from e^-2 to e^2: both sides of 2
+    batch = {sb.OBS: obs, sb.ACTIONS: actions, sb.ACTION_LOGP: behaviour_logp,
+             sb.ADVANTAGES: torch.randn(n), sb.VALUE_TARGETS: torch.randn(n)}
+    cfg = APPOConfig().training(clip_param=0.2, use_kl_loss=use_kl_loss, kl_coeff=0.5, entropy_coeff=0.0).training_cfg
+    _, stats = appo_loss(module, batch, cfg, target=target)
+
+    out = module.forward_train({"obs": obs})
+    dist = module.action_dist(out["action_dist_inputs"])
+    logp = dist.logp(actions)
+    ratio = torch.exp(logp - behaviour_logp) * torch.clamp(torch.exp(behaviour_logp - target_logp), 0, 2)
+    adv = batch[sb.ADVANTAGES]
+    expected = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+    target_dist = target.action_dist(target.forward_train({"obs": obs})["action_dist_inputs"])
+    kl = (target_dist.log_probs.exp() * (target_dist.log_probs - dist.log_probs)).sum(-1).mean()
+    if use_kl_loss:
+        expected = expected + 0.5 * kl
+    assert stats["policy_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert stats["mean_kl_loss"].item() == pytest.approx(kl.item(), rel=1e-5)
+    # the cap binds on some rows (mu > 2 pi_old) and not on others: both branches were exercised
+    assert (behaviour_logp - target_logp > np.log(2)).any() and (behaviour_logp - target_logp < np.log(2)).any()
+
+
+def test_appo_refreshes_its_target_policy_in_the_graph_and_impala_has_none():
+    appo = APPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=2, rollout_fragment_length=25).training(
+        train_batch_size=50, target_network_update_freq=100, min_env_steps_per_iteration=400)
+    algo = appo.build()
+    try:
+        g = algo.workflow.graph
+        assert list(g.successors("learn")) == ["update_target"] and list(g.successors("update_target")) == ["sync_weights"]
+        initial = algo.learners.get_target_state()["default_policy"]
+        result = algo.train()
+        assert result["counters/target_updates"] >= 3  # 400+ env steps, a refresh every 100
+        refreshed = algo.learners.get_target_state()["default_policy"]
+        assert any(not np.array_equal(initial[k], refreshed[k]) for k in initial)
+    finally:
+        algo.stop()
+    assert "update_target" not in IMPALAConfig().environment("CartPole-v1").default_workflow().graph
+
+
 @pytest.mark.slow
 def test_appo_cartpole_reaches_450_with_two_ray_runners(ray_session):
     from marl import load_scenario

@@ -17,7 +17,10 @@ class APPOTraining(IMPALATraining):
     train_batch_size: int = doc("env steps per learner update (fragments are concatenated up to it)", 1000, min=1)
     num_epochs: int = doc("passes over each train batch", 2, min=1)
     minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", 256, min=1)
-    clip_param: float = doc("PPO ratio clip epsilon (ratio against the behaviour policy)", 0.3, min=0)
+    clip_param: float = doc("PPO ratio clip epsilon (ratio against the target policy; see appo/loss.py)", 0.3, min=0)
+    target_network_update_freq: int = doc("sampled env steps between refreshes of the target policy", 2000, min=1)
+    use_kl_loss: bool = doc("add kl_coeff * KL(target policy || policy) to the loss", False)
+    kl_coeff: float = doc("weight of the KL term when use_kl_loss", 1.0, min=0)
     standardize_advantages: bool = doc("standardise the V-trace advantages over each policy's train batch", True)
     entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
@@ -25,6 +28,7 @@ class APPOTraining(IMPALATraining):
 
 class APPOParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
+    uses_target_network = True  # the target policy the trust region is centred on
     loss = staticmethod(appo_loss)
     prepare = staticmethod(vtrace_prepare)
 
@@ -39,4 +43,5 @@ class APPOConfig(IMPALAConfig):
     def default_workflow(self):
         from marl.algorithms.impala.workflow import async_actor_learner_workflow
 
-        return async_actor_learner_workflow(self, "appo")
+        t = self.training_cfg
+        return async_actor_learner_workflow(self, "appo", target_update_every=t.target_network_update_freq)

@@ -1,6 +1,7 @@
 """IMPALA's iteration as a graph: actors sample asynchronously, the learner consumes, weights flow back.
 
     sample(async, in flight per runner, lag bound) --batch--> concat(train_batch_size) --batch--> learn
+        [--results--> update_target(every N env steps)]   (APPO: the target policy its trust region is centred on)
         --results--> sync_weights(scope=source, every=broadcast_interval) --results--> report
 
 Runners keep sampling while the learner trains (their requests are queued);
@@ -10,12 +11,12 @@ learner-side lag is reported as `perf/policy_lag_mean` / `perf/policy_lag_max`.
 
 from __future__ import annotations
 
-from marl.workflow import ConcatBatches, Learn, Report, Sample, SyncWeights, Workflow
+from marl.workflow import ConcatBatches, Learn, Report, Sample, SyncWeights, UpdateTarget, Workflow
 
 
-def async_actor_learner_workflow(config, name: str) -> Workflow:
+def async_actor_learner_workflow(config, name: str, target_update_every: int | None = None) -> Workflow:
     t = config.training_cfg
-    return (
+    workflow = (
         Workflow(name)
         .add(
             "sample",
@@ -25,6 +26,12 @@ def async_actor_learner_workflow(config, name: str) -> Workflow:
         )
         .add("concat", ConcatBatches(min_env_steps=t.train_batch_size), after="sample")
         .add("learn", Learn(), after="concat")
-        .add("sync_weights", SyncWeights(scope="source", every=t.broadcast_interval), after="learn")
+    )
+    learned = "learn"
+    if target_update_every is not None:
+        workflow.add("update_target", UpdateTarget(every_env_steps=target_update_every), after="learn")
+        learned = "update_target"
+    return (
+        workflow.add("sync_weights", SyncWeights(scope="source", every=t.broadcast_interval), after=learned)
         .add("report", Report(min_env_steps=t.min_env_steps_per_iteration), after="sync_weights")
     )

@@ -9,10 +9,16 @@ from marl.data import sample_batch as sb
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK)
 
 
-def clipped_surrogate(dist, batch: dict[str, torch.Tensor], clip_param: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """L^CLIP as a loss, against the log-probs the batch was sampled with; plus approx_kl and clip_fraction."""
+def clipped_surrogate(
+    dist, batch: dict[str, torch.Tensor], clip_param: float, reference_logp: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """L^CLIP as a loss, plus approx_kl and clip_fraction.
+
+    The ratio is taken against `reference_logp` (the trust region's centre), by default the
+    log-probs the batch was sampled with.
+    """
     logp = dist.logp(batch[sb.ACTIONS])
-    log_ratio = logp - batch[sb.ACTION_LOGP]
+    log_ratio = logp - (batch[sb.ACTION_LOGP] if reference_logp is None else reference_logp)
     ratio = log_ratio.exp()
     adv = batch[sb.ADVANTAGES]
     # The pessimistic bound of the unclipped and clipped surrogate.
