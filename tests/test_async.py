@@ -220,6 +220,17 @@ def test_appo_refreshes_its_target_policy_in_the_graph_and_impala_has_none():
     finally:
         algo.stop()
     assert "update_target" not in IMPALAConfig().environment("CartPole-v1").default_workflow().graph
+    no_target = appo.copy().training(target_network_update_freq=None)
+    assert "update_target" not in no_target.default_workflow().graph
+    assert not no_target.algorithm_parts().uses_target_network  # the ratio is against the behaviour policy
+
+
+def test_appo_kl_loss_without_a_target_policy_is_rejected():
+    from marl import ConfigError
+
+    cfg = APPOConfig().environment("CartPole-v1").training(use_kl_loss=True, target_network_update_freq=None)
+    with pytest.raises(ConfigError, match=r"use_kl_loss.*target_network_update_freq"):
+        cfg.validate()
 
 
 @pytest.mark.slow

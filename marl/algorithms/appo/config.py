@@ -8,7 +8,7 @@ from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.appo.loss import appo_loss
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
 from marl.algorithms.impala.loss import LOSS_COLUMNS, vtrace_prepare
-from marl.algorithms.sections import doc
+from marl.algorithms.sections import ConfigError, doc
 
 
 @dataclass
@@ -18,7 +18,10 @@ class APPOTraining(IMPALATraining):
     num_epochs: int = doc("passes over each train batch", 2, min=1)
     minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", 256, min=1)
     clip_param: float = doc("PPO ratio clip epsilon (ratio against the target policy; see appo/loss.py)", 0.3, min=0)
-    target_network_update_freq: int = doc("sampled env steps between refreshes of the target policy", 2000, min=1)
+    target_network_update_freq: int | None = doc(
+        "sampled env steps between refreshes of the target policy; null: no target policy, the ratio is taken "
+        "against the behaviour policy", 2000, min=1,
+    )
     use_kl_loss: bool = doc("add kl_coeff * KL(target policy || policy) to the loss", False)
     kl_coeff: float = doc("weight of the KL term when use_kl_loss", 1.0, min=0)
     standardize_advantages: bool = doc("standardise the V-trace advantages over each policy's train batch", True)
@@ -28,17 +31,28 @@ class APPOTraining(IMPALATraining):
 
 class APPOParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
-    uses_target_network = True  # the target policy the trust region is centred on
     loss = staticmethod(appo_loss)
     prepare = staticmethod(vtrace_prepare)
+
+    def __init__(self, uses_target_network: bool):
+        self.uses_target_network = uses_target_network  # the target policy the trust region is centred on
 
 
 class APPOConfig(IMPALAConfig):
     algo_name = "APPO"
     training_section_cls = APPOTraining
 
+    def validate(self) -> None:
+        super().validate()
+        t = self.training_cfg
+        if t.use_kl_loss and t.target_network_update_freq is None:
+            raise ConfigError(
+                "'training.use_kl_loss' needs the target policy it measures the KL from: set "
+                "'training.target_network_update_freq' (null turns the target policy off)"
+            )
+
     def algorithm_parts(self):
-        return APPOParts()
+        return APPOParts(uses_target_network=self.training_cfg.target_network_update_freq is not None)
 
     def default_workflow(self):
         from marl.algorithms.impala.workflow import async_actor_learner_workflow
