@@ -40,7 +40,7 @@ def appo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
         with torch.no_grad():
             target_dist = target.action_dist(target.forward_train(batch)["action_dist_inputs"])
             target_logp = target_dist.logp(batch[sb.ACTIONS])
-            # log(pi_old * min(mu / pi_old, 2) / mu) folded into one reference log-prob
+            # r = pi / max(pi_old, mu / 2): the log-prob of that reference, row by row
             reference_logp = torch.maximum(target_logp, batch[sb.ACTION_LOGP] - math.log(MAX_BEHAVIOUR_RATIO))
         policy_loss, ratio_stats = clipped_surrogate(dist, batch, cfg.clip_param, reference_logp)
         kl = target_dist.kl(dist).mean()
