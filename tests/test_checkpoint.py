@@ -457,11 +457,13 @@ for point in points:  # one forked process per point, each killed part-way throu
     if pid == 0:
         def hook(step, point=point):
             if step == point:
-                print("AT", step, os.getpid(), flush=True)
+                # one write per line: the children share this pipe, and print() under PYTHONUNBUFFERED
+                # writes each argument separately, so concurrent children's words could interleave
+                os.write(1, f"AT {step} {os.getpid()}\\n".encode())
                 time.sleep(120)  # the test SIGKILLs this process here
         checkpoint._save_step_hook = hook
         algo.save(f"{root}/{point}/ckpt")  # iteration 2
-        print("SAVED", point, flush=True)
+        os.write(1, f"SAVED {point}\\n".encode())
         os._exit(0)
     children.append(pid)
 print("STATUS", [os.waitpid(pid, 0)[1] for pid in children], flush=True)
