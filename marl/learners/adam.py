@@ -88,10 +88,10 @@ class FusedAdam:
             s = saved.get(i)
             if s is None:
                 continue
-            for key, ref in (("exp_avg", p), ("exp_avg_sq", p)):
-                if tuple(s[key].shape) != tuple(ref.shape):
+            for key in ("exp_avg", "exp_avg_sq"):
+                if tuple(s[key].shape) != tuple(p.shape):
                     raise ValueError(f"optimizer state for parameter {i}: {key} has shape {tuple(s[key].shape)}, "
-                                     f"the parameter {tuple(ref.shape)}")
+                                     f"the parameter {tuple(p.shape)}")
             new_state[i] = {
                 "step": torch.as_tensor(s["step"], dtype=torch.float32, device=p.device).clone(),
                 "exp_avg": torch.as_tensor(s["exp_avg"]).to(p.device, p.dtype).clone(),
