@@ -212,10 +212,10 @@ def test_appo_refreshes_its_target_policy_in_the_graph_and_impala_has_none():
     try:
         g = algo.workflow.graph
         assert list(g.successors("learn")) == ["update_target"] and list(g.successors("update_target")) == ["sync_weights"]
-        initial = algo.learners.get_target_state()["default_policy"]
+        initial = algo.learners.get_target_state()["default_policy"]["target"]
         result = algo.train()
         assert result["counters/target_updates"] >= 3  # 400+ env steps, a refresh every 100
-        refreshed = algo.learners.get_target_state()["default_policy"]
+        refreshed = algo.learners.get_target_state()["default_policy"]["target"]
         assert any(not np.array_equal(initial[k], refreshed[k]) for k in initial)
     finally:
         algo.stop()

@@ -177,13 +177,13 @@ def test_a_restored_run_trains_with_the_new_configs_learning_rate(tmp_path):
     algo = cartpole_config().build()
     try:
         algo.train()
-        moments = {k: v.clone() for k, v in algo.learners.local.optimizers["default_policy"].state[0].items()}
+        moments = {k: v.clone() for k, v in algo.learners.local.optimizers["default_policy"]["default"].state[0].items()}
         algo.save(tmp_path / "ckpt")
     finally:
         algo.stop()
     resumed = marl.Algorithm.from_checkpoint(tmp_path / "ckpt", overrides=["training.lr=0.0123"])
     try:
-        optimizer = resumed.learners.local.optimizers["default_policy"]
+        optimizer = resumed.learners.local.optimizers["default_policy"]["default"]
         assert [g["lr"] for g in optimizer.param_groups] == [0.0123]
         for key, value in moments.items():
             torch.testing.assert_close(optimizer.state[0][key], value, rtol=0, atol=0)
@@ -381,7 +381,8 @@ def write_v1_checkpoint(algo, path: Path):
     weights = algo.get_weights()
     for pid, state in weights["modules"].items():
         save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(path / f"policy_{pid}.safetensors"))
-    torch.save(algo.learners.get_optimizer_state(), path / "optimizers.pt")
+    # 0.1.0 kept one optimiser per policy: {pid: state_dict} (today's `default` group)
+    torch.save({pid: groups["default"] for pid, groups in algo.learners.get_optimizer_state().items()}, path / "optimizers.pt")
     manifest = {
         "schema_version": 1, "marl_version": "0.1.0", "algo": "PPO", "config": algo.config.to_dict(),
         "iteration": algo.iteration, "weights_version": weights["version"], "counters": dict(algo.metrics.counters),

@@ -140,7 +140,7 @@ def test_learner_target_network_updates():
     env = make_env("CartPole-v1", {})
     specs, _ = resolve_policies(env, cfg.policy_specs(), cfg.policy_mapping())
     learner = Learner(cfg, specs)
-    online, target = learner.module["default_policy"], learner.targets["default_policy"]
+    online, target = learner.module["default_policy"], learner.targets["default_policy"]["target"]
     assert not any(p.requires_grad for p in target.parameters())
     with torch.no_grad():
         for p in online.parameters():

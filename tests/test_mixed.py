@@ -35,8 +35,8 @@ def test_each_policy_is_updated_by_its_own_algorithms_learner():
         assert type(learner.module["prey"]).__name__ == "QMLP"
         assert list(learner.targets) == ["prey"]  # only the DQN policy keeps a target network
         assert list(algo.replay_buffers) == ["prey"]
-        assert learner.optimizers["predator"].param_groups[0]["lr"] == 1e-3
-        assert learner.optimizers["prey"].param_groups[0]["lr"] == 5e-4
+        assert learner.optimizers["predator"]["default"].param_groups[0]["lr"] == 1e-3
+        assert learner.optimizers["prey"]["default"].param_groups[0]["lr"] == 5e-4
         before = {p: {k: v.copy() for k, v in s.items()} for p, s in algo.get_weights()["modules"].items()}
         results = [algo.train() for _ in range(3)]
         after = algo.get_weights()["modules"]

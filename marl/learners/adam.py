@@ -119,15 +119,15 @@ def _fused_kernel_works() -> bool:
 _FUSED_OK: bool | None = None
 
 
-def make_adam(params, lr: float, eps: float):
+def make_adam(params, lr: float, eps: float, betas: tuple[float, float] = DEFAULT_BETAS):
     """`FusedAdam` where torch has the fused kernel for CPU tensors; `torch.optim.Adam` otherwise."""
     global _FUSED_OK
     params = list(params)
     if _FUSED_OK is None:
         _FUSED_OK = _fused_kernel_works()
     if _FUSED_OK and all(p.device.type == "cpu" for p in params):
-        return FusedAdam(params, lr=lr, eps=eps)
+        return FusedAdam(params, lr=lr, eps=eps, betas=betas)
     try:
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+        return torch.optim.Adam(params, lr=lr, eps=eps, betas=betas, fused=True)
     except (RuntimeError, TypeError):
-        return torch.optim.Adam(params, lr=lr, eps=eps)
+        return torch.optim.Adam(params, lr=lr, eps=eps, betas=betas)

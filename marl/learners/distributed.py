@@ -11,9 +11,10 @@ How one update runs on N ranks:
   they draw the same permutations, and `minibatch_size` keeps its meaning
   (rows per SGD step, all ranks together) whatever N is;
 * of each minibatch, rank r takes its contiguous slice of about 1/N of the
-  rows and computes the algorithm's loss on it inside the forward of a
-  `DistributedDataParallel` wrapper of the policy's module, scaled by its
-  share of the rows; DDP averages the gradients across ranks during backward. For a loss that is a
+  rows and computes each parameter group's loss on it inside the forward of
+  that group's `DistributedDataParallel` wrapper (of the policy's module for
+  the `default` group), scaled by its share of the rows; DDP averages the
+  group's gradients across ranks during its backward. For a loss that is a
   mean over rows (PPO's, DQN's) the averaged gradient is exactly the gradient
   of the whole minibatch's loss, so every rank applies the same update, the
   weights stay identical, and N learners train like one (up to float
@@ -49,42 +50,23 @@ def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
 
 
 class _LossPass(nn.Module):
-    """The module DDP wraps: it holds the policy's module (DDP syncs its parameters) and its `forward`
-    runs the closure it is given, the algorithm's loss. The loss calls whatever the module offers
-    (`forward_train`, `q_values`, ...); what matters to DDP is that this forward ran before backward,
-    which arms the gradient all-reduce, and that every trained parameter then receives a gradient."""
+    """The module DDP wraps for one parameter group: it holds the parameters DDP syncs (the policy's
+    whole module when the group owns all of it, as the `default` group does) and its `forward` runs the
+    closure it is given, the group's loss. The loss calls whatever the module offers (`forward_train`,
+    `q_values`, ...); what matters to DDP is that this forward ran before backward, which arms the
+    gradient all-reduce of these parameters, and that every one of them then receives a gradient.
+    Another group's backward may leave gradients on them while this wrapper is not armed: DDP ignores
+    those, and this group's zero_grad clears them before its own backward."""
 
-    def __init__(self, module):
+    def __init__(self, module: nn.Module, params: list[nn.Parameter]):
         super().__init__()
-        self.module = module
+        if {id(p) for p in params} == {id(p) for p in module.parameters()}:
+            self.module = module
+        else:
+            self.params = nn.ParameterList(params)  # the same tensors, not copies
 
     def forward(self, compute_loss):
         return compute_loss()
-
-
-class _RankSlicedParts:
-    """The algorithm's parts, with `loss` computed on this rank's slice of each minibatch, through DDP."""
-
-    def __init__(self, inner, learner: "DistributedLearner"):
-        self._inner = inner
-        self._learner = learner
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def loss(self, module, minibatch: dict, cfg, **kwargs):
-        lrn = self._learner
-        n = len(next(iter(minibatch.values())))
-        lo, hi = shard_bounds(n, lrn.rank, lrn.world_size)
-        share = (hi - lo) / n
-        if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
-            lo, hi = 0, 1
-        shard = {k: v[lo:hi] for k, v in minibatch.items()}
-        loss, stats = lrn.ddp_of(module)(lambda: self._inner.loss(module, shard, cfg, **kwargs))
-        # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
-        # the mean over all the minibatch's rows, also when the slices differ in size.
-        loss = loss * (share * lrn.world_size)
-        return loss, lrn.scale_stats(stats, share, n, (hi - lo) if share else 0)
 
 
 class DistributedLearner(Learner):
@@ -93,7 +75,7 @@ class DistributedLearner(Learner):
     def __init__(self, config, specs: dict, rank: int, world_size: int):
         super().__init__(config, specs)
         self.rank, self.world_size = rank, world_size
-        self._ddp: dict[int, DistributedDataParallel] = {}
+        self._ddp: dict[tuple[str, str], DistributedDataParallel] = {}  # (pid, group name) -> its wrapper
         self._per_row_stats: set[str] = set()
 
     def rendezvous_address(self) -> tuple[str, int]:
@@ -106,7 +88,7 @@ class DistributedLearner(Learner):
         return ray.util.get_node_ip_address(), port
 
     def init_process_group(self, host: str, port: int) -> str:
-        """Joins the group (blocks until all ranks joined) and wraps every trained module in DDP."""
+        """Joins the group (blocks until all ranks joined) and wraps every trainable parameter group in DDP."""
         modules = [self.module[pid] for pid in self.policies_to_train]
         on_gpu = any(p.is_cuda for m in modules for p in m.parameters())
         backend = "nccl" if on_gpu and dist.is_nccl_available() else "gloo"
@@ -117,16 +99,28 @@ class DistributedLearner(Learner):
             world_size=self.world_size,
             timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S),
         )
-        for module in modules:
-            # Construction broadcasts rank 0's parameters, so the replicas start identical.
-            self._ddp[id(module)] = DistributedDataParallel(_LossPass(module))
-        for parts in self.parts.values():  # DQN's TD errors, say
-            self._per_row_stats.update(getattr(parts, "per_row_stats", ()) or ())
-        self.parts = {pid: _RankSlicedParts(parts, self) for pid, parts in self.parts.items()}
+        for pid in self.policies_to_train:
+            for group in self.groups[pid]:
+                if group.trainable:
+                    # Construction broadcasts rank 0's parameters, so the replicas start identical.
+                    wrapper = _LossPass(self.module[pid], self._clipped[pid][group.name])
+                    self._ddp[(pid, group.name)] = DistributedDataParallel(wrapper)
+            self._per_row_stats.update(self.parts[pid].per_row_stats)  # DQN's TD errors, say
         return backend
 
-    def ddp_of(self, module) -> DistributedDataParallel:
-        return self._ddp[id(module)]
+    def _group_loss(self, pid: str, group, module, minibatch: dict, cfg, targets: dict):
+        """The group's loss on this rank's slice of the minibatch, through the group's DDP wrapper."""
+        n = len(next(iter(minibatch.values())))
+        lo, hi = shard_bounds(n, self.rank, self.world_size)
+        share = (hi - lo) / n
+        if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
+            lo, hi = 0, 1
+        shard = {k: v[lo:hi] for k, v in minibatch.items()}
+        loss, stats = self._ddp[(pid, group.name)](lambda: group.loss(module, shard, cfg, targets))
+        # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
+        # the mean over all the minibatch's rows, also when the slices differ in size.
+        loss = loss * (share * self.world_size)
+        return loss, self.scale_stats(stats, share, n, (hi - lo) if share else 0)
 
     def scale_stats(self, stats: dict, share: float, n: int, rows: int) -> dict:
         """This rank's part of the minibatch's stats, no communication for scalars.

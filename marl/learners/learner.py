@@ -1,29 +1,32 @@
-"""Learner: one optimiser per trained policy, minibatch SGD over an algorithm's loss.
+"""Learner: minibatch SGD over each trained policy's parameter groups.
 
 The algorithm supplies, through `config.parts_for(policy_id)` (its
-`algorithm_parts()`, or in a MIXED run the parts of the policy's own algorithm): the loss
-`loss(module, minibatch, cfg, target=None) -> (loss, stats)`, the learner
-connectors run once per policy batch (PPO: GAE), an optional `prepare` pass
-that adds columns computed with the current network before the epochs
-(APPO/IMPALA: V-trace targets), whether each policy keeps a target network
-(DQN), and which stats are per-row (DQN: TD errors for replay priorities).
-Everything else (epochs, minibatches, clipping, versions, target updates,
-observation-filter state) is here, shared by all algorithms. Each policy has
-its own parts, training section and optimiser, so one learner can update a
-PPO policy and a DQN policy side by side.
+`algorithm_parts()`, or in a MIXED run the parts of the policy's own algorithm):
+its parameter groups (each an optimiser with its own loss term, gradient clip and
+schedule), its target copies, how batches are cut into minibatches (the contract:
+`marl.learners.param_groups`), the learner connectors run once per policy batch
+(PPO: GAE), an optional `prepare` pass that adds columns computed with the current
+network before the epochs (APPO/IMPALA: V-trace targets), and which stats are
+per-row (DQN: TD errors for replay priorities). Everything else (epochs,
+minibatches, clipping, versions, target updates, observation-filter state) is
+here, shared by all algorithms. Each policy has its own parts, training section
+and optimisers, so one learner can update a PPO policy and a DQN policy side by side.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import warnings
 
 import numpy as np
 import torch
+from torch import nn
 
 from marl.connectors import MeanStdFilter
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.learners.adam import make_adam
+from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule, build_module
 
 
@@ -32,6 +35,46 @@ def _as_tensor(array: np.ndarray) -> torch.Tensor:
     if not array.flags.writeable or not array.flags.c_contiguous:
         array = np.array(array)
     return torch.from_numpy(array)
+
+
+def _frozen_copy(network: nn.Module) -> nn.Module:
+    target = copy.deepcopy(network)
+    target.requires_grad_(False)
+    target.eval()
+    return target
+
+
+def _network_state(network: nn.Module) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
+
+
+def _load_network_state(network: nn.Module, state: dict) -> None:
+    # Arrays from Ray's object store or a checkpoint are read-only; load_state_dict copies anyway, so copy-free is safe.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+
+
+def _named(table: dict, name: str, what: str):
+    if name not in table:
+        raise ValueError(f"the checkpoint holds state of {what} named '{name}'; this algorithm declares {sorted(table)}")
+    return table[name]
+
+
+def _owned_parameters(policy_id: str, module: nn.Module, groups: list[ParamGroup]) -> dict[str, list[nn.Parameter]]:
+    """Each group's parameters, in the order it declares them; a parameter belongs to one group at most."""
+    owned, owner = {}, {}
+    for group in groups:
+        params = list(group.params(module))
+        for p in params:
+            if id(p) in owner:
+                raise ValueError(
+                    f"policy '{policy_id}': parameter groups '{owner[id(p)]}' and '{group.name}' both own a "
+                    f"parameter of shape {tuple(p.shape)}; each parameter belongs to one group"
+                )
+            owner[id(p)] = group.name
+        owned[group.name] = params
+    return owned
 
 
 class Learner:
@@ -49,23 +92,41 @@ class Learner:
         self.policies_to_train = config.trained_policy_ids(list(specs))
         self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
         self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
-        self.optimizers = {
-            pid: make_adam(self.module[pid].parameters(), self.train_cfgs[pid].lr, self.train_cfgs[pid].adam_eps)
-            for pid in self.policies_to_train
-        }
+        self.minibatching = {pid: self.parts[pid].minibatching(self.train_cfgs[pid]) for pid in self.policies_to_train}
+        # Parameter groups, in update order; the optimisers of the trainable ones (frozen ones take no gradients).
+        self.groups: dict[str, list[ParamGroup]] = {}
+        self.group_params: dict[str, dict[str, list[nn.Parameter]]] = {}
+        self.optimizers: dict[str, dict] = {}  # pid -> group name -> Adam
+        self._clipped: dict[str, dict[str, list[nn.Parameter]]] = {}  # the parameters each group's grad_clip spans
+        self.sgd_steps = {pid: 0 for pid in self.policies_to_train}  # minibatch steps so far: the groups' schedules
+        # Target copies: frozen, refreshed by `update_target` (an `update_target` node in the graph).
+        self.targets: dict[str, dict[str, nn.Module]] = {}
+        self._target_sources: dict[str, dict] = {}  # pid -> copy name -> the `of` of its TargetCopy
+        for pid in self.policies_to_train:
+            module, cfg = self.module[pid], self.train_cfgs[pid]
+            groups, copies = self.parts[pid].param_groups(cfg), self.parts[pid].target_copies(cfg)
+            check_declared(pid, groups, copies)
+            self.groups[pid] = groups
+            self.group_params[pid] = _owned_parameters(pid, module, groups)
+            self.optimizers[pid] = {}
+            for group in groups:
+                params = self.group_params[pid][group.name]
+                if group.trainable:
+                    self.optimizers[pid][group.name] = make_adam(params, group.lr, group.eps, group.betas)
+                else:
+                    for p in params:
+                        p.requires_grad_(False)
+            self._clipped[pid] = {
+                g.name: [p for p in self.group_params[pid][g.name] if p.requires_grad] for g in groups if g.trainable
+            }
+            if copies:
+                self.targets[pid] = {c.name: _frozen_copy(c.of(module)) for c in copies}
+                self._target_sources[pid] = {c.name: c.of for c in copies}
         self.filters = (
             {pid: MeanStdFilter.empty_stats(self.module[pid].obs_dim) for pid in specs}
             if config.env_runners_cfg.observation_filter == "mean_std"
             else {}
         )
-        # Target networks: frozen copies, refreshed by `update_target` (an `update_target` node in the graph).
-        self.targets = {}
-        for pid in self.policies_to_train:
-            if self.parts[pid].uses_target_network:
-                target = copy.deepcopy(self.module[pid])
-                target.requires_grad_(False)
-                target.eval()
-                self.targets[pid] = target
         self.version = 1  # runners start at 0: the first sync always sends
 
     # -- updates --------------------------------------------------------------
@@ -89,17 +150,19 @@ class Learner:
         batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
         for connector in algo.learner_connectors(cfg):
             batch = connector(batch)
-        module, optimizer, target = self.module[pid], self.optimizers[pid], self.targets.get(pid)
+        module, targets = self.module[pid], self.targets.get(pid, {})
         tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
         tensors = algo.prepare(module, tensors, cfg)
         module.train()
         n = len(batch)
-        size = min(getattr(cfg, "minibatch_size", n) or n, n)
-        num_epochs = getattr(cfg, "num_epochs", 1)
-        sums: dict[str, torch.Tensor] = {}
+        plan = self.minibatching[pid]
+        size = min(plan.minibatch_size or n, n)
+        num_epochs = plan.num_epochs
+        groups = [g for g in self.groups[pid] if g.trainable]
+        sums: dict[str, dict[str, torch.Tensor]] = {g.name: {} for g in groups}
+        group_steps = {g.name: 0 for g in groups}
         per_row = {key: np.zeros(n, dtype=np.float32) for key in algo.per_row_stats}
         steps = 0
-        params = [p for p in module.parameters() if p.requires_grad]
         for _ in range(num_epochs):
             if num_epochs == 1 and size == n:
                 order, shuffled = None, tensors  # one step on the whole batch: nothing to shuffle
@@ -109,38 +172,62 @@ class Learner:
                 shuffled = {k: t[order] for k, t in tensors.items()}
             for start in range(0, n, size):
                 minibatch = {k: t[start : start + size] for k, t in shuffled.items()}
-                loss, stats = algo.loss(module, minibatch, cfg, target=target)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.grad_clip is not None:
-                    stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-                optimizer.step()
-                for key in per_row:  # rows back in batch order (the last epoch's values win)
-                    rows = slice(start, start + size) if order is None else order[start : start + size].numpy()
-                    per_row[key][rows] = stats.pop(key).detach().numpy()
-                for key, value in stats.items():
-                    value = value.detach()
-                    sums[key] = sums[key] + value if key in sums else value
+                for group in groups:  # declared order: a later group's loss sees the earlier groups' new weights
+                    if self.sgd_steps[pid] % group.every:
+                        continue
+                    stats = self._step_group(pid, group, module, minibatch, cfg, targets)
+                    for key in per_row:  # rows back in batch order (the last epoch's values win)
+                        if key in stats:
+                            rows = slice(start, start + size) if order is None else order[start : start + size].numpy()
+                            per_row[key][rows] = stats.pop(key).detach().numpy()
+                    acc = sums[group.name]
+                    for key, value in stats.items():
+                        value = value.detach()
+                        acc[key] = acc[key] + value if key in acc else value
+                    group_steps[group.name] += 1
+                self.sgd_steps[pid] += 1
                 steps += 1
         module.eval()
-        out: dict = {key: float(value) / steps for key, value in sums.items()}
+        out: dict = {}
+        for group in groups:  # one group: today's stat names; several: '<group>/<stat>'
+            prefix = "" if len(self.groups[pid]) == 1 else group.name + "/"
+            out.update({prefix + key: float(value) / group_steps[group.name] for key, value in sums[group.name].items()})
         out["num_sgd_steps"] = steps
         out["agent_steps_trained"] = n
         out.update(per_row)
         return out
 
+    def _step_group(self, pid: str, group: ParamGroup, module, minibatch: dict, cfg, targets: dict) -> dict:
+        """One SGD step of one group: its loss, zero_grad, backward, clip, Adam step; returns the loss stats."""
+        optimizer = self.optimizers[pid][group.name]
+        loss, stats = self._group_loss(pid, group, module, minibatch, cfg, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if group.grad_clip is not None:
+            stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(self._clipped[pid][group.name], group.grad_clip)
+        optimizer.step()
+        return stats
+
+    def _group_loss(self, pid: str, group: ParamGroup, module, minibatch: dict, cfg, targets: dict):
+        """The group's loss term on a minibatch (data-parallel learners compute it on their slice)."""
+        return group.loss(module, minibatch, cfg, targets)
+
     def update_target(self, tau: float = 1.0, policies: list[str] | None = None) -> list[str]:
-        """target <- tau * online + (1 - tau) * target for every trained policy (or those named); returns their ids."""
-        targets = {pid: t for pid, t in self.targets.items() if policies is None or pid in policies}
+        """copy <- tau * online + (1 - tau) * copy, for every target copy of every trained policy (or those named).
+
+        Returns the ids of the policies whose copies moved.
+        """
+        chosen = [pid for pid in self.targets if policies is None or pid in policies]
         with torch.no_grad():
-            for pid, target in targets.items():
-                online = self.module[pid].state_dict()
-                for name, value in target.state_dict().items():
-                    if tau >= 1.0 or not value.is_floating_point():
-                        value.copy_(online[name])
-                    else:
-                        value.lerp_(online[name], tau)
-        return list(targets)
+            for pid in chosen:
+                for name, target in self.targets[pid].items():
+                    online = self._target_sources[pid][name](self.module[pid]).state_dict()
+                    for key, value in target.state_dict().items():
+                        if tau >= 1.0 or not value.is_floating_point():
+                            value.copy_(online[key])
+                        else:
+                            value.lerp_(online[key], tau)
+        return chosen
 
     # -- weights --------------------------------------------------------------
     def get_weights(self) -> dict:
@@ -160,26 +247,37 @@ class Learner:
         return self.version
 
     def get_target_state(self) -> dict:
-        return {pid: t.get_state() for pid, t in self.targets.items()}
+        """{pid: {copy name: {tensor name: array}}}."""
+        return {pid: {name: _network_state(t) for name, t in copies.items()} for pid, copies in self.targets.items()}
 
     def set_target_state(self, state: dict) -> None:
-        for pid, target_state in state.items():
-            self.targets[pid].set_state(target_state)
+        for pid, copies in state.items():
+            if not all(isinstance(v, dict) for v in copies.values()):
+                # Written before target copies had names: the policy's one whole-module copy.
+                (name,) = self.targets[pid]
+                copies = {name: copies}
+            for name, target_state in copies.items():
+                _load_network_state(_named(self.targets[pid], name, f"target copy of policy '{pid}'"), target_state)
 
     def get_optimizer_state(self) -> dict:
-        return {pid: opt.state_dict() for pid, opt in self.optimizers.items()}
+        """{pid: {group name: the optimiser's state_dict}}, trainable groups only."""
+        return {pid: {name: opt.state_dict() for name, opt in opts.items()} for pid, opts in self.optimizers.items()}
 
     def set_optimizer_state(self, state: dict) -> None:
-        """Adam's moments and step counts from a checkpoint; lr and eps stay this config's.
+        """Adam's moments and step counts from a checkpoint; lr, eps and betas stay this config's.
 
         load_state_dict would also bring back the saved hyperparameters, and then
         `--resume RUN_DIR training.lr=X` would silently train with the old rate.
         """
-        for pid, opt_state in state.items():
-            optimizer, cfg = self.optimizers[pid], self.train_cfgs[pid]
-            optimizer.load_state_dict(opt_state)
-            for group in optimizer.param_groups:
-                group["lr"], group["eps"] = cfg.lr, cfg.adam_eps
+        for pid, groups in state.items():
+            if "param_groups" in groups:  # written before parameter groups: one optimiser per policy
+                groups = {DEFAULT_GROUP: groups}
+            specs = {g.name: g for g in self.groups[pid]}
+            for name, opt_state in groups.items():
+                optimizer, spec = _named(self.optimizers[pid], name, f"parameter group of policy '{pid}'"), specs[name]
+                optimizer.load_state_dict(opt_state)
+                for group in optimizer.param_groups:
+                    group["lr"], group["eps"], group["betas"] = spec.lr, spec.eps, tuple(spec.betas)
 
     # -- checkpoints ----------------------------------------------------------
     def get_state(self) -> dict:
@@ -192,6 +290,7 @@ class Learner:
             "weights": self.get_weights(),
             "optimizers": self.get_optimizer_state(),
             "targets": self.get_target_state(),
+            "sgd_steps": dict(self.sgd_steps),
             "rng": {
                 "numpy": self.rng.bit_generator.state,
                 "torch": torch.get_rng_state(),
@@ -207,6 +306,9 @@ class Learner:
             self.set_target_state({pid: t for pid, t in targets.items() if pid in self.targets})
         elif self.targets:  # a checkpoint without target networks: start them from the restored weights
             self.update_target(1.0)
+        for pid, count in state.get("sgd_steps", {}).items():  # written before schedules: they restart at 0
+            if pid in self.sgd_steps:
+                self.sgd_steps[pid] = int(count)
         rng = state.get("rng")
         if rng:
             self.rng.bit_generator.state = rng["numpy"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmParts
-from marl.algorithms.appo.loss import appo_loss
+from marl.algorithms.appo.loss import appo_loss, appo_prepare
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
-from marl.algorithms.impala.loss import LOSS_COLUMNS, vtrace_prepare
+from marl.algorithms.impala.loss import LOSS_COLUMNS
 from marl.algorithms.sections import ConfigError, doc
 
 
@@ -32,7 +32,7 @@ class APPOTraining(IMPALATraining):
 class APPOParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
     loss = staticmethod(appo_loss)
-    prepare = staticmethod(vtrace_prepare)
+    prepare = staticmethod(appo_prepare)
 
     def __init__(self, uses_target_network: bool):
         self.uses_target_network = uses_target_network  # the target policy the trust region is centred on

@@ -24,10 +24,16 @@ import math
 
 import torch
 
+from marl.algorithms.impala.loss import vtrace_prepare
 from marl.algorithms.ppo.loss import clipped_surrogate
 from marl.data import sample_batch as sb
 
 MAX_BEHAVIOUR_RATIO = 2.0  # cap of mu / pi_old in the ratio
+
+
+def appo_prepare(module, tensors: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
+    """IMPALA's V-trace targets and advantages, the advantages standardised when `standardize_advantages`."""
+    return vtrace_prepare(module, tensors, cfg, standardize_advantages=cfg.standardize_advantages)
 
 
 def appo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):

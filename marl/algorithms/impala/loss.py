@@ -20,7 +20,9 @@ LOSS_COLUMNS = (
 )
 
 
-def vtrace_prepare(module, tensors: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
+def vtrace_prepare(
+    module, tensors: dict[str, torch.Tensor], cfg, standardize_advantages: bool = False
+) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         out = module.forward_train(tensors)
         target_logp = module.action_dist(out["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
@@ -38,7 +40,7 @@ def vtrace_prepare(module, tensors: dict[str, torch.Tensor], cfg) -> dict[str, t
         pg_rho_bar=cfg.vtrace_clip_pg_rho_threshold,
         lambda_=cfg.vtrace_lambda,
     )
-    if getattr(cfg, "standardize_advantages", False):
+    if standardize_advantages:
         adv = standardize(adv)
     tensors = dict(tensors)
     tensors[sb.VALUE_TARGETS] = torch.from_numpy(vs)
