@@ -177,7 +177,8 @@ def test_a_restored_run_trains_with_the_new_configs_learning_rate(tmp_path):
     algo = cartpole_config().build()
     try:
         algo.train()
-        moments = {k: v.clone() for k, v in algo.learners.local.optimizers["default_policy"]["default"].state[0].items()}
+        optimizer = algo.learners.local.optimizers["default_policy"]["default"]
+        moments = {k: v.clone() for k, v in optimizer.state[0].items()}
         algo.save(tmp_path / "ckpt")
     finally:
         algo.stop()
@@ -382,7 +383,8 @@ def write_v1_checkpoint(algo, path: Path):
     for pid, state in weights["modules"].items():
         save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(path / f"policy_{pid}.safetensors"))
     # 0.1.0 kept one optimiser per policy: {pid: state_dict} (today's `default` group)
-    torch.save({pid: groups["default"] for pid, groups in algo.learners.get_optimizer_state().items()}, path / "optimizers.pt")
+    optimizers = {pid: groups["default"] for pid, groups in algo.learners.get_optimizer_state().items()}
+    torch.save(optimizers, path / "optimizers.pt")
     manifest = {
         "schema_version": 1, "marl_version": "0.1.0", "algo": "PPO", "config": algo.config.to_dict(),
         "iteration": algo.iteration, "weights_version": weights["version"], "counters": dict(algo.metrics.counters),

@@ -23,7 +23,7 @@ from marl.algorithms.sections import doc
 from marl.connectors import compute_gae
 from marl.data import sample_batch as sb
 from marl.learners import Learner, LearnerGroup
-from marl.learners.param_groups import ParamGroup, TargetCopy
+from marl.learners import ParamGroup, TargetCopy
 from marl.modules.mlp import _functional
 from marl.runners import EnvRunner
 
@@ -146,7 +146,8 @@ def test_a_group_declared_every_2_steps_half_as_often():
     for batch in batches:  # 64 rows in minibatches of 32, 2 epochs: 4 steps per update, 12 in all
         stats = learner.update(batch)["default_policy"]
         assert stats["num_sgd_steps"] == 4
-    steps = {name: {float(s["step"]) for s in opt.state.values()} for name, opt in learner.optimizers["default_policy"].items()}
+    optimizers = learner.optimizers["default_policy"]
+    steps = {name: {float(s["step"]) for s in opt.state.values()} for name, opt in optimizers.items()}
     assert steps == {"critic": {12.0}, "actor": {6.0}}
     assert learner.sgd_steps["default_policy"] == 12
     assert moved(actor_before, tensors(module.pi[-1])).max() > 0

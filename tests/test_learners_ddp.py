@@ -139,10 +139,9 @@ def test_two_dqn_learners_match_one_including_per_row_td_errors(ray_session):
             assert s2["loss"] == pytest.approx(s1["loss"], rel=1e-3, abs=1e-6)
         single.update_target()
         ddp.update_target()  # goes to every rank
-        t0, t1, t_single = (
-            {pid: copies["target"] for pid, copies in state.items()}  # {pid: {copy name: tensors}}: DQN's one copy
-            for state in ray_session.get([a.get_target_state.remote() for a in ddp.replicas]) + [single.get_target_state()]
-        )
+        states = ray_session.get([a.get_target_state.remote() for a in ddp.replicas]) + [single.get_target_state()]
+        # {pid: {copy name: tensors}}: DQN's one copy is `target`
+        t0, t1, t_single = ({pid: copies["target"] for pid, copies in state.items()} for state in states)
         assert_same_weights(t0, t1, exact=True)
         assert_same_weights(t0, t_single, exact=False)
     finally:

@@ -57,7 +57,9 @@ def _load_network_state(network: nn.Module, state: dict) -> None:
 
 def _named(table: dict, name: str, what: str):
     if name not in table:
-        raise ValueError(f"the checkpoint holds state of {what} named '{name}'; this algorithm declares {sorted(table)}")
+        raise ValueError(
+            f"the checkpoint holds state of {what} named '{name}'; this algorithm declares {sorted(table)}"
+        )
     return table[name]
 
 
@@ -68,9 +70,10 @@ def _owned_parameters(policy_id: str, module: nn.Module, groups: list[ParamGroup
         params = list(group.params(module))
         for p in params:
             if id(p) in owner:
+                name = next((n for n, q in module.named_parameters() if q is p), f"of shape {tuple(p.shape)}")
                 raise ValueError(
-                    f"policy '{policy_id}': parameter groups '{owner[id(p)]}' and '{group.name}' both own a "
-                    f"parameter of shape {tuple(p.shape)}; each parameter belongs to one group"
+                    f"policy '{policy_id}': parameter groups '{owner[id(p)]}' and '{group.name}' both own "
+                    f"parameter {name}; each parameter belongs to one group"
                 )
             owner[id(p)] = group.name
         owned[group.name] = params
@@ -191,7 +194,8 @@ class Learner:
         out: dict = {}
         for group in groups:  # one group: today's stat names; several: '<group>/<stat>'
             prefix = "" if len(self.groups[pid]) == 1 else group.name + "/"
-            out.update({prefix + key: float(value) / group_steps[group.name] for key, value in sums[group.name].items()})
+            ran = group_steps[group.name]
+            out.update({prefix + key: float(value) / ran for key, value in sums[group.name].items()})
         out["num_sgd_steps"] = steps
         out["agent_steps_trained"] = n
         out.update(per_row)

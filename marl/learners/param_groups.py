@@ -83,4 +83,6 @@ def check_declared(policy_id: str, groups: list[ParamGroup], copies: list[Target
             raise ValueError(f"policy '{policy_id}': {kind} names must be unique, {repeated} repeat")
     for g in groups:
         if not isinstance(g.every, int) or g.every < 1:
-            raise ValueError(f"policy '{policy_id}': parameter group '{g.name}' has every={g.every!r}; it must be an int >= 1")
+            raise ValueError(
+                f"policy '{policy_id}': parameter group '{g.name}' has every={g.every!r}; it must be an int >= 1"
+            )
