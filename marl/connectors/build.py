@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import inspect
 
+import gymnasium as gym
+
 from marl.connectors.env_to_module import EnvToModulePipeline, FrameStack, MeanStd, PrevActionReward
 from marl.connectors.learner import GAE, LearnerPipeline, RewardClip, RewardScale, StandardizeAdvantages
 from marl.connectors.module_to_env import ClipActions, ModuleToEnvPipeline, UnsquashActions
@@ -64,14 +66,16 @@ def piece_class(name, pipeline: str, where: str) -> type:
 
 def normalize_spec(spec, pipeline: str, where: str) -> dict:
     """A piece entry as {name: str | class, **settings}; a piece object becomes its class and settings."""
+    builtin = {cls: name for name, cls in BUILTIN_PIECES[pipeline].items()}
     if isinstance(spec, ConnectorPiece):
-        return {"name": type(spec), **spec.settings()}
+        return {"name": builtin.get(type(spec), type(spec)), **spec.settings()}
     if isinstance(spec, (str, type)):
-        return {"name": spec}
+        return {"name": builtin.get(spec, spec)}
     if isinstance(spec, dict):
         if "name" not in spec:
             raise _config_error(f"'{where}' needs a 'name' (a built-in piece or 'pkg.mod:Class'), got {spec!r}")
-        return dict(spec)
+        name = spec["name"]
+        return {**spec, "name": builtin.get(name, name) if isinstance(name, type) else name}
     raise _config_error(f"'{where}' must be a piece name, {{name: ..., settings...}}, a class or a piece object; got {spec!r}")
 
 
@@ -166,7 +170,9 @@ def env_to_module_pipeline(config, policy_id: str, observation_space, action_spa
 def module_to_env_pipeline(config, policy_id: str, action_space) -> ModuleToEnvPipeline:
     pieces = _pieces(config, policy_id, "module_to_env")
     env = config.environment_cfg
-    if env.unsquash_actions:
+    if not isinstance(action_space, gym.spaces.Box):  # clipping and unsquashing only concern Box actions
+        pass
+    elif env.unsquash_actions:
         pieces.append(("unsquash_actions", UnsquashActions()))
     elif env.clip_actions:
         pieces.append(("clip_actions", ClipActions()))
