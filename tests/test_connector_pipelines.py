@@ -76,6 +76,12 @@ def test_bad_pieces_are_one_config_error_naming_the_key(connectors, message):
     assert config.connectors_cfg.env_to_module == [] and config.connectors_cfg.learner == []  # all or nothing
 
 
+def test_per_policy_pipeline_of_an_unknown_policy_is_named():
+    config = cartpole(policies={"nobody": {"env_to_module": ["frame_stack"]}})
+    with pytest.raises(ConfigError, match=r"'connectors.policies' names unknown policy 'nobody'; declared: \['default_policy'\]"):
+        config.build()
+
+
 def test_bad_piece_in_a_scenario_names_the_key(tmp_path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text("algo: PPO\nenvironment: {env: CartPole-v1}\nconnectors:\n  learner: [{name: reward_scale, scale: x}]\n")
@@ -153,6 +159,28 @@ def test_state_is_per_agent_and_per_env_copy():
         for i in range(lo + 1, hi):
             np.testing.assert_array_equal(obs[i, :d], obs[i - 1, d : 2 * d])
             np.testing.assert_allclose(obs[i, -1], batch[sb.REWARDS][i - 1], rtol=1e-6)
+
+
+def test_turn_based_env_with_action_masks():
+    """Connect Four (AEC, masked actions): an agent's stack and previous move advance only on its own turns."""
+    config = (
+        marl.PPOConfig().environment("pettingzoo.classic.connect_four_v3")
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=16).debugging(seed=4)
+        .connectors(env_to_module=[{"name": "frame_stack", "k": 2}, "prev_action_reward"])
+    )
+    runner = EnvRunner(config)
+    d = 6 * 7 * 2
+    assert runner.module["default_policy"].obs_dim == 2 * d + 7 + 1
+    batch = runner.sample()["default_policy"]
+    assert batch[sb.ACTION_MASK].shape[1] == 7
+    obs, actions, t = batch[sb.OBS], batch[sb.ACTIONS], batch[sb.T]
+    for lo, hi in agent_pieces(batch):
+        if t[lo] <= 1:  # each player's first move
+            assert not obs[lo, :d].any() and not obs[lo, 2 * d :].any()
+        for i in range(lo + 1, hi):
+            assert t[i] == t[i - 1] + 2
+            np.testing.assert_array_equal(obs[i, :d], obs[i - 1, d : 2 * d])
+            np.testing.assert_array_equal(obs[i, 2 * d : 2 * d + 7], np.eye(7)[actions[i - 1]])
 
 
 def test_per_policy_pipelines():

@@ -191,6 +191,9 @@ class AlgorithmConfig:
             for pid in self.multi_agent_cfg.policies_to_train:
                 if pid not in ids:
                     raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
+        from marl.connectors.build import check_policies
+
+        check_policies(self)
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
             raise ConfigError(

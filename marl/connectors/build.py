@@ -131,12 +131,20 @@ def piece_specs(config, policy_id: str, pipeline: str) -> list[dict]:
     section = config.connectors_cfg
     policies = section.policies or {}
     owner = policy_id
-    if policy_id not in policies:
+    if policies and policy_id not in policies:
         spec = config.policy_specs().get(policy_id)
         owner = spec.spaces_from if spec is not None and spec.spaces_from in policies else None
-    if owner is not None and pipeline in policies[owner]:
+    if owner in policies and pipeline in policies[owner]:
         return policies[owner][pipeline]
     return pipeline_entries(section, pipeline)
+
+
+def check_policies(config) -> None:
+    """`connectors.policies` names declared policies only (checked with the whole config, at validate time)."""
+    declared = list(config.policy_specs())
+    for pid in config.connectors_cfg.policies or {}:
+        if pid not in declared:
+            raise _config_error(f"'connectors.policies' names unknown policy '{pid}'; declared: {declared}")
 
 
 def _keyed(entries: list[tuple[str, ConnectorPiece]]) -> dict[str, ConnectorPiece]:
