@@ -31,7 +31,9 @@ PIPELINES = ("env_to_module", "module_to_env", "learner")
 BUILTIN_PIECES: dict[str, dict[str, type]] = {
     "env_to_module": {"mean_std": MeanStd, "frame_stack": FrameStack, "prev_action_reward": PrevActionReward},
     "module_to_env": {"clip_actions": ClipActions, "unsquash_actions": UnsquashActions},
-    "learner": {"reward_scale": RewardScale, "reward_clip": RewardClip, "gae": GAE, "standardize_advantages": StandardizeAdvantages},
+    "learner": {
+        "reward_scale": RewardScale, "reward_clip": RewardClip, "gae": GAE, "standardize_advantages": StandardizeAdvantages,
+    },
 }
 
 
@@ -76,7 +78,9 @@ def normalize_spec(spec, pipeline: str, where: str) -> dict:
             raise _config_error(f"'{where}' needs a 'name' (a built-in piece or 'pkg.mod:Class'), got {spec!r}")
         name = spec["name"]
         return {**spec, "name": builtin.get(name, name) if isinstance(name, type) else name}
-    raise _config_error(f"'{where}' must be a piece name, {{name: ..., settings...}}, a class or a piece object; got {spec!r}")
+    raise _config_error(
+        f"'{where}' must be a piece name, {{name: ..., settings...}}, a class or a piece object; got {spec!r}"
+    )
 
 
 def make_piece(spec: dict, pipeline: str, where: str) -> ConnectorPiece:
@@ -110,7 +114,8 @@ def check_section(section) -> None:
 
 
 def pipeline_entries(section, pipeline: str) -> list:
-    return {"env_to_module": section.env_to_module, "module_to_env": section.module_to_env, "learner": section.learner}[pipeline]
+    entries = {"env_to_module": section.env_to_module, "module_to_env": section.module_to_env, "learner": section.learner}
+    return entries[pipeline]
 
 
 def _checked_list(entries, pipeline: str, where: str) -> list:
@@ -163,12 +168,13 @@ def _pieces(config, policy_id: str, pipeline: str) -> list[tuple[str, ConnectorP
     out = []
     for i, spec in enumerate(piece_specs(config, policy_id, pipeline)):
         name = spec["name"]
-        key = name if isinstance(name, str) and name in BUILTIN_PIECES[pipeline] else piece_class(name, pipeline, "").__name__
+        builtin = isinstance(name, str) and name in BUILTIN_PIECES[pipeline]
+        key = name if builtin else piece_class(name, pipeline, "").__name__
         out.append((key, make_piece(spec, pipeline, f"connectors.{pipeline}[{i}]")))
     return out
 
 
-def env_to_module_pipeline(config, policy_id: str, observation_space, action_space, num_slots: int = 0) -> EnvToModulePipeline:
+def env_to_module_pipeline(config, policy_id: str, observation_space, action_space, num_slots: int = 0):
     pieces = _pieces(config, policy_id, "env_to_module")
     if config.env_runners_cfg.observation_filter == "mean_std" and not any(isinstance(p, MeanStd) for _, p in pieces):
         pieces.insert(0, ("mean_std", MeanStd()))
@@ -205,7 +211,9 @@ class PolicyConnectors:
 
     def __init__(self, config, policy_id: str, spec, num_envs: int, num_agents: int):
         self.num_agents, self.num_slots = num_agents, num_envs * num_agents
-        self.env_to_module = env_to_module_pipeline(config, policy_id, spec.observation_space, spec.action_space, self.num_slots)
+        self.env_to_module = env_to_module_pipeline(
+            config, policy_id, spec.observation_space, spec.action_space, self.num_slots
+        )
         self.module_to_env = module_to_env_pipeline(config, policy_id, spec.action_space)
         self.obs_dim, self.masked = self.env_to_module.obs_dim, self.env_to_module.masked
         self.action_shape, self.action_dtype = self.module_to_env.shape, self.module_to_env.dtype
@@ -213,7 +221,9 @@ class PolicyConnectors:
 
     def rows(self, env_index, agent_index, episode_id, returns, update_stats: bool) -> RowContext:
         """The context of acting rows; `returns` () -> each row's agent return so far (read only if needed)."""
-        return RowContext(env_index, agent_index, episode_id, self.num_agents, self.num_slots, update_stats=update_stats, returns=returns)
+        return RowContext(
+            env_index, agent_index, episode_id, self.num_agents, self.num_slots, update_stats=update_stats, returns=returns
+        )
 
     def peek_rows(self, columns: dict, rows) -> RowContext:
         """The context of a bootstrap pass over the observations reached after sampled `rows` (collector columns)."""
@@ -221,7 +231,8 @@ class PolicyConnectors:
 
         needs = self.env_to_module.needs
         return RowContext(
-            columns[sb.ENV_INDEX][rows], columns[sb.AGENT_INDEX][rows], columns[sb.EPS_ID][rows], self.num_agents, self.num_slots,
+            columns[sb.ENV_INDEX][rows], columns[sb.AGENT_INDEX][rows], columns[sb.EPS_ID][rows],
+            self.num_agents, self.num_slots,
             update_stats=False, peek=True,
             prev_action=columns[sb.ACTIONS][rows] if needs & {"prev_action", "prev_reward"} else None,
             prev_reward=columns[sb.REWARDS][rows] if needs & {"prev_action", "prev_reward"} else None,

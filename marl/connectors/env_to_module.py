@@ -136,7 +136,8 @@ class ObservationPreprocessor:
 
     def __init__(self, space: gym.Space, normalize: bool = False):
         self.flatten = Flatten(space)
-        self.space, self.masked, self.obs_space, self.dim = space, self.flatten.masked, self.flatten.obs_space, self.flatten.dim
+        self.space, self.masked = space, self.flatten.masked
+        self.obs_space, self.dim = self.flatten.obs_space, self.flatten.dim
         self.filter = MeanStdFilter(self.dim) if normalize else None
 
     def __call__(self, raw: list, update_filter: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
@@ -200,7 +201,8 @@ class FrameStack(ConnectorPiece):
         box = flat_box(space)
         self._dim = int(box.shape[0])
         low, high = np.minimum(box.low, 0.0), np.maximum(box.high, 0.0)  # zero padding is inside the bounds
-        return with_observation(space, gym.spaces.Box(np.tile(low, self.k), np.tile(high, self.k), (self.k * self._dim,), np.float32))
+        stacked = gym.spaces.Box(np.tile(low, self.k), np.tile(high, self.k), (self.k * self._dim,), np.float32)
+        return with_observation(space, stacked)
 
     def __call__(self, obs, ctx):
         if self._frames is None or len(self._frames) < ctx.num_slots:
@@ -351,7 +353,8 @@ class EnvToModulePipeline:
         for key, piece_state in state.get("pieces", {}).items():
             if key in self.pieces:
                 self.pieces[key].set_state(piece_state)
-        for name, mine in (("slot_episode", self._slot_episode), ("last_action", self._last_action), ("return_at", self._return_at)):
+        mine_by_name = {"slot_episode": self._slot_episode, "last_action": self._last_action, "return_at": self._return_at}
+        for name, mine in mine_by_name.items():
             if mine is not None and name in state:
                 saved = np.asarray(state[name])
                 n = min(len(mine), len(saved))  # a restore with another number of env copies keeps the common slots
