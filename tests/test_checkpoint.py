@@ -142,7 +142,7 @@ def test_observation_filter_state_is_saved(tmp_path):
     try:
         algo.train()
         algo.save(tmp_path / "ckpt")
-        expected = algo.get_weights()["connectors"]["default_policy"]
+        expected = algo.get_weights()["connectors"]["default_policy"]["mean_std"]
     finally:
         algo.stop()
     saved = marl.algorithms.load_connector_state(tmp_path / "ckpt")
@@ -389,7 +389,7 @@ def write_v1_checkpoint(algo, path: Path):
         "schema_version": 1, "marl_version": "0.1.0", "algo": "PPO", "config": algo.config.to_dict(),
         "iteration": algo.iteration, "weights_version": weights["version"], "counters": dict(algo.metrics.counters),
         "policies": list(weights["modules"]),
-        "connectors": {pid: {k: np.asarray(v).tolist() for k, v in s.items()} for pid, s in weights["connectors"].items()},
+        "connectors": {pid: {k: np.asarray(v).tolist() for k, v in s["mean_std"].items()} for pid, s in weights["connectors"].items()},
     }
     (path / "manifest.json").write_text(json.dumps(manifest))
 
@@ -400,14 +400,14 @@ def test_schema_1_checkpoint_loads_through_the_migration(tmp_path):
         algo.train()
         write_v1_checkpoint(algo, tmp_path / "v1")
         saved = weights_of(algo)
-        saved_filter = algo.get_weights()["connectors"]["default_policy"]
+        saved_filter = algo.get_weights()["connectors"]["default_policy"]["mean_std"]
     finally:
         algo.stop()
     algo = marl.Algorithm.from_checkpoint(tmp_path / "v1")
     try:
         assert algo.iteration == 1 and algo.metrics.counters["env_steps_sampled"] == 128
         assert_same_weights(saved, weights_of(algo))
-        np.testing.assert_array_equal(algo.get_weights()["connectors"]["default_policy"]["mean"], saved_filter["mean"])
+        np.testing.assert_array_equal(algo.get_weights()["connectors"]["default_policy"]["mean_std"]["mean"], saved_filter["mean"])
         assert algo.train()["iteration"] == 2
     finally:
         algo.stop()

@@ -98,7 +98,7 @@ def test_evaluating_does_not_change_training():
 
     plain = weights()
     evaluated = weights(evaluation_interval=1, evaluation_duration=2, evaluation_explore=True)
-    assert plain["connectors"]["default_policy"]["count"] == evaluated["connectors"]["default_policy"]["count"] == 192
+    assert plain["connectors"]["default_policy"]["mean_std"]["count"] == evaluated["connectors"]["default_policy"]["mean_std"]["count"] == 192
     for key, value in plain["modules"]["default_policy"].items():
         np.testing.assert_array_equal(value, evaluated["modules"]["default_policy"][key])
 

@@ -170,12 +170,12 @@ def test_replacement_runner_gets_weights_and_filter_state_before_it_samples(tmp_
     original_set, original_sample = EnvRunner.set_weights, EnvRunner.sample
 
     def set_weights(self, weights):
-        filt = weights["connectors"]["default_policy"]
+        filt = weights["connectors"]["default_policy"]["mean_std"]
         events.append((self.incarnation, "set_weights", weights["version"], filt["count"]))
         return original_set(self, weights)
 
     def sample(self, *args):
-        events.append((self.incarnation, "sample", self.weights_version, self.preprocessors["default_policy"].filter.central["count"]))
+        events.append((self.incarnation, "sample", self.weights_version, self.connectors["default_policy"].get_central()["mean_std"]["count"]))
         return original_sample(self, *args)
 
     monkeypatch.setattr(EnvRunner, "set_weights", set_weights)

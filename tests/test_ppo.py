@@ -104,8 +104,8 @@ def test_observation_filter_state_syncs_from_learner():
     try:
         algo.train()
         algo.train()
-        learner_state = algo.get_weights()["connectors"]["default_policy"]
-        runner_state = algo.runners.local.preprocessors["default_policy"].filter.central
+        learner_state = algo.get_weights()["connectors"]["default_policy"]["mean_std"]
+        runner_state = algo.runners.local.connectors["default_policy"].get_central()["mean_std"]
         assert learner_state["count"] == 128.0  # every observation the runner normalised, merged once
         np.testing.assert_allclose(learner_state["mean"], runner_state["mean"])
         batch = algo.runners.local.sample()["default_policy"]

@@ -99,17 +99,17 @@ class Algorithm:
         """Builds each policy's module once, so a bad model option is a ConfigError before any actor starts."""
         import torch
 
-        from marl.modules import build_module
+        from marl.connectors import build_policy_module
 
         for pid, spec in self.policy_specs.items():
             model = self.config.model_for(pid)
             try:
                 with torch.random.fork_rng(devices=[]):
-                    build_module(self.config.module_class_for(spec), spec.observation_space, spec.action_space, model)
+                    build_policy_module(self.config, pid, spec)
             except (ValueError, TypeError) as err:
                 raise ConfigError(
-                    f"the model of policy '{pid}' (training.model with multi_agent.policies.{pid}.model: {model}) "
-                    f"cannot be built: {err}"
+                    f"the model of policy '{pid}' (training.model with multi_agent.policies.{pid}.model: {model}, "
+                    f"on its connectors.env_to_module output) cannot be built: {err}"
                 ) from None
 
     def _make_replay_buffers(self) -> dict:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from marl.algorithms.sections import (
     CheckpointingSection,
     ConfigError,
+    ConnectorsSection,
     DebuggingSection,
     EnvironmentSection,
     EnvRunnersSection,
@@ -33,6 +34,7 @@ from marl.policies.self_play import SelfPlay
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
+    "connectors",
 )
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
 
@@ -104,13 +106,23 @@ class AlgorithmConfig:
         self.evaluation_cfg = EvaluationSection()
         self.stop_cfg = StopSection()
         self.checkpointing_cfg = CheckpointingSection()
+        self.connectors_cfg = ConnectorsSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
 
     # -- builder --------------------------------------------------------------
     def _set(self, name: str, values: dict) -> "AlgorithmConfig":
-        update_section(getattr(self, name + "_cfg"), name, {k: v for k, v in values.items()})
+        section = getattr(self, name + "_cfg")
+        if name == "connectors":  # pieces are checked (built once) as they are set, all or nothing
+            from marl.connectors.build import check_section
+
+            trial = copy.deepcopy(section)
+            update_section(trial, name, values)
+            check_section(trial)
+            self.connectors_cfg = trial
+            return self
+        update_section(section, name, {k: v for k, v in values.items()})
         return self
 
     def environment(self, env: str | None = None, *, env_config: dict | None = None, **kw) -> "AlgorithmConfig":
@@ -159,6 +171,11 @@ class AlgorithmConfig:
     def checkpointing(self, **kw) -> "AlgorithmConfig":
         return self._set("checkpointing", kw)
 
+    def connectors(self, **kw) -> "AlgorithmConfig":
+        """Connector pipelines: env_to_module=[...], module_to_env=[...], learner=[...], policies={pid: {...}};
+        each entry a piece name, {name: ..., **settings}, a ConnectorPiece class or object (see marl.connectors.build)."""
+        return self._set("connectors", kw)
+
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
         self.workflow = workflow
@@ -205,6 +222,9 @@ class AlgorithmConfig:
             for pid in self.multi_agent_cfg.policies_to_train:
                 if pid not in ids:
                     raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
+        from marl.connectors.build import check_policies
+
+        check_policies(self)
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
             raise ConfigError(

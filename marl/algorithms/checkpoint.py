@@ -234,14 +234,15 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
 
     No algorithm, env or runner is built: the module class, its model options
     and its spaces come from the manifest. Act with
-    `module.forward_inference({"obs": obs_tensor})`; observations are the flat
-    float32 vectors the runners feed it (`marl.modules.spaces`). A policy
-    trained with `observation_filter: mean_std` expects normalised
-    observations: its statistics are returned by `load_connector_state`.
+    `module.forward_inference({"obs": obs_tensor})`; observations are what the
+    policy's env->module connector pipeline makes of the env's (flat float32
+    vectors, `marl.modules.spaces`, normalised with `observation_filter: mean_std`,
+    stacked with `frame_stack`, ...): `load_connectors` gives that pipeline with its state.
     """
     import torch
 
-    from marl.modules import build_module
+    from marl.connectors import build_policy_module
+    from marl.policies import PolicySpec
 
     path = Path(path)
     manifest = read_manifest(path)
@@ -253,11 +254,9 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
             f"checkpoint '{path}' (schema version {manifest.get('migrated_from', manifest['schema_version'])}) does not "
             "record the policies' spaces; load it with Algorithm.from_checkpoint instead"
         )
+    spec = PolicySpec(entry.get("module_class"), {}, space_from_json(entry["observation_space"]), space_from_json(entry["action_space"]))
     try:
-        module = build_module(
-            entry.get("module_class"), space_from_json(entry["observation_space"]), space_from_json(entry["action_space"]),
-            entry.get("model") or {},
-        )
+        module = build_policy_module(_saved_config(path, manifest), policy_id, spec)
     except ValueError as err:
         raise CheckpointError(f"checkpoint '{path}', policy '{policy_id}': {err}") from None
     state = load_policy_weights(path, manifest, policy_id)
@@ -269,20 +268,55 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
     return module
 
 
-def load_connector_state(path: str | os.PathLike, policy_id: str = "default_policy") -> dict | None:
-    """The observation-filter statistics ({count, mean, m2}) of a policy, or None if it had no filter."""
-    from marl.algorithms.state_files import read_tree
+def _saved_config(path: Path, manifest: dict):
+    """The run's config as the manifest records it (what the policies' modules and connectors were built from)."""
+    from marl.algorithms.scenario import config_from_dict
+    from marl.algorithms.sections import ConfigError
+
+    try:
+        return config_from_dict(dict(manifest["config"]), where=f"checkpoint '{path}'")
+    except ConfigError as err:
+        raise CheckpointError(str(err)) from None
+
+
+def load_connectors(path: str | os.PathLike, policy_id: str = "default_policy", num_envs: int = 1, num_agents: int = 1):
+    """A policy's connector pipelines (`PolicyConnectors`) as the run used them, with the learner's central
+    statistics (mean/std filter) loaded: `to_module(raw_obs, ctx)` gives what `load_module`'s module reads."""
+    from marl.connectors import PolicyConnectors
+    from marl.policies import PolicySpec
 
     path = Path(path)
     manifest = read_manifest(path)
+    entry = manifest["policies"].get(policy_id)
+    if entry is None or "observation_space" not in entry:
+        raise CheckpointError(f"checkpoint '{path}' has no policy '{policy_id}' with recorded spaces; it has {sorted(manifest['policies'])}")
+    spec = PolicySpec(entry.get("module_class"), {}, space_from_json(entry["observation_space"]), space_from_json(entry["action_space"]))
+    connectors = PolicyConnectors(_saved_config(path, manifest), policy_id, spec, num_envs, num_agents)
+    connectors.set_central(_central_state(path, manifest).get(policy_id) or {})
+    return connectors
+
+
+def _central_state(path: Path, manifest: dict) -> dict:
+    from marl.algorithms.state_files import read_tree
+
     if "v1" in manifest:
-        state = manifest["v1"]["connectors"].get(policy_id)
-        return None if state is None else {k: (float(v) if k == "count" else np.asarray(v)) for k, v in state.items()}
+        return {pid: {"mean_std": {k: (float(v) if k == "count" else np.asarray(v)) for k, v in s.items()}}
+                for pid, s in manifest["v1"]["connectors"].items()}
     try:
         learner = read_tree(path / "learner", "state")
     except StateFileError as err:
         raise CheckpointError(f"checkpoint '{path}': {err}") from None
-    return learner["weights"]["connectors"].get(policy_id)
+    return learner["weights"]["connectors"]
+
+
+def load_connector_state(path: str | os.PathLike, policy_id: str = "default_policy") -> dict | None:
+    """The observation-filter statistics ({count, mean, m2}) of a policy, or None if it had no filter
+    (every connector's state: `load_connectors`)."""
+    path = Path(path)
+    central = _central_state(path, read_manifest(path)).get(policy_id) or {}
+    if "count" in central:  # written before connector pipelines: the filter's statistics alone
+        return central
+    return central.get("mean_std")
 
 
 def write_manifest(directory: Path, manifest: dict) -> None:

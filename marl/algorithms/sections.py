@@ -98,6 +98,30 @@ class EvaluationSection:
 
 
 @dataclass
+class ConnectorsSection:
+    env_to_module: list = doc(
+        "pieces run on each policy's observations every env step, after flattening (and env_runners.observation_filter), "
+        "in order: [{name: frame_stack, k: 4}, {name: prev_action_reward}]; built-in: mean_std, frame_stack, "
+        "prev_action_reward; or an import path 'pkg.mod:Class' (a marl.connectors.ConnectorPiece)",
+        default_factory=list,
+    )
+    module_to_env: list = doc(
+        "pieces run on each policy's sampled actions before they reach the env (then environment.clip_actions / "
+        "unsquash_actions); built-in: clip_actions, unsquash_actions",
+        default_factory=list,
+    )
+    learner: list = doc(
+        "pieces run on each policy's train batch before the algorithm's own (GAE): [{name: reward_scale, scale: 0.1}]; "
+        "built-in: reward_scale, reward_clip, gae, standardize_advantages",
+        default_factory=list,
+    )
+    policies: dict = doc(
+        "per-policy pipelines {policy_id: {env_to_module: [...], module_to_env: [...], learner: [...]}}: a list given "
+        "here replaces the one above for that policy", default_factory=dict,
+    )
+
+
+@dataclass
 class StopSection:
     episode_return_mean: float | None = doc("stop once the iteration's mean episode return reaches this", None)
     env_steps_total: int | None = doc("stop after this many env steps", None, min=1)

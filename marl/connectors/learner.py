@@ -1,5 +1,9 @@
 """Learner connectors: what turns sampled rows into training targets.
 
+Pieces (see `marl.connectors.piece`): `RewardScale`, `RewardClip` (configured in
+`connectors.learner`, run first), `GAE` and `StandardizeAdvantages` (PPO's own, from its
+`learner_connectors(cfg)`). `LearnerPipeline` runs one policy's pieces on its batch.
+
 Rows of a policy batch are grouped by trajectory piece: each agent's rows of
 one episode are contiguous and ordered by env step, and the last row of every
 piece carries `segment_end`. A piece that ends without termination (episode
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from marl.connectors.piece import ConnectorPiece, LearnerContext
 from marl.data import sample_batch as sb
 
 
@@ -81,3 +86,74 @@ def compute_gae(batch: sb.SampleBatch, gamma: float, lambda_: float) -> sb.Sampl
 
 def standardize(x: np.ndarray, eps: float = 1e-8) -> np.ndarray:
     return ((x - x.mean()) / (x.std() + eps)).astype(np.float32)
+
+
+# -- pieces ------------------------------------------------------------------------------
+class GAE(ConnectorPiece):
+    """`advantages` and `value_targets` by GAE(lambda) (`compute_gae`)."""
+
+    def __init__(self, gamma: float = 0.99, lambda_: float = 0.95):
+        self.gamma, self.lambda_ = gamma, lambda_
+
+    def __call__(self, batch, ctx=None):
+        return compute_gae(batch, self.gamma, self.lambda_)
+
+
+class StandardizeAdvantages(ConnectorPiece):
+    """`advantages` standardised over the policy's train batch."""
+
+    def __call__(self, batch, ctx=None):
+        batch[sb.ADVANTAGES] = standardize(batch[sb.ADVANTAGES])
+        return batch
+
+
+def _number(key: str, value, positive: bool = False) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or (positive and value <= 0):
+        raise ValueError(f"{key} must be a number{' > 0' if positive else ''}, got {value!r}")
+    return float(value)
+
+
+class RewardScale(ConnectorPiece):
+    """rewards * scale, before the algorithm computes its targets (the episode returns reported stay raw)."""
+
+    def __init__(self, scale: float = 1.0):
+        self.scale = _number("scale", scale)
+
+    def __call__(self, batch, ctx=None):
+        batch[sb.REWARDS] = (batch[sb.REWARDS] * np.float32(self.scale)).astype(np.float32)
+        return batch
+
+
+class RewardClip(ConnectorPiece):
+    """rewards clipped to [-limit, limit], before the algorithm computes its targets."""
+
+    def __init__(self, limit: float = 1.0):
+        self.limit = _number("limit", limit, positive=True)
+
+    def __call__(self, batch, ctx=None):
+        batch[sb.REWARDS] = np.clip(batch[sb.REWARDS], -self.limit, self.limit).astype(np.float32)
+        return batch
+
+
+class LearnerPipeline:
+    """One policy's learner pieces: the configured ones, then the algorithm's (plain `batch -> batch`
+    callables are accepted there, as stateless pieces)."""
+
+    def __init__(self, policy_id: str, pieces: dict[str, ConnectorPiece]):
+        self.ctx = LearnerContext(policy_id)
+        self.pieces = dict(pieces)
+
+    def __call__(self, batch, algorithm_pieces=()):
+        for piece in self.pieces.values():
+            batch = piece(batch, self.ctx)
+        for piece in algorithm_pieces:
+            batch = piece(batch, self.ctx) if isinstance(piece, ConnectorPiece) else piece(batch)
+        return batch
+
+    def get_state(self) -> dict:
+        return {key: p.get_state() for key, p in self.pieces.items()}
+
+    def set_state(self, state: dict) -> None:
+        for key, piece_state in state.items():
+            if key in self.pieces:
+                self.pieces[key].set_state(piece_state)

@@ -1,9 +1,16 @@
-"""module -> env: turn a batch of sampled actions into per-agent env actions."""
+"""module -> env: the module's sampled actions of one policy's rows -> per-agent env actions.
+
+Pieces (`ClipActions`, `UnsquashActions`, a user's own) work on the module's action array;
+`ModuleToEnvPipeline` runs them and ends with the conversion to env actions (`ActionAdapter`
+without clipping). The batch keeps the module's own sample, so log-probs stay exact.
+"""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+
+from marl.connectors.piece import ConnectorPiece, RowContext
 
 
 class ActionAdapter:
@@ -41,10 +48,72 @@ class ActionAdapter:
     def _box(self, actions: np.ndarray) -> list:
         a = actions.reshape((len(actions),) + self.shape)
         if self.unsquash:
-            a = self.low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low)
+            a = unsquash(a, self.low, self.high)
         elif self.clip:
             a = np.clip(a, self.low, self.high)
         return list(a.astype(self.space.dtype, copy=False))
 
     def __call__(self, actions: np.ndarray) -> list:
         return self._convert(actions)
+
+
+def unsquash(a: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """[-1, 1] -> [low, high] (values outside [-1, 1] clipped first)."""
+    return low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+
+
+class _BoxBounds(ConnectorPiece):
+    """Base of the Box action pieces: the bounds come from the action space (other spaces pass through)."""
+
+    def __init__(self):
+        self._bounds = None
+
+    def transform_space(self, space, action_space):
+        if isinstance(action_space, gym.spaces.Box):
+            shape = tuple(action_space.shape)
+            self._bounds = (shape, np.broadcast_to(action_space.low, shape).astype(np.float32),
+                            np.broadcast_to(action_space.high, shape).astype(np.float32))
+        return space
+
+
+class ClipActions(_BoxBounds):
+    """Box actions clipped to the action space's bounds (`environment.clip_actions`)."""
+
+    def __call__(self, actions, ctx):
+        if self._bounds is None:
+            return actions
+        shape, low, high = self._bounds
+        return np.clip(actions.reshape((len(actions),) + shape), low, high)
+
+
+class UnsquashActions(_BoxBounds):
+    """The module acts in [-1, 1]; Box actions rescaled to the bounds (`environment.unsquash_actions`)."""
+
+    def __call__(self, actions, ctx):
+        if self._bounds is None:
+            return actions
+        shape, low, high = self._bounds
+        return unsquash(actions.reshape((len(actions),) + shape), low, high)
+
+
+class ModuleToEnvPipeline:
+    def __init__(self, pieces: dict[str, ConnectorPiece], action_space):
+        self.pieces = dict(pieces)
+        for piece in self.pieces.values():
+            piece.transform_space(action_space, action_space)
+        self._steps = list(self.pieces.values())
+        self.to_env = ActionAdapter(action_space, clip_actions=False, unsquash_actions=False)
+        self.shape, self.dtype = self.to_env.shape, self.to_env.dtype  # the module's action layout
+
+    def __call__(self, actions: np.ndarray, ctx: RowContext) -> list:
+        for piece in self._steps:
+            actions = piece(actions, ctx)
+        return self.to_env(actions)
+
+    def get_state(self) -> dict:
+        return {"pieces": {key: p.get_state() for key, p in self.pieces.items()}}
+
+    def set_state(self, state: dict) -> None:
+        for key, piece_state in state.get("pieces", {}).items():
+            if key in self.pieces:
+                self.pieces[key].set_state(piece_state)

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from marl.connectors import MeanStdFilter
+from marl.connectors import LearnerConnectors, build_policy_module
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.learners.adam import make_adam
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
-from marl.modules import MultiRLModule, build_module
+from marl.modules import MultiRLModule
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
@@ -89,9 +89,7 @@ class Learner:
             torch.manual_seed(int(seed) + 1)
         self.rng = np.random.default_rng(None if seed is None else int(seed) + 2)
         self.specs = specs
-        self.module = MultiRLModule(
-            {pid: build_module(config.module_class_for(s), s.observation_space, s.action_space, config.model_for(pid)) for pid, s in specs.items()}
-        )
+        self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in specs.items()})
         self.policies_to_train = config.trained_policy_ids(list(specs))
         self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
         self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
@@ -125,19 +123,14 @@ class Learner:
             if copies:
                 self.targets[pid] = {c.name: _frozen_copy(c.of(module)) for c in copies}
                 self._target_sources[pid] = {c.name: c.of for c in copies}
-        self.filters = (
-            {pid: MeanStdFilter.empty_stats(self.module[pid].obs_dim) for pid in specs}
-            if config.env_runners_cfg.observation_filter == "mean_std"
-            else {}
-        )
+        # Learner connector pipelines, and the central statistics of runner pieces (mean/std filter).
+        self.connectors = LearnerConnectors(config, specs, self.policies_to_train)
         self.version = 1  # runners start at 0: the first sync always sends
 
     # -- updates --------------------------------------------------------------
     def update(self, batch: MultiAgentBatch) -> dict[str, dict[str, float]]:
         """One learner update on a train batch: every trained policy that has rows in it."""
-        for deltas in batch.info.get("connector_deltas", []):
-            for pid, delta in deltas.items():
-                self.filters[pid] = MeanStdFilter.merge(self.filters[pid], delta)
+        self.connectors.merge(batch.info.get("connector_deltas", []))
         results = {}
         for pid in self.policies_to_train:
             policy_batch = batch.policy_batches.get(pid)
@@ -151,8 +144,7 @@ class Learner:
         cfg = self.train_cfgs[pid]
         algo = self.parts[pid]
         batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
-        for connector in algo.learner_connectors(cfg):
-            batch = connector(batch)
+        batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
         tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
         tensors = algo.prepare(module, tensors, cfg)
@@ -238,13 +230,12 @@ class Learner:
         return {
             "version": self.version,
             "modules": self.module.get_state(),
-            "connectors": {pid: {k: (np.array(v) if k != "count" else v) for k, v in s.items()} for pid, s in self.filters.items()},
+            "connectors": self.connectors.get_central(),
         }
 
     def set_weights(self, weights: dict) -> None:
         self.module.set_state(weights["modules"])
-        for pid, state in weights.get("connectors", {}).items():
-            self.filters[pid] = state
+        self.connectors.set_central(weights.get("connectors", {}))
         self.version = weights["version"]
 
     def get_version(self) -> int:
@@ -295,6 +286,7 @@ class Learner:
             "optimizers": self.get_optimizer_state(),
             "targets": self.get_target_state(),
             "sgd_steps": dict(self.sgd_steps),
+            "connectors": self.connectors.get_state(),
             "rng": {
                 "numpy": self.rng.bit_generator.state,
                 "torch": torch.get_rng_state(),
@@ -305,6 +297,7 @@ class Learner:
     def set_state(self, state: dict) -> None:
         self.set_weights(state["weights"])
         self.set_optimizer_state(state["optimizers"])
+        self.connectors.set_state(state.get("connectors", {}))
         targets = state.get("targets")
         if targets:
             self.set_target_state({pid: t for pid, t in targets.items() if pid in self.targets})

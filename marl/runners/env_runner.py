@@ -30,12 +30,12 @@ import os
 import numpy as np
 import torch
 
-from marl.connectors import ActionAdapter, ObservationPreprocessor
+from marl.connectors import PolicyConnectors, build_policy_module
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.envs import EnvChecker, EnvOutputError, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
-from marl.modules import MultiRLModule, build_module
+from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector
 from marl.runners.global_state import GlobalState
@@ -97,25 +97,20 @@ class EnvRunner:
         self.policy_ids = list(self.specs)
         with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
             torch.manual_seed(torch_seed)
-            self.module = MultiRLModule(
-                {pid: build_module(config.module_class_for(s), s.observation_space, s.action_space, config.model_for(pid)) for pid, s in self.specs.items()}
-            )
+            self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in self.specs.items()})
         self.module.eval()
-        normalize = run_cfg.observation_filter == "mean_std"
-        self.preprocessors = {pid: ObservationPreprocessor(s.observation_space, normalize) for pid, s in self.specs.items()}
-        self.action_adapters = {
-            pid: ActionAdapter(s.action_space, env_cfg.clip_actions, env_cfg.unsquash_actions) for pid, s in self.specs.items()
-        }
+        # Each policy's env->module and module->env pipelines (state per env copy and agent).
+        self.connectors = {pid: PolicyConnectors(config, pid, s, self.num_envs, len(self.possible_agents)) for pid, s in self.specs.items()}
         # Centralised critics (MAPPO) read the global state at every step; other algorithms skip it.
         state_spec = config.global_state_spec() if getattr(config, "needs_global_state", False) else None
         self.global_state = GlobalState(env0, state_spec) if state_spec else None
         self.collectors = {}
         for pid, spec in self.specs.items():
-            pre, act = self.preprocessors[pid], self.action_adapters[pid]
-            mask_dim = self.module[pid].action_dim if pre.masked else None
+            conn = self.connectors[pid]
+            mask_dim = self.module[pid].action_dim if conn.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(
-                pre.dim, act.shape, act.dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False),
+                conn.obs_dim, conn.action_shape, conn.action_dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False),
                 state_dim=state_spec["dim"] if state_spec else None,
             )
 
@@ -208,7 +203,9 @@ class EnvRunner:
         if self.global_state is not None:  # one state per env copy, shared by its agents' rows
             states = [self.global_state(self.envs[k], self._obs[k]) for k in range(self.num_envs)]
         for pid, (envs_idx, agents, raw_obs, eps_ids, steps, agent_idx) in groups.items():
-            obs, mask = self.preprocessors[pid](raw_obs, update_filter=collect)
+            conn = self.connectors[pid]
+            rows = conn.rows(envs_idx, agent_idx, eps_ids, lambda e=envs_idx, a=agents: self._agent_returns(e, a), update_stats=collect)
+            obs, mask = conn.to_module(raw_obs, rows)
             module = self.module[pid]
             inputs = {"obs": torch.from_numpy(obs)}
             if mask is not None:
@@ -230,7 +227,7 @@ class EnvRunner:
                 # A random baseline's greedy action is still a draw, from this runner's seeded stream.
                 act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
             act = act_t.numpy()
-            env_actions = self.action_adapters[pid](act)
+            env_actions = conn.to_env(act, rows)
             if collect:
                 with torch.inference_mode():
                     logp = dist.logp(act_t).numpy()
@@ -242,6 +239,10 @@ class EnvRunner:
             for j, (k, agent) in enumerate(zip(envs_idx, agents)):
                 actions[k][agent] = env_actions[j]
         return actions
+
+    def _agent_returns(self, envs_idx: list, agents: list) -> list:
+        """Each row's agent return so far in its episode (read by previous-reward connector inputs)."""
+        return [self._episodes[k].agent_returns.get(a, 0.0) for k, a in zip(envs_idx, agents)]
 
     def _step_envs(self, actions: list[dict], collect: bool) -> int:
         """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
@@ -350,7 +351,7 @@ class EnvRunner:
                 collector.next_is_own(fallback)
             if not rows:
                 continue
-            obs, mask = self.preprocessors[pid](raw_obs, update_filter=False)
+            obs, mask = self.connectors[pid].to_module(raw_obs, self.connectors[pid].peek_rows(collector.cols, rows))
             if collector.next_obs is not None:
                 collector.next_obs[rows] = obs
             if collector.next_action_mask is not None:
@@ -396,7 +397,7 @@ class EnvRunner:
         self._bootstrap(cut)
         self._steps_sampled += env_steps
         batches = {pid: c.build() for pid, c in self.collectors.items() if c.n > 0}
-        deltas = {pid: p.filter.pop_delta() for pid, p in self.preprocessors.items() if p.filter is not None}
+        deltas = {pid: d for pid, d in ((pid, c.pop_deltas()) for pid, c in self.connectors.items()) if d}
         finished, self._finished = self._finished, []
         info = {
             "episodes": finished,
@@ -478,7 +479,7 @@ class EnvRunner:
             "next_episode_id": self._next_episode_id,
             "torch_rng": self.torch_rng.get_state(),
             "envs": envs,
-            "filters": {pid: p.filter.snapshot() for pid, p in self.preprocessors.items() if p.filter is not None},
+            "connectors": {pid: c.get_state() for pid, c in self.connectors.items()},
         }
 
     def set_state(self, state: dict) -> None:
@@ -491,9 +492,9 @@ class EnvRunner:
         self.torch_rng.set_state(state["torch_rng"])
         self._next_episode_id = int(state["next_episode_id"])
         self._steps_sampled = int(state.get("steps_sampled", 0))
-        for pid, snap in state.get("filters", {}).items():
-            if pid in self.preprocessors and self.preprocessors[pid].filter is not None:
-                self.preprocessors[pid].filter.load_snapshot(snap)
+        for pid, connector_state in state.get("connectors", {}).items():
+            if pid in self.connectors:
+                self.connectors[pid].set_state(connector_state)
         self.weights_version = -1
         self._finished = []
         saved = state["envs"][: self.num_envs]
@@ -558,10 +559,8 @@ class EnvRunner:
         version = weights["version"]
         if version != self.weights_version:
             self.module.set_state(weights["modules"])
-            for pid, state in weights.get("connectors", {}).items():
-                filt = self.preprocessors[pid].filter
-                if filt is not None:
-                    filt.set_state(state)
+            for pid, central in weights.get("connectors", {}).items():
+                self.connectors[pid].set_central(central)
             self.weights_version = version
         return self.weights_version
 

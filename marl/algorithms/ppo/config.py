@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss
 from marl.algorithms.sections import doc
-from marl.connectors import compute_gae, standardize
-from marl.data import sample_batch as sb
+from marl.connectors import GAE, StandardizeAdvantages
 
 
 @dataclass
@@ -30,24 +28,15 @@ class PPOTraining:
     model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
 
 
-def _gae(batch, cfg):
-    return compute_gae(batch, cfg.gamma, cfg.gae_lambda)
-
-
-def _standardize(batch):
-    batch[sb.ADVANTAGES] = standardize(batch[sb.ADVANTAGES])
-    return batch
-
-
 class PPOParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
     loss = staticmethod(ppo_loss)
 
     @staticmethod
     def learner_connectors(cfg):
-        connectors = [partial(_gae, cfg=cfg)]
+        connectors = [GAE(cfg.gamma, cfg.gae_lambda)]
         if cfg.standardize_advantages:
-            connectors.append(_standardize)
+            connectors.append(StandardizeAdvantages())
         return connectors
 
 
