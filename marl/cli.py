@@ -3,7 +3,8 @@
     marl train SCENARIO.yaml [key=value ...]        marl train --algo PPO --env CartPole-v1 [key=value ...]
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
     marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
-    marl envs
+    marl envs                                        marl defaults ALGO
+    marl reference [ALGO ...]
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ def _fmt(value, spec=".1f") -> str:
 
 
 def _algorithm_names() -> list[str]:
-    from marl.algorithms.registry import ALGORITHMS
+    from marl.algorithms.registry import discovered
 
-    return sorted(ALGORITHMS)
+    return list(discovered())
 
 
 def _split_positionals(args) -> tuple[str | None, list[str]]:
@@ -172,6 +173,20 @@ def cmd_envs(args) -> int:
     return 0
 
 
+def cmd_defaults(args) -> int:
+    from marl.algorithms.reference import defaults_yaml
+
+    print(defaults_yaml(args.algo), end="")
+    return 0
+
+
+def cmd_reference(args) -> int:
+    from marl.algorithms.reference import scenario_reference
+
+    print(scenario_reference(args.algos or _algorithm_names()), end="")
+    return 0
+
+
 def _add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("scenario", nargs="?", help="scenario YAML file (or use --algo/--env)")
     parser.add_argument(
@@ -249,6 +264,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="import MODULE first (one that calls marl.register_env); repeatable",
     )
     envs.set_defaults(fn=cmd_envs)
+
+    defaults = sub.add_parser(
+        "defaults", help="print an algorithm's defaults as YAML",
+        description="Print every key a scenario of ALGO may set, with its default value, as YAML "
+                    "(a valid scenario file once environment.env is set).",
+    )
+    defaults.add_argument("algo", metavar="ALGO", type=str.upper, choices=_algorithm_names(),
+                          help=f"the algorithm (one of: {', '.join(_algorithm_names())})")
+    defaults.set_defaults(fn=cmd_defaults)
+
+    reference = sub.add_parser(
+        "reference", help="print the scenario reference with algorithms' training keys",
+        description="Print the scenario reference (markdown): every section's keys with type, default, allowed "
+                    "values and meaning, and the training keys of each algorithm named (all without ALGO).",
+    )
+    reference.add_argument("algos", nargs="*", metavar="ALGO", type=str.upper,
+                           help="algorithms whose training table to include (default: every algorithm)")
+    reference.set_defaults(fn=cmd_reference)
     return parser
 
 

@@ -90,11 +90,15 @@ class AlgorithmParts:
 
 
 class AlgorithmConfig:
-    algo_name = "?"
+    algo_name = "?"  # `algo:` in scenarios, upper case; "?": a shared base, not an algorithm (see registry.py)
     training_section_cls: type = object
     default_module_class: type | str | None = None  # None: ActorCriticMLP
     needs_next_obs = False  # runners fill the `next_obs` column (the DQN family's transitions)
     needs_global_state = False  # runners fill the `state` column and pass it to the modules (centralised critics)
+    # How a MIXED run can train a policy with this algorithm from its one synchronous sampler:
+    # "on_policy" from the concatenated fresh samples (the training section has `train_batch_size`),
+    # "replay" from the policy's own replay buffer (the training section has DQN's replay keys), None: it cannot.
+    mixed_family: str | None = None
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()

@@ -1,25 +1,83 @@
-"""Algorithm names (`algo:` in a scenario file) -> config classes."""
+"""Algorithms are found, not listed: a folder is an algorithm when its package exposes one.
+
+    marl/algorithms/a2c/__init__.py:    from marl.algorithms.a2c.config import A2CConfig
+
+Every package under `marl/algorithms/` is imported once, on first use; each
+`AlgorithmConfig` subclass it exposes that is defined inside that folder and
+names itself (`algo_name`, upper case; `"?"` marks a shared base such as
+`MixingConfig`) is one algorithm. Its config class carries everything else: the
+training section (defaults, `marl defaults NAME`; reference, `marl reference
+NAME`), the module, the loss parts, the default workflow, and whether a MIXED run
+can train a policy with it (`mixed_family`). So `algo: NAME`, `marl train --algo
+NAME`, `from marl import NAMEConfig` and MIXED pick up a new folder with no table
+to edit.
+"""
 
 from __future__ import annotations
 
-from marl.algorithms.appo import APPOConfig
-from marl.algorithms.dqn import DQNConfig
-from marl.algorithms.impala import IMPALAConfig
-from marl.algorithms.mappo import MAPPOConfig
-from marl.algorithms.mixed import MixedConfig
-from marl.algorithms.ppo import PPOConfig
-from marl.algorithms.qmix import QMIXConfig
-from marl.algorithms.vdn import VDNConfig
+import functools
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping
 
-ALGORITHMS: dict[str, type] = {"PPO": PPOConfig, "DQN": DQNConfig, "APPO": APPOConfig, "IMPALA": IMPALAConfig}
-ALGORITHMS.update({"VDN": VDNConfig, "QMIX": QMIXConfig})
-ALGORITHMS.update({"MAPPO": MAPPOConfig, "MIXED": MixedConfig})
+ABSTRACT = "?"  # the algo_name of a config class that is a base for others, not an algorithm
+
+
+@functools.cache
+def discovered() -> dict[str, type]:
+    """algo name -> config class of every algorithm folder, sorted by name."""
+    import marl.algorithms as package
+    from marl.algorithms.algorithm_config import AlgorithmConfig
+
+    found: dict[str, type] = {}
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if not info.ispkg:
+            continue
+        folder = importlib.import_module(info.name)
+        for value in vars(folder).values():
+            if not (isinstance(value, type) and issubclass(value, AlgorithmConfig)):
+                continue
+            inside = value.__module__ == info.name or value.__module__.startswith(info.name + ".")
+            if not inside or value.__dict__.get("algo_name", ABSTRACT) == ABSTRACT:
+                continue  # imported from another folder, or a shared base
+            name = value.algo_name
+            if name != name.upper():
+                raise RuntimeError(f"{value.__module__}.{value.__qualname__}.algo_name must be upper case, got '{name}'")
+            if name in found and found[name] is not value:
+                other = found[name]
+                raise RuntimeError(f"two algorithms are named '{name}': {other.__module__}.{other.__qualname__} and {value.__module__}.{value.__qualname__}")
+            found[name] = value
+    return dict(sorted(found.items()))
+
+
+class _Discovered(Mapping):
+    """A read-only view of `discovered()`: algorithms are added by adding a folder, not by editing this."""
+
+    def __getitem__(self, name: str) -> type:
+        return discovered()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(discovered())
+
+    def __len__(self) -> int:
+        return len(discovered())
+
+    def __repr__(self) -> str:
+        return f"ALGORITHMS({sorted(discovered())})"
+
+
+ALGORITHMS: Mapping[str, type] = _Discovered()
 
 
 def config_class(name: str):
-    cls = ALGORITHMS.get(str(name).upper())
+    cls = discovered().get(str(name).upper())
     if cls is None:
         from marl.algorithms.sections import ConfigError
 
-        raise ConfigError(f"unknown algo '{name}'; available: {sorted(ALGORITHMS)}")
+        raise ConfigError(f"unknown algo '{name}'; available: {sorted(discovered())}")
     return cls
+
+
+def config_classes() -> dict[str, type]:
+    """Class name -> config class (`PPOConfig` -> PPOConfig): what `marl` and `marl.algorithms` export."""
+    return {cls.__name__: cls for cls in discovered().values()}

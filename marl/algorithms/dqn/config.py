@@ -53,6 +53,7 @@ class DQNConfig(AlgorithmConfig):
     training_section_cls = DQNTraining
     default_module_class = "marl.modules.q_mlp:QMLP"
     needs_next_obs = True
+    mixed_family = "replay"
 
     def validate(self) -> None:
         super().validate()

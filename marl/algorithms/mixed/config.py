@@ -12,7 +12,10 @@
 
 The top-level sections (environment, env_runners, multi_agent, learners,
 debugging) are shared; `training.algorithms.<policy>` names the policy's
-algorithm and overrides that algorithm's training keys. Each policy gets the
+algorithm and overrides that algorithm's training keys. Any algorithm whose
+config declares a `mixed_family` can train a policy here: "on_policy" ones
+(PPO, MAPPO, ...) learn from the shared concatenated samples, "replay" ones
+(DQN) from their own buffers. Each policy gets the
 module, loss, optimiser, learner connectors, target network and replay buffer
 of its own algorithm; the graph (see `workflow.py`) fans out from one sample
 node to one branch per algorithm family.
@@ -24,16 +27,29 @@ import dataclasses
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
+from marl.algorithms.registry import config_class, discovered
 from marl.algorithms.sections import ConfigError, doc, update_section
 
-ON_POLICY = ("PPO", "MAPPO")  # trained from concatenated fresh samples
-REPLAY = ("DQN",)  # trained from their own replay buffers
+
+FAMILIES = ("on_policy", "replay")  # the branches of the MIXED graph (see workflow.py)
+
+
+def mixable() -> list[str]:
+    """The algorithms a MIXED run can train a policy with: those whose config declares a `mixed_family`."""
+    names = []
+    for name, cls in discovered().items():
+        if cls.mixed_family is not None and cls.mixed_family not in FAMILIES:
+            raise ConfigError(f"{cls.__qualname__}.mixed_family is {cls.mixed_family!r}; allowed: {list(FAMILIES)} or None")
+        if cls.mixed_family is not None:
+            names.append(name)
+    return names
 
 
 @dataclass
 class MixedTraining:
     algorithms: dict = doc(
-        "policy id -> {algo: PPO | MAPPO | DQN, ...that algorithm's training keys}; one entry per declared policy",
+        "policy id -> {algo: NAME, ...that algorithm's training keys}; one entry per declared policy; "
+        "NAME: an algorithm whose config declares a mixed_family (PPO, MAPPO, DQN, ...)",
         default_factory=dict,
     )
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 2000, min=0)
@@ -49,22 +65,20 @@ class MixedConfig(AlgorithmConfig):
         if entry is None:
             raise ConfigError(
                 f"policy '{policy_id}' has no algorithm: add 'training.algorithms.{policy_id}: {{algo: PPO}}' "
-                f"(one of {list(ON_POLICY + REPLAY)})"
+                f"(one of {mixable()})"
             )
         if not isinstance(entry, dict) or "algo" not in entry:
             raise ConfigError(f"'training.algorithms.{policy_id}' must be a mapping with an 'algo' key, got {entry!r}")
         name = str(entry["algo"]).upper()
-        if name not in ON_POLICY + REPLAY:
+        if name not in mixable():
             raise ConfigError(
                 f"'training.algorithms.{policy_id}.algo' is '{entry['algo']}'; a MIXED run can train a policy with "
-                f"{list(ON_POLICY + REPLAY)} (asynchronous algorithms cannot share its synchronous sampler)"
+                f"{mixable()} (the algorithms whose config declares a mixed_family: asynchronous ones cannot share its synchronous sampler)"
             )
         return name
 
     def sub_config(self, policy_id: str) -> AlgorithmConfig:
         """The config of the algorithm that trains `policy_id`: shared sections plus its training overrides."""
-        from marl.algorithms.registry import config_class
-
         name = self.algo_of(policy_id)
         sub = config_class(name)()
         for section in ("environment", "env_runners", "multi_agent", "learners", "debugging", "evaluation", "stop"):
@@ -77,9 +91,9 @@ class MixedConfig(AlgorithmConfig):
         return sub
 
     def _families(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {"on_policy": [], "replay": []}
+        out: dict[str, list[str]] = {family: [] for family in FAMILIES}
         for pid in self.trained_policy_ids(list(self.policy_specs())):
-            out["on_policy" if self.algo_of(pid) in ON_POLICY else "replay"].append(pid)
+            out[config_class(self.algo_of(pid)).mixed_family].append(pid)
         return out
 
     # -- what the runtime asks of a config ---------------------------------------
@@ -92,8 +106,6 @@ class MixedConfig(AlgorithmConfig):
         return any(self._sub_attr("needs_global_state"))
 
     def _sub_attr(self, name: str) -> list:
-        from marl.algorithms.registry import config_class
-
         algorithms = self.training_cfg.algorithms
         return [getattr(config_class(self.algo_of(pid)), name) for pid in algorithms if pid in self.policy_specs()]
 
@@ -118,8 +130,6 @@ class MixedConfig(AlgorithmConfig):
             )
 
     def policy_specs(self):
-        from marl.algorithms.registry import config_class
-
         specs = super().policy_specs()
         # A policy that names no module gets its algorithm's default (QMLP for DQN, ActorCriticMLP for PPO).
         for pid, spec in specs.items():

@@ -43,6 +43,7 @@ class PPOParts(AlgorithmParts):
 class PPOConfig(AlgorithmConfig):
     algo_name = "PPO"
     training_section_cls = PPOTraining
+    mixed_family = "on_policy"
 
     def algorithm_parts(self):
         return PPOParts()
