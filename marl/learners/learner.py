@@ -69,9 +69,11 @@ class Learner:
         self.version = 1  # runners start at 0: the first sync always sends
 
     # -- updates --------------------------------------------------------------
-    def update(self, batch: MultiAgentBatch) -> dict[str, dict[str, float]]:
-        """One learner update on a train batch: every trained policy that has rows in it."""
-        for deltas in batch.info.get("connector_deltas", []):
+    def update(self, batch: MultiAgentBatch, connector_deltas=()) -> dict[str, dict[str, float]]:
+        """One learner update on a train batch: every trained policy that has rows in it.
+
+        `connector_deltas`: the runners' observation-filter deltas of the sample calls the batch came from."""
+        for deltas in connector_deltas:
             for pid, delta in deltas.items():
                 self.filters[pid] = MeanStdFilter.merge(self.filters[pid], delta)
         results = {}
