@@ -24,7 +24,6 @@ flight are not saved) continues correctly but not bit-identically.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
@@ -71,7 +70,7 @@ def workflow_for(config) -> Workflow:
     elif isinstance(wf, dict):
         wf = Workflow.from_dict(wf)
     elif isinstance(wf, Workflow):
-        wf = copy.deepcopy(wf)  # the run's own graph: compiling keeps operator state on its nodes
+        wf = wf.copy()  # the run's own graph: compiling keeps operator state on its nodes
     else:
         raise ConfigError(f"'workflow' must be a Workflow or its YAML form, got {type(wf).__name__}")
     ev = config.evaluation_cfg

@@ -13,6 +13,8 @@ feeds). The YAML form lists nodes with the nodes they come `after`:
 
 from __future__ import annotations
 
+import copy
+
 import networkx as nx
 
 from marl.execution import LocalIterator
@@ -49,6 +51,15 @@ class Workflow:
         for index, upstream in enumerate(_after_list(after)):
             self.graph.add_edge(upstream, name, index=index)
         return self
+
+    def copy(self) -> "Workflow":
+        """A graph of its own, each node with its own operator (a shallow copy: `build` gives each its state)."""
+        out = Workflow(self.name)
+        out.graph = self.graph.copy()
+        for _, data in out.graph.nodes(data=True):
+            if "operator" in data:
+                data["operator"] = copy.copy(data["operator"])
+        return out
 
     def add_input(self, node: str, upstream: str) -> "Workflow":
         """Feeds `upstream` into `node` as its next input (e.g. an `evaluate` node into the report)."""
