@@ -463,3 +463,21 @@ def test_evaluation_is_a_node_of_the_graph_being_run():
         assert algo.context.checkpointables["workflow/evaluate"].get_state() == {"iterations": 2}
     finally:
         algo.stop()
+
+
+def test_learn_results_split_scalar_and_per_row_stats_and_keep_their_source():
+    import numpy as np
+
+    from marl.data import MultiAgentBatch
+    from marl.workflow import LearnResults
+
+    source = SampledBatch(MultiAgentBatch({}, 4), runners=[2, 3], replay_indexes={"p": np.arange(4)})
+    update = {"p": {"loss": 0.5, "num_sgd_steps": 2, "td_error": np.ones(4, np.float32), "kl": np.float32(0.1)}}
+    results = LearnResults.from_update(update, source, policy_lags=[1])
+    assert results.stats == {"p": {"loss": 0.5, "num_sgd_steps": 2, "kl": np.float32(0.1)}}
+    assert list(results.per_row["p"]) == ["td_error"]
+    assert results.runners == [2, 3] and results.policy_lags == [1]
+    copied = results.copy()
+    copied.per_row["p"]["td_error"][:] = 0
+    copied.replay_indexes["p"][:] = 0
+    assert results.per_row["p"]["td_error"].tolist() == [1, 1, 1, 1] and source.replay_indexes["p"].tolist() == [0, 1, 2, 3]
