@@ -158,7 +158,7 @@ def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> tuple[
     group = LearnerGroup(cfg, runner.specs)
     parts, steps = [], 0
     while steps < cfg.training_cfg.train_batch_size:
-        parts.append(runner.sample())
+        parts.append(runner.sample().batch)
         steps += parts[-1].env_steps
     batch = MultiAgentBatch.concat(parts)
     runner.stop()

@@ -124,13 +124,12 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_graph(args) -> int:
-    from marl.workflow import Workflow
+    from marl.algorithms.algorithm import workflow_for
     from marl.workflow.draw import draw_workflow
 
     config, name = _config_from_args(args)
-    wf = config.workflow
-    wf = config.default_workflow() if wf is None else (Workflow.from_dict(wf) if isinstance(wf, dict) else wf)
-    print(wf.validate().describe())
+    wf = workflow_for(config)  # the graph a run of this config runs, its evaluate node included
+    print(wf.describe())
     if not args.no_png:
         png = Path(args.output or f"{name}_workflow.png")
         png.parent.mkdir(parents=True, exist_ok=True)

@@ -11,11 +11,13 @@
 
 `resume_training` continues such a directory from its checkpoint: weights,
 optimiser state, counters and iteration come back through `Algorithm.restore`.
+The run loop owns the stop criteria (`stop_reason`, the config's `stop` section).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Callable
@@ -23,6 +25,20 @@ from typing import Callable
 from marl.algorithms.sections import ConfigError
 from marl.logging.progress import progress_line
 from marl.logging.run_dir import CHECKPOINT_DIR, CONFIG_FILE, RunLogger
+
+
+def stop_reason(stop_cfg, result: dict) -> str | None:
+    """Which criterion of a `stop` section an iteration's result meets, if any (the first, in this order)."""
+    ret = result.get("episode_return_mean", math.nan)
+    if stop_cfg.episode_return_mean is not None and not math.isnan(ret) and ret >= stop_cfg.episode_return_mean:
+        return f"episode_return_mean {ret:.2f} >= {stop_cfg.episode_return_mean}"
+    if stop_cfg.env_steps_total is not None and result["env_steps_total"] >= stop_cfg.env_steps_total:
+        return f"env_steps_total {result['env_steps_total']} >= {stop_cfg.env_steps_total}"
+    if stop_cfg.time_total_s is not None and result["time_total_s"] >= stop_cfg.time_total_s:
+        return f"time_total_s {result['time_total_s']:.1f} >= {stop_cfg.time_total_s}"
+    if stop_cfg.iterations is not None and result["iteration"] >= stop_cfg.iterations:
+        return f"iterations {result['iteration']} >= {stop_cfg.iterations}"
+    return None
 
 
 def config_for_resume(run_dir: str | os.PathLike, overrides: list[str] | None = None):
@@ -77,7 +93,7 @@ def train_run(
                 result = algo.train()
                 logger.log(result)
                 say(progress_line(result, stop_cfg))
-                reason = algo.stop_reason(result)
+                reason = stop_reason(stop_cfg, result)
                 if reason is None and ckpt_cfg.checkpoint_frequency and algo.iteration % ckpt_cfg.checkpoint_frequency == 0:
                     algo.save(run_dir / CHECKPOINT_DIR)
         except KeyboardInterrupt:

@@ -149,10 +149,10 @@ def test_sync_weights_scope_source_sends_only_to_the_producer(ray_session):
     try:
         start = list(algo.runners.versions)
         batch = algo.runners.call_all("sample")[1]  # produced by runner 2
-        stats = algo.learners.update(batch)
+        stats = algo.learners.update(batch.batch, batch.connector_deltas)
         metrics = SharedMetrics()
         ctx = ExecutionContext(algo.config, algo.runners, algo.learners, metrics)
-        items = LocalIterator(lambda: iter([LearnResults(stats, batch.info)]), metrics)
+        items = LocalIterator(lambda: iter([LearnResults.from_update(stats, batch)]), metrics)
         next(SyncWeights(scope="source").build(ctx, [items]))
         assert algo.runners.versions[0] == start[0]
         assert algo.runners.versions[1] == algo.learners.version > start[1]

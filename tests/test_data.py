@@ -193,17 +193,20 @@ def test_multi_agent_batch_concat_single_policy_stays_multi_agent():
 
 
 def test_multi_agent_batch_concat_policies_and_info():
-    b1 = MultiAgentBatch({"p": _batch(2)}, env_steps=1, info={"weights_version": [3], "delta": ["d1"]})
-    b2 = MultiAgentBatch({"q": _batch(3), "p": _batch(1, 7)}, env_steps=2, info={"weights_version": [4]})
-    out = MultiAgentBatch.concat([b1, b2])
+    from marl.workflow import SampledBatch
+
+    b1 = SampledBatch(MultiAgentBatch({"p": _batch(2)}, env_steps=1), weights_versions=[3], connector_deltas=["d1"])
+    b2 = SampledBatch(MultiAgentBatch({"q": _batch(3), "p": _batch(1, 7)}, env_steps=2), weights_versions=[4])
+    record = SampledBatch.concat([b1, b2])
+    out = record.batch
     assert list(out.policy_batches) == ["p", "q"]
     np.testing.assert_array_equal(out["p"]["a"], [0, 1, 7])
     assert len(out["q"]) == 3
     assert out.env_steps == 3
     assert out.agent_steps() == 6
-    assert out.info == {"weights_version": [3, 4], "delta": ["d1"]}
-    # the inputs' info lists are not extended in place
-    assert b1.info["weights_version"] == [3]
+    assert (record.weights_versions, record.connector_deltas) == ([3, 4], ["d1"])
+    # the inputs' metadata lists are not extended in place
+    assert b1.weights_versions == [3]
 
 
 def test_multi_agent_batch_summary_and_size():

@@ -47,7 +47,7 @@ def test_episodes_unit_runs_exactly_the_first_episodes_started():
     algo = cartpole().env_runners(num_envs_per_env_runner=8).build()
     try:
         out = algo.evaluate(3)
-        runner = algo._evaluator.group.local
+        runner = algo.evaluation.built.group.local
         first_ids = sorted(e.id for e in runner._episodes)
     finally:
         algo.stop()
@@ -77,7 +77,7 @@ def test_evaluation_config_overrides_the_env_config():
     algo = config.build()
     try:
         r = algo.train()
-        assert algo._evaluator.group.local.num_envs == 1
+        assert algo.evaluation.built.group.local.num_envs == 1
     finally:
         algo.stop()
     assert r["episode_len_mean"] == 25 and r["evaluation/episode_len_mean"] == 7
@@ -109,7 +109,7 @@ def test_remote_evaluation_runners_in_parallel_with_training(ray_session):
     algo = config.build()
     try:
         results = [algo.train() for _ in range(2)]
-        assert len(algo._evaluator.group.remote) == 2 and len(algo.runners.remote) == 0
+        assert len(algo.evaluation.built.group.remote) == 2 and len(algo.runners.remote) == 0
     finally:
         algo.stop()
     for previous, r in zip([None] + results, results):
@@ -169,7 +169,7 @@ def test_dqn_evaluates_greedily_on_its_own_runner():
     algo = config.build()
     try:
         r = algo.train()
-        runner = algo._evaluator.group.local
+        runner = algo.evaluation.built.group.local
         module = runner.module["default_policy"]
     finally:
         algo.stop()
@@ -190,7 +190,7 @@ def test_sampled_evaluation_explores_where_training_is_on_its_schedule():
     algo = config.build()
     try:
         algo.evaluate(num_episodes=1, explore=True)
-        module = algo._evaluator.group.local.module["default_policy"]
+        module = algo.evaluation.built.group.local.module["default_policy"]
         assert module.epsilon == 1.0  # nothing sampled yet: the schedule's start
         while algo.train()["env_steps_total"] < 100:
             pass

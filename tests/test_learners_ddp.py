@@ -51,7 +51,7 @@ def test_two_learners_stay_identical_and_match_one_learner(ray_session):
     config = cartpole(2)
     runner = EnvRunner(config, 0)
     specs = runner.specs
-    batches = [runner.sample() for _ in range(3)]
+    batches = [runner.sample().batch for _ in range(3)]
     runner.stop()
 
     single = LearnerGroup(cartpole(0), specs)
@@ -105,7 +105,7 @@ def dqn_batches(config, count: int):
     runner = EnvRunner(config, 0)
     buffer = ReplayBuffer(10_000, seed=0)
     for _ in range(3):
-        for pid, batch in runner.sample().policy_batches.items():
+        for pid, batch in runner.sample().batch.policy_batches.items():
             buffer.add(nstep_transitions(batch, 3, 0.99, keep=(sb.AGENT_INDEX,)))
     specs = runner.specs
     runner.stop()

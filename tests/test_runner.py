@@ -34,7 +34,7 @@ def test_each_policy_batch_holds_exactly_its_agents_steps():
     assert {agents[i] for i in np.unique(pred[sb.AGENT_INDEX])} == {"adversary_0", "adversary_1", "adversary_2"}
     assert {agents[i] for i in np.unique(prey[sb.AGENT_INDEX])} == {"agent_0"}
     assert pred[sb.OBS].shape == (480, 16) and prey[sb.OBS].shape == (160, 14)
-    assert batch.agent_steps() == 640
+    assert batch.batch.agent_steps() == 640
     # every (env copy, agent, step) appears once: the rows are the agent steps, no more, no less
     keys = set(zip(pred[sb.EPS_ID], pred[sb.AGENT_INDEX], pred[sb.T]))
     assert len(keys) == len(pred)
@@ -62,7 +62,7 @@ def test_one_forward_pass_per_policy_per_step():
 def test_episode_metrics_and_binding():
     runner = EnvRunner(tag_config(rollout_fragment_length=60), 0)
     batch = runner.sample()
-    episodes = batch.info["episodes"]
+    episodes = batch.episodes
     assert len(episodes) == 4 * 2  # 60 steps per env: two 25-step episodes finished in each of 4 envs
     for ep in episodes:
         assert ep["length"] == 25
@@ -74,7 +74,7 @@ def test_episode_metrics_and_binding():
 def test_rewards_in_rows_sum_to_episode_returns():
     runner = EnvRunner(tag_config(rollout_fragment_length=50), 0)
     batch = runner.sample()  # exactly two full episodes per env
-    finished = {e["episode_id"]: e for e in batch.info["episodes"]}
+    finished = {e["episode_id"]: e for e in batch.episodes}
     for pid in ("predator", "prey"):
         b = batch[pid]
         for eps in np.unique(b[sb.EPS_ID]):
@@ -119,7 +119,7 @@ def test_turn_based_env_with_action_masks():
     masks = b[sb.ACTION_MASK]
     assert masks.shape == (len(b), 7)
     assert np.all(masks[np.arange(len(b)), b[sb.ACTIONS]] == 1.0)  # only legal moves are taken
-    episodes = batch.info["episodes"]
+    episodes = batch.episodes
     assert episodes, "random connect four games finish within 64 moves"
     for ep in episodes:
         assert sorted(ep["agent_returns"].values()) in ([-1.0, 1.0], [0.0, 0.0])
@@ -146,7 +146,7 @@ def test_weights_are_versioned_and_skipped_when_unchanged():
     out_a = a.module["predator"].forward_inference({"obs": torch.from_numpy(obs)})["action_dist_inputs"]
     out_b = b.module["predator"].forward_inference({"obs": torch.from_numpy(obs)})["action_dist_inputs"]
     assert torch.equal(out_a, out_b)
-    assert b.sample().info["weights_version"] == [7]
+    assert b.sample().weights_versions == [7]
 
 
 def test_seeded_runners_are_reproducible():

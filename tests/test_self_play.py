@@ -26,7 +26,7 @@ def test_complete_episodes_keep_the_losers_last_reward():
         rows = batch["default_policy"]
         assert batch.env_steps >= 15
         assert not rows[sb.TRUNCATEDS].any()  # nothing cut: every piece ends in the game's end
-        episodes = batch.info["episodes"]
+        episodes = batch.episodes
         assert len(episodes) >= 3 and len(np.unique(rows[sb.EPS_ID])) == len(episodes)
         # every reward of every finished game is on some row: a +1 and a -1 per decided game
         decided = sum(1 for e in episodes if any(r != 0 for r in e["agent_returns"].values()))
@@ -42,7 +42,7 @@ def test_truncated_fragments_lose_rewards_that_arrive_after_the_cut():
     lost = 0
     for _ in range(40):
         batch = runner.sample()
-        decided = sum(1 for e in batch.info["episodes"] if any(r != 0 for r in e["agent_returns"].values()))
+        decided = sum(1 for e in batch.episodes if any(r != 0 for r in e["agent_returns"].values()))
         lost += decided - (batch["default_policy"][sb.REWARDS] == -1).sum()
     runner.stop()
     assert lost > 0

@@ -267,3 +267,217 @@ def test_replay_ops_reject_bad_parameters():
         Replay(batch_size=0)
     with pytest.raises(ValueError, match="tau"):
         UpdateTarget(tau=0)
+
+
+# -- the operator contract: records, fan-out copies, SKIP, state, evaluation node ---------------------------------
+from marl.workflow import SKIP, Operator, SampledBatch  # noqa: E402
+from marl.workflow.records import BATCH, RESULTS  # noqa: E402
+
+
+class _Poison(Operator):
+    """batch -> batch: overwrites every reward in place (what a careless user transform does)."""
+
+    op_name, consumes, produces = "poison", (BATCH,), BATCH
+
+    def build(self, ctx, inputs):
+        def poison(record):
+            for policy_batch in record.batch.policy_batches.values():
+                policy_batch["rewards"][:] = -12345.0
+            return record
+
+        return inputs[0].for_each(poison)
+
+
+class _Watch(Operator):
+    """batch -> batch: remembers the smallest reward it saw."""
+
+    op_name, consumes, produces = "watch", (BATCH,), BATCH
+    seen: list = []
+
+    def build(self, ctx, inputs):
+        def watch(record):
+            _Watch.seen.append(min(float(b["rewards"].min()) for b in record.batch.policy_batches.values()))
+            return record
+
+        return inputs[0].for_each(watch)
+
+
+@pytest.mark.parametrize("poison_first", [True, False])
+def test_a_fan_out_branch_mutating_its_batch_does_not_affect_its_sibling(poison_first):
+    from marl.workflow import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
+
+    _Watch.seen = []
+    wf = Workflow("fan_out").add("sample", Sample()).add("concat", ConcatBatches(min_env_steps=128), after="sample")
+    branches = [("poison", _Poison()), ("watch", _Watch())]
+    for name, op in branches if poison_first else branches[::-1]:  # which branch gets the original, which the copy
+        wf.add(name, op, after="concat").add(f"learn_{name}", Learn(), after=name)
+    order = ["learn_poison", "learn_watch"] if poison_first else ["learn_watch", "learn_poison"]
+    wf.add("join", Concurrently(emit=[0, 1]), after=order).add("sync", SyncWeights(), after="join")
+    wf.add("report", Report(), after="sync")
+    algo = small_cartpole().with_workflow(wf).build()
+    try:
+        for _ in range(4):  # the join emits one branch's results per iteration, in turn
+            algo.train()
+    finally:
+        algo.stop()
+    assert len(_Watch.seen) == 2 and min(_Watch.seen) == 1.0  # CartPole's rewards, never the sibling's -12345
+
+
+def test_duplicate_gives_each_extra_branch_its_own_copy_when_the_item_arrives():
+    import numpy as np
+
+    metrics = SharedMetrics()
+    source = LocalIterator(lambda: iter([np.zeros(3), np.zeros(3)]), metrics)
+    a, b, c = source.duplicate(3, lambda x: x.copy())
+    first = next(a)
+    first[:] = 7  # branch a mutates before b and c pull the same item
+    assert next(b).tolist() == [0, 0, 0] and next(c).tolist() == [0, 0, 0]
+    assert next(b) is not next(c)
+
+
+class _Passthrough(Operator):
+    op_name, consumes, produces = "passthrough", (RESULTS,), RESULTS
+
+    def build(self, ctx, inputs):
+        return inputs[0]
+
+
+def test_an_operator_fed_by_a_node_that_may_skip_must_handle_skip():
+    from marl.workflow import Concurrently, Learn, Replay, Report, Sample, StoreToReplay
+
+    wf = (
+        Workflow("skips")
+        .add("sample", Sample())
+        .add("store", StoreToReplay(), after="sample")
+        .add("replay", Replay(batch_size=8))
+        .add("learn", Learn(), after="replay")
+        .add("mine", _Passthrough(), after="learn")
+        .add("join", Concurrently(weights=[1, 1]), after=["store", "mine"])
+        .add("report", Report(), after="join")
+    )
+    with pytest.raises(WorkflowError, match=r"'learn' -> 'mine' may carry SKIP.*'mine' \(op passthrough\) does not declare handles_skip"):
+        wf.validate()
+
+
+def test_emitted_items_are_checked_against_the_edge_kind_and_may_skip():
+    from marl.workflow import ConcatBatches, Learn, Report, Sample
+
+    class Liar(Operator):
+        op_name, consumes, produces = "liar", (BATCH,), BATCH
+
+        def __init__(self, item=None):
+            self.item = item
+
+        def build(self, ctx, inputs):
+            return inputs[0].for_each(lambda record: self.item)
+
+    for item, message in [(SKIP, r"'liar' \(op liar\) emitted SKIP.*may_skip"),
+                          ({"rows": 1}, r"'liar' \(op liar\) emitted a dict; edges of kind 'batch' carry SampledBatch")]:
+        wf = (
+            Workflow("liar").add("sample", Sample()).add("concat", ConcatBatches(min_env_steps=64), after="sample")
+            .add("liar", Liar(item), after="concat").add("learn", Learn(), after="liar").add("report", Report(), after="learn")
+        )
+        algo = small_cartpole().with_workflow(wf).build()
+        try:
+            with pytest.raises(WorkflowError, match=message):
+                algo.train()
+        finally:
+            algo.stop()
+
+
+class _Counter(Operator):
+    """results -> results, counting updates: its state is kept by checkpoints through get_state/set_state."""
+
+    op_name, consumes, produces, handles_skip = "counter", (RESULTS,), RESULTS, True
+
+    def __init__(self):
+        self._count = {"n": 0}
+
+    def get_state(self):
+        return dict(self._count)
+
+    def set_state(self, state):
+        self._count.update(state)
+
+    def build(self, ctx, inputs):
+        count = self._count = {"n": 0}
+
+        def tick(results):
+            count["n"] += 1
+            return results
+
+        return inputs[0].for_each(tick)
+
+
+def test_operator_state_goes_through_the_protocol_into_checkpoints(tmp_path):
+    from marl.workflow import ConcatBatches, Learn, Report, Sample
+
+    def workflow():
+        return (
+            Workflow("counted").add("sample", Sample()).add("concat", ConcatBatches(min_env_steps=64), after="sample")
+            .add("learn", Learn(), after="concat").add("count", _Counter(), after="learn").add("report", Report(), after="count")
+        )
+
+    algo = small_cartpole().with_workflow(workflow()).build()
+    try:
+        for _ in range(3):
+            algo.train()
+        assert algo.context.checkpointables["workflow/count"].get_state() == {"n": 3}
+        algo.save(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    again = small_cartpole().with_workflow(workflow()).build()
+    try:
+        again.restore(tmp_path / "ckpt")
+        again.train()
+        assert again.context.checkpointables["workflow/count"].get_state() == {"n": 4}
+    finally:
+        again.stop()
+
+
+def test_the_built_in_operator_table_is_explicit_and_users_register_their_own():
+    from marl.workflow import BUILTIN_OPERATORS, OPERATORS, register_operator
+
+    assert {"sample", "concat", "learn", "sync_weights", "concurrently", "report", "store_to_replay", "replay",
+            "update_priorities", "update_target", "snapshot_opponents", "evaluate"} == set(BUILTIN_OPERATORS)
+    register_operator(_Counter)
+    assert OPERATORS["counter"] is _Counter and "counter" not in BUILTIN_OPERATORS
+    with pytest.raises(ValueError, match="'learn' is a built-in operator's"):
+        register_operator(type("MyLearn", (Operator,), {"op_name": "learn"}))
+
+
+def test_evaluation_is_a_node_of_the_graph_being_run():
+    from marl.algorithms.algorithm import workflow_for
+
+    plain = workflow_for(small_cartpole())
+    assert "evaluate" not in plain.graph
+    config = small_cartpole().evaluation(evaluation_interval=2, evaluation_duration=1)
+    wf = workflow_for(config)
+    assert wf.graph.nodes["evaluate"]["params"] == {"interval": 2, "parallel": False}
+    assert wf.graph.edges["evaluate", "report"]["kind"] == "evaluation"
+    assert "evaluate --evaluation--> report" in wf.describe()
+    algo = config.build()
+    try:
+        results = [algo.train() for _ in range(2)]
+        assert "evaluation/episodes" not in results[0] and results[1]["evaluation/episodes"] == 1
+        assert algo.context.checkpointables["workflow/evaluate"].get_state() == {"iterations": 2}
+    finally:
+        algo.stop()
+
+
+def test_learn_results_split_scalar_and_per_row_stats_and_keep_their_source():
+    import numpy as np
+
+    from marl.data import MultiAgentBatch
+    from marl.workflow import LearnResults
+
+    source = SampledBatch(MultiAgentBatch({}, 4), runners=[2, 3], replay_indexes={"p": np.arange(4)})
+    update = {"p": {"loss": 0.5, "num_sgd_steps": 2, "td_error": np.ones(4, np.float32), "kl": np.float32(0.1)}}
+    results = LearnResults.from_update(update, source, policy_lags=[1])
+    assert results.stats == {"p": {"loss": 0.5, "num_sgd_steps": 2, "kl": np.float32(0.1)}}
+    assert list(results.per_row["p"]) == ["td_error"]
+    assert results.runners == [2, 3] and results.policy_lags == [1]
+    copied = results.copy()
+    copied.per_row["p"]["td_error"][:] = 0
+    copied.replay_indexes["p"][:] = 0
+    assert results.per_row["p"]["td_error"].tolist() == [1, 1, 1, 1] and source.replay_indexes["p"].tolist() == [0, 1, 2, 3]

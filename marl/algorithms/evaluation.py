@@ -13,10 +13,15 @@ in between (`evaluation_parallel_to_training`).
 In a self-play run the results also score the trained policy's games
 (`evaluation/self_play/win_rate`, `draw_rate`, `loss_rate`, `games`): against
 the pool, or against `self_play.evaluation_opponent` when one is named.
+
+`Evaluation` is what a run holds: its evaluation runners, built on first use
+(by the graph's `evaluate` node or by `Algorithm.evaluate()`), and the
+runners of any other fixed opponent asked for; their states go into checkpoints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -112,3 +117,48 @@ class Evaluator:
 
     def stop(self) -> None:
         self.group.stop()
+
+
+class Evaluation:
+    """A run's evaluation runners (an `Evaluator`), built on first use, and those of other fixed opponents."""
+
+    def __init__(self, config, policy_ids: list[str]):
+        self.config, self.policy_ids = config, list(policy_ids)
+        self.built: Evaluator | None = None
+        self._saved_states: list[dict] | None = None  # restored before the runners exist: applied when built
+        self._opponents: dict[str, Evaluator] = {}
+
+    def evaluator(self, opponent: str | None = None) -> Evaluator:
+        """The evaluation runners; with `opponent` (self-play runs): runners whose opponent is that fixed policy."""
+        sp = self.config.self_play()
+        if opponent is not None and (sp is None or opponent != sp.evaluation_opponent):
+            if sp is None:
+                raise ValueError(f"evaluate(opponent={opponent!r}) needs a self-play run (multi_agent.self_play)")
+            if opponent not in self._opponents:  # runners of its own, kept for the next call
+                config = self.config.copy()
+                config.multi_agent_cfg.self_play = dataclasses.asdict(sp.with_opponent(opponent))
+                self._opponents[opponent] = Evaluator(config, self.policy_ids)
+            return self._opponents[opponent]
+        if self.built is None:
+            self.built = Evaluator(self.config, self.policy_ids)
+            if self._saved_states:
+                self.built.set_states(self._saved_states)
+                self._saved_states = None
+        return self.built
+
+    def get_states(self) -> list[dict]:
+        """The evaluation runners' states ([] when they were never built)."""
+        return self.built.get_states() if self.built is not None else []
+
+    def set_states(self, states: list[dict]) -> None:
+        if self.built is not None:
+            self.built.set_states(states)
+        else:
+            self._saved_states = states or None
+
+    def stop(self) -> None:
+        if self.built is not None:
+            self.built.stop()
+        for evaluator in self._opponents.values():
+            evaluator.stop()
+        self._opponents.clear()

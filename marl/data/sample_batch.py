@@ -151,14 +151,12 @@ class MultiAgentBatch:
     to ask which of the two shapes it got.
     """
 
-    __slots__ = ("policy_batches", "env_steps", "info")
+    __slots__ = ("policy_batches", "env_steps")
 
-    def __init__(self, policy_batches: dict[str, SampleBatch], env_steps: int, info: dict | None = None):
+    def __init__(self, policy_batches: dict[str, SampleBatch], env_steps: int):
+        # Only rows: where they came from travels beside them, in a workflow record (`marl.workflow.records`).
         self.policy_batches = dict(policy_batches)
         self.env_steps = int(env_steps)
-        # Side information that travels with the data, each value a list with one
-        # entry per sample call it came from (weights versions, connector deltas).
-        self.info = info if info is not None else {}
 
     def agent_steps(self) -> int:
         return sum(len(b) for b in self.policy_batches.values())
@@ -184,12 +182,7 @@ class MultiAgentBatch:
             pid: SampleBatch.concat([b.policy_batches[pid] for b in batches if pid in b.policy_batches])
             for pid in policy_ids
         }
-        # info values are lists (one entry per producing sample call); concat joins them.
-        info: dict[str, list] = {}
-        for b in batches:
-            for key, values in b.info.items():
-                info.setdefault(key, []).extend(values)
-        return MultiAgentBatch(merged, sum(b.env_steps for b in batches), info)
+        return MultiAgentBatch(merged, sum(b.env_steps for b in batches))
 
     def summary(self) -> str:
         parts = [f"MultiAgentBatch(env_steps={self.env_steps}, agent_steps={self.agent_steps()})"]

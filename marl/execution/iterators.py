@@ -53,10 +53,22 @@ class LocalIterator(Generic[T]):
     def take(self, n: int) -> list[T]:
         return list(itertools.islice(self, n))
 
-    def duplicate(self, n: int) -> list["LocalIterator[T]"]:
-        """n iterators over the same items (fan-out); items wait until every branch pulled them."""
-        copies = itertools.tee(self, n)
-        return [LocalIterator(lambda c=c: c, self.metrics, f"{self.name}.copy{i}") for i, c in enumerate(copies)]
+    def duplicate(self, n: int, copy: Callable[[T], T]) -> list["LocalIterator[T]"]:
+        """n iterators over the same items (fan-out); items wait until every branch pulled them.
+
+        Branch 0 gets each item itself, every other branch `copy(item)`, made when the
+        item arrives: no branch sees what another does to its item in place.
+        """
+
+        def with_copies():
+            for item in self:
+                yield (item,) + tuple(copy(item) for _ in range(n - 1))
+
+        tuples = itertools.tee(with_copies(), n)
+        return [
+            LocalIterator(lambda i=i, t=t: (items[i] for items in t), self.metrics, f"{self.name}.copy{i}")
+            for i, t in enumerate(tuples)
+        ]
 
 
 def union(*its: LocalIterator, weights: list[int] | None = None, position: dict | None = None) -> LocalIterator:

@@ -46,8 +46,6 @@ class SharedMetrics:
         self.counters: dict[str, int] = defaultdict(int)
         self.timers: dict[str, TimerStat] = defaultdict(TimerStat)
         self.episodes: list[dict] = []  # finished since the last report
-        self.learner_results: dict = {}  # latest per-policy learner stats
-        self.info: dict = {}
 
     def drain_episodes(self) -> list[dict]:
         episodes, self.episodes = self.episodes, []

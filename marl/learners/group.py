@@ -48,8 +48,9 @@ class LearnerGroup:
             return ray.get([getattr(actor, method).remote(*args) for actor in self.replicas])[0]
         return ray.get(getattr(self.remote, method).remote(*args))
 
-    def update(self, batch):
-        results = self._call("update", batch)
+    def update(self, batch, connector_deltas=()):
+        """One update on `batch` (a MultiAgentBatch) -> {policy: {stat: float | per-row ndarray}}."""
+        results = self._call("update", batch, list(connector_deltas))
         if results:
             self.version += 1
         return results

@@ -128,9 +128,11 @@ class Learner:
         self.version = 1  # runners start at 0: the first sync always sends
 
     # -- updates --------------------------------------------------------------
-    def update(self, batch: MultiAgentBatch) -> dict[str, dict[str, float]]:
-        """One learner update on a train batch: every trained policy that has rows in it."""
-        self.connectors.merge(batch.info.get("connector_deltas", []))
+    def update(self, batch: MultiAgentBatch, connector_deltas=()) -> dict[str, dict[str, float]]:
+        """One learner update on a train batch: every trained policy that has rows in it.
+
+        `connector_deltas`: the runners' connector-statistics deltas of the sample calls the batch came from."""
+        self.connectors.merge(list(connector_deltas))
         results = {}
         for pid in self.policies_to_train:
             policy_batch = batch.policy_batches.get(pid)

@@ -39,6 +39,7 @@ from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector
 from marl.runners.global_state import GlobalState
+from marl.workflow.records import SampledBatch  # what sample() returns: the rows and where they came from
 
 ALL = "__all__"
 log = logging.getLogger(__name__)
@@ -366,12 +367,9 @@ class EnvRunner:
             collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
-    def sample(self, explore: bool = True) -> MultiAgentBatch:
-        """`rollout_fragment_length` lockstep steps of all envs, as one MultiAgentBatch.
-
-        `info` carries the finished episodes' metrics, the weights version the
-        data was produced with, and the observation-filter deltas.
-        """
+    def sample(self, explore: bool = True) -> SampledBatch:
+        """`rollout_fragment_length` lockstep steps of all envs: their rows, plus the finished episodes'
+        metrics, the weights version the data was produced with and the observation-filter deltas."""
         if not self._started:
             self._start()
         # Exploration schedules run on the whole run's env steps; each runner estimates them from its own.
@@ -399,13 +397,10 @@ class EnvRunner:
         batches = {pid: c.build() for pid, c in self.collectors.items() if c.n > 0}
         deltas = {pid: d for pid, d in ((pid, c.pop_deltas()) for pid, c in self.connectors.items()) if d}
         finished, self._finished = self._finished, []
-        info = {
-            "episodes": finished,
-            "weights_version": [self.weights_version],
-            "runner": [self.worker_index],
-            "connector_deltas": [deltas] if deltas else [],
-        }
-        return MultiAgentBatch(batches, env_steps, info)
+        return SampledBatch(
+            MultiAgentBatch(batches, env_steps), episodes=finished, weights_versions=[self.weights_version],
+            runners=[self.worker_index], connector_deltas=[deltas] if deltas else [],
+        )
 
     def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
         """The metrics of `num_episodes` fresh episodes (see `run_evaluation`)."""

@@ -1,26 +1,28 @@
-"""Workflow: operators, the graph, validation, compilation into iterators, YAML form."""
+"""Workflow: operators, the records on their edges, the graph, validation, compilation into iterators, YAML form."""
 
+from marl.workflow.evaluation_ops import Evaluate
 from marl.workflow.graph import Workflow, WorkflowError, make_operator
-from marl.workflow.operators import (
-    OPERATORS,
-    ConcatBatches,
-    Concurrently,
-    ExecutionContext,
-    Learn,
+from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
+from marl.workflow.protocol import ExecutionContext, Operator
+from marl.workflow.records import (
+    SKIP,
+    EvaluationRun,
     LearnResults,
-    Operator,
-    Report,
-    Sample,
-    SyncWeights,
-    register_operator,
+    SampledBatch,
+    Stored,
 )
 from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
 from marl.workflow.self_play_ops import SnapshotOpponents
+from marl.workflow.table import BUILTIN_OPERATORS, OPERATORS, register_operator
 
 __all__ = [
+    "BUILTIN_OPERATORS",
     "OPERATORS",
+    "SKIP",
     "ConcatBatches",
     "Concurrently",
+    "Evaluate",
+    "EvaluationRun",
     "ExecutionContext",
     "Learn",
     "LearnResults",
@@ -28,8 +30,10 @@ __all__ = [
     "Replay",
     "Report",
     "Sample",
+    "SampledBatch",
     "SnapshotOpponents",
     "StoreToReplay",
+    "Stored",
     "SyncWeights",
     "UpdatePriorities",
     "UpdateTarget",

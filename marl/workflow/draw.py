@@ -12,11 +12,12 @@ import textwrap
 
 import networkx as nx
 
-# What each kind of edge item is, for the arrow labels.
+# What each kind of edge item is, for the arrow labels (the record types: marl.workflow.records).
 ITEM_NAMES = {
-    "batch": "batch (MultiAgentBatch)",
-    "results": "results (per-policy learner stats)",
+    "batch": "batch (SampledBatch)",
+    "results": "results (LearnResults)",
     "stored": "stored (transitions per policy)",
+    "evaluation": "evaluation (EvaluationRun)",
 }
 
 _OP_COLOURS = {
@@ -30,6 +31,7 @@ _OP_COLOURS = {
     "update_priorities": "#ffe1c4",
     "update_target": "#f7e0e0",
     "concurrently": "#fff5c2",
+    "evaluate": "#cfe8ff",
 }
 
 

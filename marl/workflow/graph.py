@@ -2,8 +2,9 @@
 
 Node attributes: `op` (the operator's name), `params` (its settings) and
 `operator` (the instance). Edge attributes: `kind` (what flows: batch,
-results, ...) and `index` (which input of the consumer it feeds). The YAML
-form lists nodes with the nodes they come `after`:
+results, ...; the records are in `marl.workflow.records`), `may_skip`
+(whether SKIP can flow on it) and `index` (which input of the consumer it
+feeds). The YAML form lists nodes with the nodes they come `after`:
 
     nodes:
       sample: {op: sample, mode: sync}
@@ -12,10 +13,14 @@ form lists nodes with the nodes they come `after`:
 
 from __future__ import annotations
 
+import copy
+
 import networkx as nx
 
 from marl.execution import LocalIterator
-from marl.workflow.operators import ANY, OPERATORS, ExecutionContext, Operator, operator_param_names
+from marl.workflow.protocol import ExecutionContext, Operator, operator_param_names
+from marl.workflow.records import ANY, RECORD_TYPES, REPORT, SKIP, copy_record
+from marl.workflow.table import OPERATORS
 
 
 class WorkflowError(ValueError):
@@ -46,6 +51,24 @@ class Workflow:
         for index, upstream in enumerate(_after_list(after)):
             self.graph.add_edge(upstream, name, index=index)
         return self
+
+    def copy(self) -> "Workflow":
+        """A graph of its own, each node with its own operator (a shallow copy: `build` gives each its state)."""
+        out = Workflow(self.name)
+        out.graph = self.graph.copy()
+        for _, data in out.graph.nodes(data=True):
+            if "operator" in data:
+                data["operator"] = copy.copy(data["operator"])
+        return out
+
+    def add_input(self, node: str, upstream: str) -> "Workflow":
+        """Feeds `upstream` into `node` as its next input (e.g. an `evaluate` node into the report)."""
+        self.graph.add_edge(upstream, node, index=self.graph.in_degree(node))
+        return self
+
+    def report_node(self) -> str:
+        """The name of the (validated, single) report node."""
+        return next(n for n in self.graph if self.graph.nodes[n].get("op") == "report")
 
     @classmethod
     def from_dict(cls, spec, name: str = "workflow") -> "Workflow":
@@ -92,15 +115,17 @@ class Workflow:
         if cycle:
             path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
             raise WorkflowError(f"the workflow has a cycle: {path}; a workflow must be acyclic")
-        for node in g:
+        for node in nx.topological_sort(g):  # upstream first: an edge's may_skip depends on its producer's inputs
             op: Operator = g.nodes[node]["operator"]
             ins = sorted(g.in_edges(node, data=True), key=lambda e: e[2]["index"])
+            required = len(op.consumes) - op.optional_inputs
             if not op.consumes and ins:
                 raise WorkflowError(f"node '{node}' (op {op.op_name}) is a source and takes no input, but comes after {[u for u, _, _ in ins]}")
             if op.consumes and not ins:
                 raise WorkflowError(f"node '{node}' (op {op.op_name}) needs an input of kind '{op.consumes[0]}': give it 'after'")
-            if not op.variadic and op.consumes and len(ins) != len(op.consumes):
-                raise WorkflowError(f"node '{node}' (op {op.op_name}) takes {len(op.consumes)} input(s), got {len(ins)}")
+            if not op.variadic and op.consumes and not required <= len(ins) <= len(op.consumes):
+                count = len(op.consumes) if not op.optional_inputs else f"{required} to {len(op.consumes)}"
+                raise WorkflowError(f"node '{node}' (op {op.op_name}) takes {count} input(s), got {len(ins)}")
             for i, (upstream, _, data) in enumerate(ins):
                 produced = g.nodes[upstream]["operator"].produces
                 wanted = op.consumes[0] if op.variadic else op.consumes[i]
@@ -110,9 +135,17 @@ class Workflow:
                         f"consumes '{wanted}'"
                     )
                 data["kind"] = produced
+                if data["may_skip"] and not op.handles_skip:
+                    raise WorkflowError(
+                        f"edge '{upstream}' -> '{node}' may carry SKIP (nothing this time, from a node that declares "
+                        f"may_skip), but '{node}' (op {op.op_name}) does not declare handles_skip"
+                    )
             problem = op.check_inputs([g.nodes[u]["operator"].produces for u, _, _ in ins]) if ins else None
             if problem:
                 raise WorkflowError(f"node '{node}' (op {op.op_name}): {problem}")
+            skips = op.may_skip or any(data["may_skip"] for _, _, data in ins)
+            for _, _, data in g.out_edges(node, data=True):
+                data["may_skip"] = skips
         reports = [n for n in g if g.nodes[n]["op"] == "report"]
         if len(reports) != 1:
             raise WorkflowError(f"a workflow needs exactly one 'report' node, found {len(reports)}: {reports}")
@@ -125,22 +158,26 @@ class Workflow:
 
     # -- running --------------------------------------------------------------
     def compile(self, ctx: ExecutionContext) -> LocalIterator:
-        """Builds every operator's iterator in topological order; returns the report node's."""
+        """Builds every operator's iterator in topological order; returns the report node's.
+
+        Each operator's state (`get_state()` not None) goes into `ctx.checkpointables`
+        as `workflow/<node>` (the report's totals as `report`). A node feeding k > 1
+        nodes gives the first its records and each other one its own copy.
+        """
         self.validate()
         g = self.graph
         outputs: dict[str, list[LocalIterator]] = {}
         report = None
         for node in nx.topological_sort(g):
             ups = sorted(g.predecessors(node), key=lambda u: g.edges[u, node]["index"])
-            inputs = [outputs[u].pop() for u in ups]
+            inputs = [outputs[u].pop(0) for u in ups]
             operator = g.nodes[node]["operator"]
-            it = operator.build(ctx, inputs)
+            it = _checked(operator.build(ctx, inputs), node, operator, any(d["may_skip"] for _, _, d in g.out_edges(node, data=True)))
             it.name = node
-            state = getattr(operator, "checkpoint_state", None)  # counters of the build, kept by checkpoints
-            if state is not None:
-                ctx.checkpointables[f"workflow/{node}"] = state
+            if operator.get_state() is not None:
+                ctx.checkpointables["report" if operator.produces == REPORT else f"workflow/{node}"] = operator
             fan_out = g.out_degree(node)
-            outputs[node] = it.duplicate(fan_out) if fan_out > 1 else [it]
+            outputs[node] = it.duplicate(fan_out, copy_record) if fan_out > 1 else [it]
             if g.nodes[node]["op"] == "report":
                 report = it
         return report
@@ -154,8 +191,27 @@ class Workflow:
             params = ", ".join(f"{k}={v}" for k, v in g.nodes[node].get("params", {}).items())
             lines.append(f"  {node}: {g.nodes[node].get('op')}({params})")
         for u, v, data in g.edges(data=True):
-            lines.append(f"  {u} --{data.get('kind', '?')}--> {v}")
+            lines.append(f"  {u} --{data.get('kind', '?')}--> {v}" + ("  (may skip)" if data.get("may_skip") else ""))
         return "\n".join(lines)
+
+
+def _checked(it: LocalIterator, node: str, operator: Operator, may_skip: bool) -> LocalIterator:
+    """The node's iterator, checking each item against the node's kind (its record type, SKIP only if declared)."""
+    record_type = RECORD_TYPES.get(operator.produces)
+
+    def gen():
+        for item in it:
+            if item is SKIP:
+                if not may_skip:
+                    raise WorkflowError(f"node '{node}' (op {operator.op_name}) emitted SKIP, but neither it nor its inputs declare may_skip")
+            elif record_type is not None and not isinstance(item, record_type):
+                raise WorkflowError(
+                    f"node '{node}' (op {operator.op_name}) emitted a {type(item).__name__}; edges of kind "
+                    f"'{operator.produces}' carry {record_type.__name__} records (marl.workflow.records)"
+                )
+            yield item
+
+    return LocalIterator(gen, it.metrics, node)
 
 
 def make_operator(node: str, op_name, params: dict) -> Operator:

@@ -1,122 +1,31 @@
-"""The operators a workflow graph is made of.
+"""The built-in operators of synchronous and asynchronous on-policy graphs: sample, concat, learn,
+sync_weights, concurrently, report (the contract they follow: `marl.workflow.protocol`).
 
-Each operator declares the kind of item it consumes (`consumes`, one kind per
-input; empty for a source) and the kind it produces (`produces`). Operators
-are generic: they know runner groups, learner groups and metrics, never a
-particular algorithm. `build` turns the operator into a lazy iterator given
-its inputs' iterators.
+Operators are generic: they know runner groups, learner groups and metrics,
+never a particular algorithm.
 """
 
 from __future__ import annotations
 
-import inspect
 import time
-from dataclasses import dataclass, field
 
-from marl.data import MultiAgentBatch
 from marl.execution import LocalIterator, SharedMetrics, gather_async, gather_sync, union
 from marl.execution import metrics as m
+from marl.workflow.protocol import ExecutionContext, Operator, policy_list
+from marl.workflow.records import ANY, BATCH, EVALUATION, REPORT, RESULTS, SKIP, LearnResults, SampledBatch
 
-BATCH = "batch"
-RESULTS = "results"
-ANY = "any"  # an input that takes every kind (join nodes)
-
-
-class LearnResults(dict):
-    """Per-policy learner stats of one update, plus the `info` of the batch it trained on.
-
-    Downstream nodes read where the data came from: `sync_weights(scope=source)`
-    the runners that produced it, `update_priorities` the replay slots it filled.
-    """
-
-    def __init__(self, stats: dict | None = None, batch_info: dict | None = None):
-        super().__init__(stats or {})
-        self.batch_info = batch_info or {}
+__all__ = ["ConcatBatches", "Concurrently", "ExecutionContext", "Learn", "LearnResults", "Operator", "Report", "Sample",
+           "SyncWeights", "BATCH", "RESULTS", "ANY"]
 
 
-@dataclass
-class ExecutionContext:
-    """What operators act on: the runtime objects of one Algorithm."""
-
-    config: object
-    runners: object  # EnvRunnerGroup
-    learners: object  # LearnerGroup
-    metrics: SharedMetrics
-    replay_buffers: dict = field(default_factory=dict)  # policy id -> ReplayBuffer (off-policy algorithms)
-    # name -> object with get_state()/set_state(state): operator state a checkpoint keeps (report totals,
-    # replay buffers, ...). State trees hold dicts, lists, numbers, strings and arrays (see state_files).
-    checkpointables: dict = field(default_factory=dict)
-
-
-class OperatorState(dict):
-    """Plain counters an operator's iterator keeps between items (e.g. updates seen).
-
-    An operator that has some sets `self.checkpoint_state = OperatorState(...)`
-    in `build`; the workflow registers it with the checkpointables, so a
-    restored run continues the count instead of starting over.
-    """
-
-    def get_state(self) -> dict:
-        return dict(self)
-
-    def set_state(self, state: dict) -> None:
-        self.clear()
-        self.update(state)
-
-
-def operator_param_names(cls) -> list[str]:
-    """The settings an operator takes: its __init__ keyword parameters."""
-    if cls.__init__ is object.__init__:
-        return []
-    return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-
-class Operator:
-    op_name: str = ""
-    consumes: tuple[str, ...] = ()
-    produces: str = ""
-    variadic: bool = False  # accepts any number (>= 1) of inputs of kind consumes[0]
-
-    def params(self) -> dict:
-        return {name: getattr(self, name) for name in operator_param_names(type(self))}
-
-    def check_inputs(self, kinds: list[str]) -> str | None:
-        """A reason the inputs' kinds do not fit beyond `consumes`, or None (validation calls this)."""
-        return None
-
-    def build(self, ctx: ExecutionContext, inputs: list[LocalIterator]) -> LocalIterator:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"{type(self).__name__}({args})"
-
-
-def policy_list(node: str, policies) -> list[str] | None:
-    """The `policies` setting of a per-policy branch's node: null (all) or a non-empty list of policy ids."""
-    if policies is None:
-        return None
-    if isinstance(policies, str):
-        policies = [policies]
-    if not isinstance(policies, (list, tuple)) or not policies:
-        raise ValueError(f"{node}.policies must be a non-empty list of policy ids or null (all), got {policies!r}")
-    return [str(p) for p in policies]
-
-
-def select_policies(batch: MultiAgentBatch, policies: list[str] | None) -> MultiAgentBatch:
-    """The batch restricted to some policies' rows (env steps and info unchanged)."""
-    if policies is None:
-        return batch
-    return MultiAgentBatch({p: b for p, b in batch.policy_batches.items() if p in policies}, batch.env_steps, batch.info)
-
-
-def _record_sample(metrics: SharedMetrics, batch: MultiAgentBatch) -> MultiAgentBatch:
+def _record_sample(metrics: SharedMetrics, record: SampledBatch) -> SampledBatch:
+    batch = record.batch
     metrics.counters[m.ENV_STEPS_SAMPLED] += batch.env_steps
     metrics.counters[m.AGENT_STEPS_SAMPLED] += batch.agent_steps()
     for pid, n in batch.agent_steps_per_policy().items():
         metrics.counters[f"{m.AGENT_STEPS_SAMPLED}/{pid}"] += n
-    metrics.episodes.extend(batch.info.get("episodes", []))
-    return batch
+    metrics.episodes.extend(record.episodes)
+    return record
 
 
 class Sample(Operator):
@@ -145,12 +54,7 @@ class Sample(Operator):
         timer = metrics.timers["sample"]
 
         if self.mode == "sync":
-            source = gather_sync(ctx.runners, metrics)
-
-            def concat_round(batches):
-                return MultiAgentBatch.concat(batches) if len(batches) > 1 else batches[0]
-
-            it = source.for_each(concat_round)
+            it = gather_sync(ctx.runners, metrics).for_each(SampledBatch.concat)
         else:
             learners = ctx.learners
             it = gather_async(
@@ -160,8 +64,8 @@ class Sample(Operator):
         def timed():
             while True:
                 with timer.timing():
-                    batch = next(it)
-                yield _record_sample(metrics, batch)
+                    record = next(it)
+                yield _record_sample(metrics, record)
 
         return LocalIterator(timed, metrics, f"sample({self.mode})")
 
@@ -169,7 +73,7 @@ class Sample(Operator):
 class ConcatBatches(Operator):
     """Accumulates batches until they hold at least `min_env_steps` env steps, then emits one."""
 
-    op_name, consumes, produces = "concat", (BATCH,), BATCH
+    op_name, consumes, produces, handles_skip = "concat", (BATCH,), BATCH, True
 
     def __init__(self, min_env_steps: int):
         if int(min_env_steps) < 1:
@@ -178,15 +82,17 @@ class ConcatBatches(Operator):
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
-        buffer: list[MultiAgentBatch] = []
+        buffer: list[SampledBatch] = []
         count = [0]
 
-        def accumulate(batch):
-            buffer.append(batch)
-            count[0] += batch.env_steps
+        def accumulate(record):
+            if record is SKIP:  # nothing to add; concat emits only full batches
+                return []
+            buffer.append(record)
+            count[0] += record.batch.env_steps
             if count[0] < self.min_env_steps:
                 return []
-            out = MultiAgentBatch.concat(buffer)
+            out = SampledBatch.concat(buffer)
             buffer.clear()
             count[0] = 0
             return [out]
@@ -195,13 +101,13 @@ class ConcatBatches(Operator):
 
 
 class Learn(Operator):
-    """One learner update per batch; emits the per-policy learner results (`LearnResults`).
+    """One learner update per batch; emits the update's `LearnResults` (SKIP when there was nothing to train).
 
     policies: only these policies' rows are trained on (a per-policy branch of a
     MIXED graph); null: every trained policy in the batch.
     """
 
-    op_name, consumes, produces = "learn", (BATCH,), RESULTS
+    op_name, consumes, produces, may_skip, handles_skip = "learn", (BATCH,), RESULTS, True, True
 
     def __init__(self, policies: list | None = None):
         self.policies = policy_list("learn", policies)
@@ -211,21 +117,27 @@ class Learn(Operator):
         metrics = ctx.metrics
         timer = metrics.timers["learn"]
 
-        def learn(batch: MultiAgentBatch) -> LearnResults:
-            batch = select_policies(batch, self.policies)
+        def learn(record):
+            if record is SKIP:
+                return SKIP
+            record = record.select(self.policies)
+            batch = record.batch
+            if not batch.policy_batches:
+                return SKIP
             # Policy lag: learner updates between the weights that produced the data and the ones it trains.
             current = ctx.learners.version
-            metrics.info.setdefault("policy_lag", []).extend(current - v for v in batch.info.get("weights_version", []))
+            lags = [current - v for v in record.weights_versions]
             with timer.timing():
-                results = ctx.learners.update(batch) if batch.policy_batches else {}
-            if results:
-                metrics.counters[m.ENV_STEPS_TRAINED] += batch.env_steps
-                for pid, stats in results.items():
-                    metrics.counters[f"{m.AGENT_STEPS_TRAINED}/{pid}"] += int(stats.get("agent_steps_trained", 0))
-                metrics.counters[m.AGENT_STEPS_TRAINED] += sum(int(s.get("agent_steps_trained", 0)) for s in results.values())
-                metrics.counters[m.LEARNER_UPDATES] += 1
-                metrics.learner_results.update(results)
-            return LearnResults(results, batch.info)
+                update = ctx.learners.update(batch, record.connector_deltas)
+            if not update:
+                return SKIP
+            results = LearnResults.from_update(update, record, lags)
+            metrics.counters[m.ENV_STEPS_TRAINED] += batch.env_steps
+            for pid, stats in results.stats.items():
+                metrics.counters[f"{m.AGENT_STEPS_TRAINED}/{pid}"] += int(stats.get("agent_steps_trained", 0))
+            metrics.counters[m.AGENT_STEPS_TRAINED] += sum(int(s.get("agent_steps_trained", 0)) for s in results.stats.values())
+            metrics.counters[m.LEARNER_UPDATES] += 1
+            return results
 
         return upstream.for_each(learn)
 
@@ -239,7 +151,7 @@ class SyncWeights(Operator):
     every=k: only on every k-th learner update (IMPALA's broadcast interval).
     """
 
-    op_name, consumes, produces = "sync_weights", (RESULTS,), RESULTS
+    op_name, consumes, produces, handles_skip = "sync_weights", (RESULTS,), RESULTS, True
     SCOPES = ("all", "source")
 
     def __init__(self, scope: str = "all", every: int = 1):
@@ -248,22 +160,29 @@ class SyncWeights(Operator):
         if int(every) < 1:
             raise ValueError(f"sync_weights.every must be >= 1, got {every}")
         self.scope, self.every = scope, int(every)
+        self._state = {"updates": 0}
+
+    def get_state(self) -> dict:
+        return dict(self._state)
+
+    def set_state(self, state: dict) -> None:
+        self._state.update(updates=int(state["updates"]))
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
         metrics = ctx.metrics
         timer = metrics.timers["sync_weights"]
-        state = self.checkpoint_state = OperatorState(updates=0)
+        state = self._state = {"updates": 0}
 
         def sync(results):
-            if not results:  # no update happened (e.g. replay not ready yet)
+            if results is SKIP:  # no update happened (e.g. replay not ready yet)
                 return results
             state["updates"] += 1
             if state["updates"] % self.every:
                 return results
             version = ctx.learners.get_version()
             if self.scope == "source":
-                runners = [r - 1 for r in getattr(results, "batch_info", {}).get("runner", []) if r > 0]
+                runners = [r - 1 for r in results.runners if r > 0]
                 if ctx.runners.is_local or runners:
                     with timer.timing():
                         ctx.runners.sync_weights(ctx.learners.get_weights(), indices=None if ctx.runners.is_local else sorted(set(runners)))
@@ -281,18 +200,19 @@ class SyncWeights(Operator):
 
 class Concurrently(Operator):
     """Round-robin over several branches (weights[i] items from branch i in turn); emits what the
-    branches listed in `emit` emit (default: the last branch).
+    branches listed in `emit` emit (default: the last branch), SKIPs included (each is a turn).
 
     This is the join of DQN's two branches: `sample -> store` and
     `replay -> learn -> ...`, with weights set by the training intensity; and of
     a MIXED graph's per-policy branches, with `emit` naming every learning branch.
     """
 
-    op_name, consumes, produces, variadic = "concurrently", (ANY,), RESULTS, True
+    op_name, consumes, produces, variadic, handles_skip = "concurrently", (ANY,), RESULTS, True, True
 
     def __init__(self, weights: list | None = None, emit: list | None = None):
         self.weights = None if weights is None else [int(w) for w in weights]
         self.emit = None if emit is None else [int(i) for i in emit]
+        self._position = {"branch": 0, "taken": 0}
 
     def check_inputs(self, kinds):
         if self.emit is None and kinds and kinds[-1] != RESULTS:
@@ -306,12 +226,18 @@ class Concurrently(Operator):
             return f"weights {self.weights} must give one count per input ({len(kinds)} inputs)"
         return None
 
+    def get_state(self) -> dict:  # where the round-robin is: a restored run continues the round
+        return dict(self._position)
+
+    def set_state(self, state: dict) -> None:
+        self._position.update(branch=int(state["branch"]), taken=int(state["taken"]))
+
     def build(self, ctx, inputs):
         tagged = [it.for_each(lambda x, i=i: (i, x)) for i, it in enumerate(inputs)]
         emitted = {len(inputs) - 1} if self.emit is None else set(self.emit)
-        self.checkpoint_state = OperatorState(branch=0, taken=0)  # where the round-robin is
+        self._position = {"branch": 0, "taken": 0}
         return (
-            union(*tagged, weights=self.weights, position=self.checkpoint_state)
+            union(*tagged, weights=self.weights, position=self._position)
             .filter(lambda item: item[0] in emitted)
             .for_each(lambda item: item[1])
         )
@@ -323,40 +249,42 @@ class Report(Operator):
     min_env_steps: an iteration goes on pulling items until at least this many
     env steps were sampled in it (DQN takes many small items per iteration);
     per-policy learner stats are averaged over the iteration's updates.
+    The optional second input is an `evaluate` node: pulled when the iteration
+    starts (a parallel evaluation starts then), read when its training is done.
     """
 
-    op_name, consumes, produces = "report", (RESULTS,), "report"
+    op_name, consumes, optional_inputs, produces, handles_skip = "report", (RESULTS, EVALUATION), 1, REPORT, True
 
     def __init__(self, min_env_steps: int = 0):
         if int(min_env_steps) < 0:
             raise ValueError(f"report.min_env_steps must be >= 0, got {min_env_steps}")
         self.min_env_steps = int(min_env_steps)
+        self._builder = None
+
+    def get_state(self) -> dict:  # the run's totals (time_total_s, episodes_total, ...): a restored run continues them
+        return self._builder.get_state()
+
+    def set_state(self, state: dict) -> None:
+        self._builder.set_state(state)
 
     def build(self, ctx, inputs):
-        (upstream,) = inputs
-        from marl.workflow.report import ResultBuilder, average_results
+        from marl.workflow.report import ResultBuilder
 
-        builder = ResultBuilder(ctx)
+        upstream, evaluation = inputs[0], (inputs[1] if len(inputs) > 1 else None)
+        builder = self._builder = ResultBuilder(ctx)
         counters = ctx.metrics.counters
 
         def gen():
             while True:
                 started = time.perf_counter()  # iteration time counts from the pull, not between train() calls
+                run = next(evaluation) if evaluation is not None else SKIP
                 first = counters[m.ENV_STEPS_SAMPLED]
                 items = [next(upstream)]
                 while counters[m.ENV_STEPS_SAMPLED] - first < self.min_env_steps:
                     items.append(next(upstream))
-                yield builder.build(average_results(items), started, time.perf_counter())
+                result = builder.build([r for r in items if r is not SKIP], started, time.perf_counter())
+                if run is not SKIP:
+                    result.update(run.results())
+                yield result
 
         return LocalIterator(gen, ctx.metrics, "report")
-
-
-OPERATORS: dict[str, type[Operator]] = {
-    cls.op_name: cls for cls in (Sample, ConcatBatches, Learn, SyncWeights, Concurrently, Report)
-}  # the replay operators register themselves in marl.workflow.replay_ops
-
-
-def register_operator(cls: type[Operator]) -> type[Operator]:
-    """Makes an operator class usable by name in YAML workflows."""
-    OPERATORS[cls.op_name] = cls
-    return cls

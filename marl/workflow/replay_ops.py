@@ -10,12 +10,12 @@ import numpy as np
 
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
+from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.replay import nstep_transitions
 from marl.replay.joint import joint_transitions
-from marl.workflow.operators import BATCH, RESULTS, Operator, OperatorState, policy_list
-
-STORED = "stored"
+from marl.workflow.protocol import Operator, policy_list
+from marl.workflow.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 
 
 class StoreToReplay(Operator):
@@ -27,10 +27,10 @@ class StoreToReplay(Operator):
     policies: only these policies' rows are stored (a per-policy branch);
     null: every policy with a buffer.
 
-    Emits the number of transitions stored per policy.
+    Emits the number of transitions stored per policy (`Stored`).
     """
 
-    op_name, consumes, produces = "store_to_replay", (BATCH,), STORED
+    op_name, consumes, produces, handles_skip = "store_to_replay", (BATCH,), STORED, True
 
     def __init__(self, n_step: int = 1, gamma: float = 0.99, joint: bool = False, policies: list | None = None):
         self.policies = policy_list("store_to_replay", policies)
@@ -55,10 +55,12 @@ class StoreToReplay(Operator):
             raise ValueError("store_to_replay needs replay buffers: this algorithm's config defines none")
         timer = metrics.timers["store"]
 
-        def store(batch: MultiAgentBatch) -> dict[str, int]:
+        def store(record):
+            if record is SKIP:
+                return SKIP
             stored = {}
             with timer.timing():
-                for pid, policy_batch in batch.policy_batches.items():
+                for pid, policy_batch in record.batch.policy_batches.items():
                     buffer = buffers.get(pid)
                     if buffer is None or not len(policy_batch) or (self.policies is not None and pid not in self.policies):
                         continue  # a policy that is not trained keeps no buffer
@@ -66,7 +68,7 @@ class StoreToReplay(Operator):
                     buffer.add(transitions)
                     stored[pid] = len(transitions)
                     metrics.counters[f"{m.REPLAY_ADDED}/{pid}"] += len(transitions)
-            return stored
+            return Stored(stored)
 
         return upstream.for_each(store)
 
@@ -74,12 +76,12 @@ class StoreToReplay(Operator):
 class Replay(Operator):
     """Samples `batch_size` transitions from each policy's buffer once it holds `learning_starts`.
 
-    Until then it emits an empty batch, so the branch keeps its turn in a
-    round-robin join without blocking the sampling branch. policies: only these
-    policies' buffers (a per-policy branch); null: every buffer.
+    Until then it emits SKIP, so the branch keeps its turn in a round-robin join
+    without blocking the sampling branch. policies: only these policies'
+    buffers (a per-policy branch); null: every buffer.
     """
 
-    op_name, consumes, produces = "replay", (), BATCH
+    op_name, consumes, produces, may_skip = "replay", (), BATCH, True
 
     def __init__(self, batch_size: int, learning_starts: int = 1000, policies: list | None = None):
         self.policies = policy_list("replay", policies)
@@ -90,8 +92,6 @@ class Replay(Operator):
         self.batch_size, self.learning_starts = int(batch_size), int(learning_starts)
 
     def build(self, ctx, inputs):
-        from marl.execution import LocalIterator
-
         metrics, buffers = ctx.metrics, ctx.replay_buffers
         if not buffers:
             raise ValueError("replay needs replay buffers: this algorithm's config defines none")
@@ -111,10 +111,10 @@ class Replay(Operator):
                         if len(buffer) >= need:
                             batches[pid], indexes[pid] = buffer.sample(self.batch_size)
                 if not batches:
-                    yield MultiAgentBatch({}, 0, {})
+                    yield SKIP
                     continue
                 # Trained env steps of a replayed batch: its rows per policy (env steps are not recoverable).
-                yield MultiAgentBatch(batches, self.batch_size, {"replay_indexes": indexes})
+                yield SampledBatch(MultiAgentBatch(batches, self.batch_size), replay_indexes=indexes)
 
         return LocalIterator(gen, metrics, "replay")
 
@@ -122,16 +122,18 @@ class Replay(Operator):
 class UpdatePriorities(Operator):
     """Prioritised replay: sets each replayed row's priority from its TD error (a no-op for uniform buffers)."""
 
-    op_name, consumes, produces = "update_priorities", (RESULTS,), RESULTS
+    op_name, consumes, produces, handles_skip = "update_priorities", (RESULTS,), RESULTS, True
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
         buffers = ctx.replay_buffers
 
         def update(results):
-            indexes = getattr(results, "batch_info", {}).get("replay_indexes", {})
-            for pid, stats in results.items():
-                td = stats.get("td_error")
+            if results is SKIP:
+                return SKIP
+            indexes = results.replay_indexes
+            for pid, rows in results.per_row.items():
+                td = rows.get("td_error")
                 if td is not None and pid in indexes:
                     buffers[pid].update_priorities(indexes[pid], np.asarray(td))
             return results
@@ -146,7 +148,7 @@ class UpdateTarget(Operator):
     policies: only these policies' targets (a per-policy branch); null: all.
     """
 
-    op_name, consumes, produces = "update_target", (RESULTS,), RESULTS
+    op_name, consumes, produces, handles_skip = "update_target", (RESULTS,), RESULTS, True
 
     def __init__(self, every_env_steps: int = 500, tau: float = 1.0, policies: list | None = None):
         self.policies = policy_list("update_target", policies)
@@ -155,14 +157,21 @@ class UpdateTarget(Operator):
         if not 0 < float(tau) <= 1:
             raise ValueError(f"update_target.tau must be in (0, 1], got {tau}")
         self.every_env_steps, self.tau = int(every_env_steps), float(tau)
+        self._last = {"env_steps": 0}
+
+    def get_state(self) -> dict:  # env steps at the last target update
+        return dict(self._last)
+
+    def set_state(self, state: dict) -> None:
+        self._last.update(env_steps=int(state["env_steps"]))
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
         counters = ctx.metrics.counters
-        last = self.checkpoint_state = OperatorState(env_steps=0)  # env steps at the last target update
+        last = self._last = {"env_steps": 0}
 
         def update(results):
-            if results and counters[m.ENV_STEPS_SAMPLED] - last["env_steps"] >= self.every_env_steps:
+            if results is not SKIP and counters[m.ENV_STEPS_SAMPLED] - last["env_steps"] >= self.every_env_steps:
                 last["env_steps"] = counters[m.ENV_STEPS_SAMPLED]
                 for pid in ctx.learners.update_target(self.tau, self.policies):
                     counters[f"{m.TARGET_UPDATES}/{pid}"] += 1
@@ -171,8 +180,3 @@ class UpdateTarget(Operator):
 
         return upstream.for_each(update)
 
-
-for _cls in (StoreToReplay, Replay, UpdatePriorities, UpdateTarget):
-    from marl.workflow.operators import register_operator
-
-    register_operator(_cls)

@@ -20,12 +20,12 @@ def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
-def average_results(items: list[dict]) -> dict[str, dict[str, float]]:
-    """Per-policy learner stats averaged over an iteration's updates (scalars only; per-row arrays dropped)."""
+def average_results(items: list) -> dict[str, dict[str, float]]:
+    """Per-policy learner stats averaged over an iteration's updates (`LearnResults.stats`: scalars only)."""
     sums: dict[str, dict[str, float]] = {}
     counts: dict[str, int] = {}
     for results in items:
-        for pid, stats in results.items():
+        for pid, stats in results.stats.items():
             counts[pid] = counts.get(pid, 0) + 1
             acc = sums.setdefault(pid, {})
             for key, value in stats.items():
@@ -48,7 +48,6 @@ class ResultBuilder:
         self.last_env_steps = 0
         self.last_agent_steps = 0
         self.timer_totals: dict[str, float] = {}
-        ctx.checkpointables["report"] = self  # a restored run continues its totals (time_total_s, episodes_total)
 
     def get_state(self) -> dict:
         return {"time_total_s": self.time_total_s, "episodes_total": self.episodes_total,
@@ -60,7 +59,9 @@ class ResultBuilder:
         self.last_env_steps = int(state["last_env_steps"])
         self.last_agent_steps = int(state["last_agent_steps"])
 
-    def build(self, learner_results: dict, started: float, now: float) -> dict:
+    def build(self, items: list, started: float, now: float) -> dict:
+        """The iteration's result from the `LearnResults` it pulled (SKIPs left out) and the shared metrics."""
+        learner_results = average_results(items)
         metrics = self.ctx.metrics
         c = metrics.counters
         iter_time = now - started
@@ -103,8 +104,9 @@ class ResultBuilder:
             previous = self.timer_totals.get(name, 0.0)
             result[f"perf/{name}_time_s"] = timer.total_s - previous
             self.timer_totals[name] = timer.total_s
-        result.update(metrics.info.pop("results", {}))  # what operators add to this iteration's result (self-play)
-        lag = metrics.info.pop("policy_lag", [])
+        for results in items:  # what operators add to the iteration's result (self-play scores): latest wins
+            result.update(results.extra)
+        lag = [v for results in items for v in results.policy_lags]
         if lag:
             result["perf/policy_lag_mean"] = float(np.mean(lag))
             result["perf/policy_lag_max"] = int(max(lag))

@@ -10,16 +10,27 @@ against the pool: `self_play/win_rate`, `draw_rate`, `games` and an Elo-like
 
 from __future__ import annotations
 
-from marl.workflow.operators import RESULTS, Operator, register_operator
+from marl.workflow.protocol import Operator
+from marl.workflow.records import RESULTS, SKIP
 
 
 class SnapshotOpponents(Operator):
-    op_name, consumes, produces = "snapshot_opponents", (RESULTS,), RESULTS
+    op_name, consumes, produces, handles_skip = "snapshot_opponents", (RESULTS,), RESULTS, True
 
     def __init__(self, every: int = 5):
         if int(every) < 1:
             raise ValueError(f"snapshot_opponents.every must be >= 1, got {every}")
         self.every = int(every)
+        self._counts = {"updates": 0, "snapshots": 0}
+        self._elo = None
+
+    def get_state(self) -> dict:  # a restored run goes on with the next slot and its ratings
+        return {"updates": self._counts["updates"], "snapshots": self._counts["snapshots"],
+                "rating": self._elo.rating, "pool": dict(self._elo.pool)}
+
+    def set_state(self, state: dict) -> None:
+        self._counts.update(updates=int(state["updates"]), snapshots=int(state["snapshots"]))
+        self._elo.rating, self._elo.pool = float(state["rating"]), dict(state["pool"])
 
     def build(self, ctx, inputs):
         from marl.policies.self_play import EloTracker
@@ -29,30 +40,29 @@ class SnapshotOpponents(Operator):
         if sp is None:
             raise ValueError("snapshot_opponents needs multi_agent.self_play (the trained policy and its pool) in the config")
         metrics, learners = ctx.metrics, ctx.learners
-        elo = EloTracker(sp)
-        state = {"updates": 0, "snapshots": 0, "seen": set()}
-        self.checkpoint_state = _SelfPlayState(state, elo)  # a restored run goes on with the next slot and its ratings
+        elo = self._elo = EloTracker(sp)
+        state = self._counts = {"updates": 0, "snapshots": 0}
+        scores: dict = {}  # episode id -> score, for this iteration's finished episodes (each scored once)
 
-        def score_new_games() -> None:
+        def iteration_scores() -> dict:
             # metrics.episodes holds this iteration's finished episodes until the report drains them.
-            episodes = list(metrics.episodes)
-            scores = [elo.record(e) for e in episodes if e["episode_id"] not in state["seen"]]
-            state["seen"] = {e["episode_id"] for e in episodes}
-            scores = [s for s in scores if s is not None]
-            out = metrics.info.setdefault("results", {})
-            games = out.get("self_play/games", 0) + len(scores)
-            wins = out.get("self_play/wins", 0) + sum(s == 1.0 for s in scores)
-            draws = out.get("self_play/draws", 0) + sum(s == 0.5 for s in scores)
-            out.update({
+            current = {}
+            for e in metrics.episodes:
+                eid = e["episode_id"]
+                current[eid] = scores[eid] if eid in scores else elo.record(e)
+            scores.clear()
+            scores.update(current)
+            decided = [s for s in current.values() if s is not None]
+            games, wins, draws = len(decided), sum(s == 1.0 for s in decided), sum(s == 0.5 for s in decided)
+            return {
                 "self_play/games": games, "self_play/wins": wins, "self_play/draws": draws,
                 "self_play/win_rate": wins / games if games else float("nan"),
                 "self_play/draw_rate": draws / games if games else float("nan"),
-                "self_play/elo": elo.rating, "self_play/snapshots": state["snapshots"],
-            })
+            }
 
         def snapshot(results):
-            score_new_games()
-            if not results:
+            tally = iteration_scores()
+            if results is SKIP:
                 return results
             state["updates"] += 1
             if state["updates"] % self.every == 0:
@@ -63,25 +73,7 @@ class SnapshotOpponents(Operator):
                 learners.set_weights(weights)
                 elo.snapshot(slot)
                 state["snapshots"] += 1
-                metrics.info["results"]["self_play/snapshots"] = state["snapshots"]
+            results.extra.update(tally, **{"self_play/elo": elo.rating, "self_play/snapshots": state["snapshots"]})
             return results
 
         return upstream.for_each(snapshot)
-
-
-class _SelfPlayState:
-    """What checkpoints keep of the pool upkeep: update and snapshot counts, the Elo ratings."""
-
-    def __init__(self, counts: dict, elo):
-        self.counts, self.elo = counts, elo
-
-    def get_state(self) -> dict:
-        return {"updates": self.counts["updates"], "snapshots": self.counts["snapshots"],
-                "rating": self.elo.rating, "pool": dict(self.elo.pool)}
-
-    def set_state(self, state: dict) -> None:
-        self.counts["updates"], self.counts["snapshots"] = int(state["updates"]), int(state["snapshots"])
-        self.elo.rating, self.elo.pool = float(state["rating"]), dict(state["pool"])
-
-
-register_operator(SnapshotOpponents)
