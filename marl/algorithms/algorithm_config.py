@@ -60,8 +60,9 @@ class AlgorithmConfig:
     algo_name = "?"
     training_section_cls: type = object
     default_module_class: type | str | None = None  # None: ActorCriticMLP
-    needs_next_obs = False  # runners fill the `next_obs` column (the DQN family's transitions)
-    needs_global_state = False  # runners fill the `state` column and pass it to the modules (centralised critics)
+    # The columns runners record beyond obs/actions/rewards/flags (names from `marl.data.sample_batch`,
+    # see `marl.runners.collector.REQUESTABLE`); runners compute nothing else.
+    sample_columns: frozenset[str] = frozenset()
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -248,13 +249,19 @@ class AlgorithmConfig:
         """The module class a policy is built with: its own, else the algorithm's default."""
         return spec.module_class if spec.module_class is not None else self.default_module_class
 
+    def columns_for(self, policy_id: str) -> frozenset[str]:
+        """The sample columns runners record for one policy (the same for every policy, except in a MIXED run)."""
+        return self.sample_columns
+
     def global_state_spec(self) -> dict | None:
-        """{source, dim, num_agents} of the env's global state when the algorithm needs it, else None.
+        """{source, dim, num_agents} of the env's global state when a policy's columns hold it, else None.
 
         Probed once from a fresh env (its `state()`, else the agents' joined
         observations); `Algorithm` asks before it ships the config to runners and learners.
         """
-        if not self.needs_global_state:
+        from marl.data import sample_batch as sb
+
+        if self._global_state_spec is None and not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
             return None
         if self._global_state_spec is None:
             from marl.envs import make_env

@@ -84,7 +84,7 @@ class QMLP(RLModule):
     def forward_exploration(self, batch):
         with torch.inference_mode():
             q = self.q_values(batch["obs"], fast=True)
-            return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon), "vf_preds": q.max(-1).values}
+            return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon)}
 
     def forward_inference(self, batch):
         with torch.inference_mode():

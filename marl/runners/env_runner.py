@@ -37,8 +37,9 @@ from marl.envs import EnvChecker, EnvOutputError, EnvStepError, make_env, regist
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule, build_module
 from marl.policies import MappingError, PolicyMapping, resolve_policies
-from marl.runners.collector import PolicyCollector
-from marl.runners.global_state import GlobalState
+from marl.runners.collector import PolicyCollector, check_columns
+from marl.runners.global_state import GlobalState, probe_global_state
+from marl.runners.module_inputs import AgentStates, ModuleInputs
 
 ALL = "__all__"
 log = logging.getLogger(__name__)
@@ -106,8 +107,17 @@ class EnvRunner:
         self.action_adapters = {
             pid: ActionAdapter(s.action_space, env_cfg.clip_actions, env_cfg.unsquash_actions) for pid, s in self.specs.items()
         }
+        # Only what each policy's algorithm asks for is computed and recorded (DQN: no values, no log-probs).
+        self.columns = {pid: check_columns(config.columns_for(pid), pid) for pid in self.specs}
+        self.module_inputs = {pid: ModuleInputs(self.module[pid], self.preprocessors[pid], pid) for pid in self.specs}
+        # Stateful modules: one state per (env copy, agent); stateless policies have no entry (and no cost).
+        self.agent_states = {
+            pid: AgentStates(mi.initial_state, self.num_envs, pid) for pid, mi in self.module_inputs.items() if mi.stateful
+        }
         # Centralised critics (MAPPO) read the global state at every step; other algorithms skip it.
-        state_spec = config.global_state_spec() if getattr(config, "needs_global_state", False) else None
+        state_spec = None
+        if any(sb.STATE in c for c in self.columns.values()) or any(mi.wants_state for mi in self.module_inputs.values()):
+            state_spec = config.global_state_spec() or probe_global_state(env0)
         self.global_state = GlobalState(env0, state_spec) if state_spec else None
         self.collectors = {}
         for pid, spec in self.specs.items():
@@ -115,8 +125,8 @@ class EnvRunner:
             mask_dim = self.module[pid].action_dim if pre.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(
-                pre.dim, act.shape, act.dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False),
-                state_dim=state_spec["dim"] if state_spec else None,
+                pre.dim, act.shape, act.dtype, mask_dim, capacity, self.columns[pid],
+                state_dim=state_spec["dim"] if state_spec else None, module_state=self.module_inputs[pid].initial_state,
             )
 
         self.weights_version = 0
@@ -168,6 +178,8 @@ class EnvRunner:
         self._episodes[k] = Episode(id=self._next_episode_id, env_index=k)
         self._next_episode_id += 1
         self._pending[k] = {}
+        for states in self.agent_states.values():  # every agent's next step starts its episode
+            states.reset(k)
 
     def _bind(self, episode: Episode, agent: str) -> str:
         pid = self.mapping(agent, episode)
@@ -208,18 +220,13 @@ class EnvRunner:
         if self.global_state is not None:  # one state per env copy, shared by its agents' rows
             states = [self.global_state(self.envs[k], self._obs[k]) for k in range(self.num_envs)]
         for pid, (envs_idx, agents, raw_obs, eps_ids, steps, agent_idx) in groups.items():
-            obs, mask = self.preprocessors[pid](raw_obs, update_filter=collect)
             module = self.module[pid]
-            inputs = {"obs": torch.from_numpy(obs)}
-            if mask is not None:
-                inputs["action_mask"] = torch.from_numpy(mask)
-            if getattr(module, "wants_agent_index", False):  # e.g. agent-id one-hot inputs (VDN/QMIX)
-                inputs["agent_index"] = torch.as_tensor(agent_idx, dtype=torch.int64)
-            state = None
-            if states is not None:
-                state = np.stack([states[k] for k in envs_idx])
-                inputs["state"] = torch.from_numpy(state)
-                inputs["agent_index"] = torch.as_tensor(agent_idx, dtype=torch.int64)
+            global_state = np.stack([states[k] for k in envs_idx]) if states is not None else None
+            agent_states = self.agent_states.get(pid)
+            state_in = episode_start = None
+            if agent_states is not None:
+                state_in, episode_start = agent_states.gather(envs_idx, agents)
+            inputs, obs, mask = self.module_inputs[pid](raw_obs, collect, agent_idx, global_state, state_in, episode_start)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -229,13 +236,15 @@ class EnvRunner:
                 dist = module.action_dist(out["action_dist_inputs"])
                 # A random baseline's greedy action is still a draw, from this runner's seeded stream.
                 act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
+            if agent_states is not None:  # the acting agents' states advance; the others' stay
+                agent_states.scatter(envs_idx, agents, out.get("state_out"))
             act = act_t.numpy()
             env_actions = self.action_adapters[pid](act)
             if collect:
-                with torch.inference_mode():
-                    logp = dist.logp(act_t).numpy()
-                vf = out["vf_preds"].numpy()
-                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, envs_idx, steps, state)
+                row = self.collectors[pid].add_block(
+                    obs, act, mask, eps_ids, agent_idx, envs_idx, steps,
+                    self._requested(pid, out, dist, act_t, global_state, state_in, episode_start),
+                )
                 for k, agent in zip(envs_idx, agents):
                     self._pending[k][agent] = (pid, row)
                     row += 1
@@ -243,9 +252,32 @@ class EnvRunner:
                 actions[k][agent] = env_actions[j]
         return actions
 
+    def _requested(self, pid: str, out: dict, dist, act_t, global_state, state_in, episode_start) -> dict:
+        """The optional columns of one block of rows: only those the policy's algorithm asks for."""
+        columns = self.columns[pid]
+        extra = {}
+        if sb.ACTION_LOGP in columns:
+            with torch.inference_mode():
+                extra[sb.ACTION_LOGP] = dist.logp(act_t).numpy()
+        if sb.VF_PREDS in columns:
+            vf = out.get("vf_preds")
+            if vf is None:
+                raise ValueError(
+                    f"policy '{pid}': its algorithm records value predictions, but module "
+                    f"{type(self.module[pid]).__name__}.forward_exploration returned no 'vf_preds'"
+                )
+            extra[sb.VF_PREDS] = vf.numpy()
+        if sb.STATE in columns:
+            extra[sb.STATE] = global_state
+        if state_in is not None:
+            for name, value in state_in.items():
+                extra[sb.state_in_column(name)] = value
+            extra[sb.EPISODE_START] = episode_start
+        return extra
+
     def _step_envs(self, actions: list[dict], collect: bool) -> int:
         """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
-        truncated_rows: dict[str, tuple[list, list, list]] = {}  # pid -> (rows, final obs, next states) needing V(s')
+        truncated_rows: dict[str, tuple[list, list, list, list]] = {}  # pid -> piece ends (see _bootstrap)
         collectors = self.collectors
         envs, replay, checkers = self.envs, self._replay, self._checkers
         stepped = 0
@@ -296,17 +328,17 @@ class EnvRunner:
                     final_obs = obs.pop(agent, None)
                     if slot is not None and collect:
                         collectors[slot[0]].truncateds[slot[1]] = True
-                        rows = truncated_rows.setdefault(slot[0], ([], [], []))
+                        rows = truncated_rows.setdefault(slot[0], ([], [], [], []))
                         rows[0].append(slot[1])
                         rows[1].append(final_obs)
                         rows[2].append(next_state)
+                        rows[3].append(self._carried_state(slot[0], k, agent))
                 if all_done:
                     # Agents the env ended without a flag: treat as truncated, bootstrap from their own value.
                     for agent, (pid, row) in pending.items():
                         if collect:
                             collectors[pid].truncateds[row] = True
-                            collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
-                            collectors[pid].next_is_own(row)
+                            collectors[pid].end_without_next(row)
                     episode.done = True
                     self._finished.append(episode.metrics())
                     if self._finishing:
@@ -333,36 +365,48 @@ class EnvRunner:
             self._reset_env(k)
         return env_steps
 
-    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list, list]]) -> None:
-        """V(s') for rows whose trajectory piece ends without termination: one pass per policy.
+    def _carried_state(self, pid: str, k: int, agent: str) -> dict | None:
+        """The state agent `agent` of env copy k carries now (None: stateless policy), read before a reset."""
+        states = self.agent_states.get(pid)
+        return None if states is None else states.by_env[k][agent]
 
-        Each entry is (rows, the observation reached, the global state reached); a
-        centralised critic values the global state, any other the observation.
+    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list, list, list]]) -> None:
+        """Closes trajectory pieces that end without termination, as each policy's columns ask:
+        the observation reached (`next_obs`) and V(s') (`bootstrap_value`, one pass per policy).
+
+        Each entry is (rows, the observation reached, the global state reached, the
+        agent's carried module state); a row with no observation reached (not acting
+        then, e.g. turn-based) bootstraps from its own value.
         """
-        for pid, (rows, raw_obs, next_states) in rows_by_policy.items():
-            fallback = [r for r, o in zip(rows, raw_obs) if o is None]
-            next_states = [st for st, o in zip(next_states, raw_obs) if o is not None]
-            rows = [r for r, o in zip(rows, raw_obs) if o is not None]
-            raw_obs = [o for o in raw_obs if o is not None]
+        for pid, (rows, raw_obs, next_states, carried) in rows_by_policy.items():
             collector = self.collectors[pid]
-            if fallback:
-                collector.bootstrap_value[fallback] = collector.vf_preds[fallback]
-                collector.next_is_own(fallback)
-            if not rows:
+            wants_value = collector.bootstrap_value is not None
+            if not wants_value and collector.next_obs is None:
                 continue
-            obs, mask = self.preprocessors[pid](raw_obs, update_filter=False)
+            fallback = [r for r, o in zip(rows, raw_obs) if o is None]
+            if fallback:
+                collector.end_without_next(fallback)
+            reached = [j for j, o in enumerate(raw_obs) if o is not None]
+            if not reached:
+                continue
+            rows = [rows[j] for j in reached]
+            raw_obs = [raw_obs[j] for j in reached]
+            build = self.module_inputs[pid]
+            if not wants_value:  # transitions only (DQN family): the observation, no forward pass
+                obs, mask = build.observe(raw_obs, update_filter=False)
+            else:
+                global_state = np.stack([next_states[j] for j in reached]) if build.wants_state else None
+                state_in = episode_start = None
+                if build.stateful:
+                    state_in = {name: np.stack([carried[j][name] for j in reached]) for name in build.initial_state}
+                    episode_start = np.zeros(len(rows), dtype=np.bool_)
+                agent_idx = collector.cols[sb.AGENT_INDEX][rows]
+                inputs, obs, mask = build(raw_obs, False, agent_idx, global_state, state_in, episode_start)
+                collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
             if collector.next_obs is not None:
                 collector.next_obs[rows] = obs
             if collector.next_action_mask is not None:
                 collector.next_action_mask[rows] = mask
-            inputs = {"obs": torch.from_numpy(obs)}
-            if mask is not None:
-                inputs["action_mask"] = torch.from_numpy(mask)
-            if getattr(self.module[pid], "wants_agent_index", False) or self.global_state is not None:
-                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows].astype(np.int64))
-            if self.global_state is not None:
-                inputs["state"] = torch.from_numpy(np.stack(next_states))
-            collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
     def sample(self, explore: bool = True) -> MultiAgentBatch:
@@ -383,15 +427,16 @@ class EnvRunner:
         if self._complete_episodes:
             env_steps += self._finish_episodes(explore)
         # Cut the fragment: agents still mid-episode bootstrap from the observation they act on next.
-        cut: dict[str, tuple[list, list, list]] = {}
+        cut: dict[str, tuple[list, list, list, list]] = {}
         for k in range(self.num_envs):
             obs = self._obs[k]
             state = self.global_state(self.envs[k], obs) if self.global_state is not None and self._pending[k] else None
             for agent, (pid, row) in self._pending[k].items():
-                rows = cut.setdefault(pid, ([], [], []))
+                rows = cut.setdefault(pid, ([], [], [], []))
                 rows[0].append(row)
                 rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
                 rows[2].append(state)
+                rows[3].append(self._carried_state(pid, k, agent))
             self._pending[k] = {}
         self._bootstrap(cut)
         self._steps_sampled += env_steps
@@ -479,6 +524,8 @@ class EnvRunner:
             "torch_rng": self.torch_rng.get_state(),
             "envs": envs,
             "filters": {pid: p.filter.snapshot() for pid, p in self.preprocessors.items() if p.filter is not None},
+            # Stateful modules: each agent's carried state, so the resumed episodes act as they would have.
+            "module_states": {pid: states.get_state() for pid, states in self.agent_states.items()},
         }
 
     def set_state(self, state: dict) -> None:
@@ -504,6 +551,9 @@ class EnvRunner:
             return
         for k, env_state in enumerate(saved):
             self._replay_episode(k, env_state)
+        for pid, module_states in state.get("module_states", {}).items():
+            if pid in self.agent_states:
+                self.agent_states[pid].set_state(module_states)
         for k in range(len(saved), self.num_envs):
             self._reset_env(k)
         self._started = True
@@ -547,6 +597,8 @@ class EnvRunner:
         self._episode_starts[k] = start
         self._replay[k] = list(actions)
         self._pending[k] = {}
+        for states in self.agent_states.values():  # set_state loads the saved ones next
+            states.reset(k)
         e = env_state["episode"]
         self._episodes[k] = Episode(
             id=int(e["id"]), env_index=k, t=int(e["t"]), policy_of=dict(e["policy_of"]),

@@ -53,6 +53,7 @@ class PPOParts(AlgorithmParts):
 
 class PPOConfig(AlgorithmConfig):
     algo_name = "PPO"
+    sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     training_section_cls = PPOTraining
 
     def algorithm_parts(self):
