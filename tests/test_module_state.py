@@ -36,7 +36,7 @@ class StepCounter(RLModule):
 
     def forward_train(self, batch):
         logits = torch.zeros(batch["obs"].shape[0], self.action_dim)
-        return {"action_dist_inputs": self.apply_action_mask(logits, batch), "vf_preds": torch.zeros(batch["obs"].shape[0])}
+        return {"action_dist_inputs": self.apply_action_mask(logits, batch), "vf_preds": torch.zeros(len(logits))}
 
     def forward_exploration(self, batch):
         out = self.forward_train(batch)
@@ -105,7 +105,7 @@ def _config(env: str = "staggered_test", **runner):
 
 
 def _check_counts(batch: sb.SampleBatch, step: int) -> int:
-    """Each (episode, agent)'s rows, in step order, were fed the states 0, 1, 2, ... of that agent; returns the pieces."""
+    """Each (episode, agent)'s rows, in step order, were fed that agent's states 0, 1, 2, ...; returns their number."""
     eps, agent, t = batch[sb.EPS_ID], batch[sb.AGENT_INDEX], batch[sb.T]
     order = np.lexsort((t, agent, eps))
     keys = set(zip(eps.tolist(), agent.tolist()))
@@ -192,7 +192,7 @@ def test_stateless_modules_get_no_state_inputs_or_columns():
     batch = runner.sample()["default_policy"]
     assert all(keys == {"obs"} for keys in seen)
     assert not any(name.startswith(sb.STATE_IN) or name == sb.EPISODE_START for name in batch.keys())
-    assert "module_states" not in runner.get_state() or not runner.get_state()["module_states"]
+    assert "module_states" not in runner.get_state()
 
 
 class NoValueQ(QMLP):

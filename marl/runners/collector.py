@@ -26,8 +26,10 @@ def check_columns(columns, policy_id: str) -> frozenset:
     columns = frozenset(columns)
     unknown = sorted(columns - REQUESTABLE)
     if unknown:
-        raise ValueError(f"policy '{policy_id}': unknown sample column(s) {unknown}; runners can record {sorted(REQUESTABLE)}")
-    if sb.BOOTSTRAP_VALUE in columns and sb.VF_PREDS not in columns:  # rows with no next obs bootstrap from their own value
+        raise ValueError(
+            f"policy '{policy_id}': unknown sample column(s) {unknown}; runners can record {sorted(REQUESTABLE)}"
+        )
+    if sb.BOOTSTRAP_VALUE in columns and sb.VF_PREDS not in columns:  # rows with no next obs use their own value
         raise ValueError(f"policy '{policy_id}': sample column '{sb.BOOTSTRAP_VALUE}' needs '{sb.VF_PREDS}' too")
     if sb.NEXT_ACTION_MASK in columns and sb.NEXT_OBS not in columns:
         raise ValueError(f"policy '{policy_id}': sample column '{sb.NEXT_ACTION_MASK}' needs '{sb.NEXT_OBS}' too")

@@ -23,7 +23,6 @@ checks it), without pickling the env.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 
@@ -33,11 +32,12 @@ import torch
 from marl.connectors import ActionAdapter, ObservationPreprocessor
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
-from marl.envs import EnvChecker, EnvOutputError, EnvStepError, make_env, register_env
+from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule, build_module
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector, check_columns
+from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 
@@ -48,27 +48,6 @@ log = logging.getLogger(__name__)
 def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
     """The SeedSequence of a component identified by `key` (None: fresh OS entropy)."""
     return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
-
-
-def obs_digest(obs: dict) -> str:
-    """A hash of an observation dict (arrays by dtype, shape and bytes), to check a replayed episode."""
-    h = hashlib.sha1()
-
-    def add(value):
-        if isinstance(value, dict):
-            for key in sorted(value, key=str):
-                h.update(str(key).encode())
-                add(value[key])
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                add(v)
-        else:
-            a = np.asarray(value)
-            h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-
-    add(obs)
-    return h.hexdigest()
 
 
 class EnvRunner:
@@ -112,11 +91,13 @@ class EnvRunner:
         self.module_inputs = {pid: ModuleInputs(self.module[pid], self.preprocessors[pid], pid) for pid in self.specs}
         # Stateful modules: one state per (env copy, agent); stateless policies have no entry (and no cost).
         self.agent_states = {
-            pid: AgentStates(mi.initial_state, self.num_envs, pid) for pid, mi in self.module_inputs.items() if mi.stateful
+            pid: AgentStates(built.initial_state, self.num_envs, pid)
+            for pid, built in self.module_inputs.items() if built.stateful
         }
         # Centralised critics (MAPPO) read the global state at every step; other algorithms skip it.
         state_spec = None
-        if any(sb.STATE in c for c in self.columns.values()) or any(mi.wants_state for mi in self.module_inputs.values()):
+        wanted = any(sb.STATE in c for c in self.columns.values()) or any(b.wants_state for b in self.module_inputs.values())
+        if wanted:
             state_spec = config.global_state_spec() or probe_global_state(env0)
         self.global_state = GlobalState(env0, state_spec) if state_spec else None
         self.collectors = {}
@@ -226,7 +207,8 @@ class EnvRunner:
             state_in = episode_start = None
             if agent_states is not None:
                 state_in, episode_start = agent_states.gather(envs_idx, agents)
-            inputs, obs, mask = self.module_inputs[pid](raw_obs, collect, agent_idx, global_state, state_in, episode_start)
+            build = self.module_inputs[pid]
+            inputs, obs, mask = build(raw_obs, collect, agent_idx, global_state, state_in, episode_start)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -499,7 +481,7 @@ class EnvRunner:
 
     # -- checkpoints --------------------------------------------------------
     def get_state(self) -> dict:
-        """RNG states, in-progress episodes (reset seed + actions since) and filter statistics.
+        """RNG states, in-progress episodes (reset seed + actions since), filter statistics, module states.
 
         Taken between `sample()` calls, when no row is waiting for its reward.
         """
@@ -517,16 +499,17 @@ class EnvRunner:
                     "agent_returns": dict(episode.agent_returns),
                 },
             })
-        return {
+        state = {
             "started": self._started,
             "steps_sampled": self._steps_sampled,
             "next_episode_id": self._next_episode_id,
             "torch_rng": self.torch_rng.get_state(),
             "envs": envs,
             "filters": {pid: p.filter.snapshot() for pid, p in self.preprocessors.items() if p.filter is not None},
-            # Stateful modules: each agent's carried state, so the resumed episodes act as they would have.
-            "module_states": {pid: states.get_state() for pid, states in self.agent_states.items()},
         }
+        if self.agent_states:  # stateful modules: each agent's carried state, so resumed episodes act as they would have
+            state["module_states"] = {pid: states.get_state() for pid, states in self.agent_states.items()}
+        return state
 
     def set_state(self, state: dict) -> None:
         """Continues from `get_state()`'s output: replays each env copy's in-progress episode.
@@ -559,40 +542,8 @@ class EnvRunner:
         self._started = True
 
     def _replay_episode(self, k: int, env_state: dict) -> None:
-        env, start = self.envs[k], env_state["start"]
-        if "seed" in start:
-            seed = start["seed"]
-            obs, _ = env.reset(seed=seed)
-        else:
-            seed = "none, generator state saved"
-            env.reset(seed=0)  # an env in a defined state first; then its generator as it was, and the real reset
-            source = env.np_random_source()
-            if source is None:
-                raise EnvOutputError(f"{self._label(k)}: the checkpoint holds its generator state, but it has no np_random now")
-            if isinstance(source, np.random.Generator):
-                source.bit_generator.state = start["rng"]
-            else:
-                source.set_state(start["rng"])
-            obs, _ = env.reset(seed=None)
-        actions = env_state["actions"]
-        for t, step_actions in enumerate(actions):
-            obs, _, terminateds, truncateds, _ = unpack_step(env.step(step_actions), self._label(k))
-            if terminateds.get(ALL, False) or truncateds.get(ALL, False):
-                raise EnvOutputError(
-                    f"{self._label(k)}: replaying the saved episode (reset seed {seed}) ended it at step {t + 1} "
-                    f"of {len(actions)}: the env is not deterministic given its reset seed and actions"
-                )
-            ended = [a for a, d in terminateds.items() if d] + [a for a, d in truncateds.items() if d]
-            if ended:
-                obs = dict(obs)
-                for agent in ended:
-                    obs.pop(agent, None)
-        if obs_digest(obs) != env_state["obs_digest"]:
-            log.warning(
-                "%s: replaying the saved episode (reset seed %s, %d steps) gave other observations than at save time: "
-                "the env is not deterministic given its reset seed and actions, so this resume is not exact",
-                self._label(k), seed, len(actions),
-            )
+        start, actions = env_state["start"], env_state["actions"]
+        obs = replay_episode(self.envs[k], start, actions, env_state["obs_digest"], self._label(k))
         self._obs[k] = obs
         self._episode_starts[k] = start
         self._replay[k] = list(actions)

@@ -111,6 +111,6 @@ class AgentStates:
     def set_state(self, saved: list[dict]) -> None:
         for k, env in enumerate(saved[: len(self.by_env)]):
             self.by_env[k] = {
-                agent: {n: np.asarray(v, dtype=self.initial[n].dtype).reshape(self.initial[n].shape) for n, v in state.items()}
+                agent: {n: np.asarray(v, self.initial[n].dtype).reshape(self.initial[n].shape) for n, v in state.items()}
                 for agent, state in env.items()
             }
