@@ -248,3 +248,22 @@ def test_requested_columns_are_checked():
     assert marl.PPOConfig().columns_for("p") == {sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE}
     assert sb.STATE in marl.MAPPOConfig().columns_for("p")
     assert marl.DQNConfig().columns_for("p") == {sb.NEXT_OBS, sb.NEXT_ACTION_MASK}
+
+
+class Forgetful(StepCounter):
+    def forward_exploration(self, batch):
+        return self.forward_train(batch)
+
+
+class AsksForReward(StepCounter):
+    inputs = ("obs", "reward")
+
+
+def test_contract_breaches_name_the_policy_and_what_is_allowed():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"declares unknown input\(s\) \['reward'\].*runners provide"):
+        EnvRunner(_config().multi_agent(policies={"default_policy": {"module_class": AsksForReward}}))
+    runner = EnvRunner(_config().multi_agent(policies={"default_policy": {"module_class": Forgetful}}))
+    with pytest.raises(ValueError, match=r"policy 'default_policy': the module is stateful .* returned no state_out"):
+        runner.sample()

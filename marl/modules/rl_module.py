@@ -12,6 +12,7 @@ The contract runners rely on (one screen):
   `marl.modules.spaces`), `action_mask` (masked action spaces only, 1 = legal),
   `agent_index` (int64, the agent's index in the env's `possible_agents`),
   `state` (the env's global state at the step, `marl.runners.global_state`).
+  Inputs are read-only: runners record them in the batch after the pass.
 - Outputs: `action_dist_inputs` (what `action_dist` turns into a distribution);
   `forward_exploration` also returns `vf_preds` when the module has a value
   function (runners read it only when the algorithm asks for value columns).

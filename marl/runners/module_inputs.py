@@ -86,10 +86,10 @@ class AgentStates:
     def scatter(self, envs_idx: list, agents: list, state_out) -> dict[str, np.ndarray]:
         """Stores the module's `state_out` per row (the acting agents' states advance); returns it as NumPy."""
         if not isinstance(state_out, dict) or set(state_out) != set(self.initial):
-            names = sorted(state_out) if isinstance(state_out, dict) else type(state_out).__name__
+            got = f"state_out {sorted(state_out)}" if isinstance(state_out, dict) else "no state_out dict"
             raise ValueError(
-                f"policy '{self.policy_id}': the module returned state_out {names}; "
-                f"get_initial_state() has {sorted(self.initial)}"
+                f"policy '{self.policy_id}': the module is stateful (get_initial_state() has {sorted(self.initial)}) "
+                f"but its forward pass returned {got}; it must return 'state_out' with the same names"
             )
         n = len(agents)
         arrays = {}
