@@ -26,6 +26,7 @@ from marl.algorithms.sections import (
     StopSection,
     update_section,
 )
+from marl.data import sample_batch as sb
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 from marl.policies.self_play import SelfPlay
 
@@ -259,11 +260,9 @@ class AlgorithmConfig:
         Probed once from a fresh env (its `state()`, else the agents' joined
         observations); `Algorithm` asks before it ships the config to runners and learners.
         """
-        from marl.data import sample_batch as sb
-
-        if self._global_state_spec is None and not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
-            return None
         if self._global_state_spec is None:
+            if not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
+                return None
             from marl.envs import make_env
             from marl.runners.global_state import probe_global_state
 

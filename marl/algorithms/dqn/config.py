@@ -53,7 +53,8 @@ class DQNConfig(AlgorithmConfig):
     algo_name = "DQN"
     training_section_cls = DQNTraining
     default_module_class = "marl.modules.q_mlp:QMLP"
-    sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})  # transitions; no values, no log-probs
+    # Transitions (the next action mask in masked envs only); no values, no log-probs.
+    sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
 
     def validate(self) -> None:
         super().validate()
