@@ -267,3 +267,16 @@ def test_contract_breaches_name_the_policy_and_what_is_allowed():
     runner = EnvRunner(_config().multi_agent(policies={"default_policy": {"module_class": Forgetful}}))
     with pytest.raises(ValueError, match=r"policy 'default_policy': the module is stateful .* returned no state_out"):
         runner.sample()
+
+
+def test_mixed_runs_record_each_policys_own_columns():
+    from marl import load_scenario
+
+    cfg = load_scenario("scenarios/simple_tag_mixed.yaml", [
+        "env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=30",
+    ])
+    cfg.validate()
+    batch = EnvRunner(cfg).sample()
+    ppo, dqn = batch["predator"], batch["prey"]  # the episodes truncate at 25 steps: both kinds of piece ends
+    assert {sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE} <= set(ppo.keys()) and sb.NEXT_OBS not in ppo
+    assert sb.NEXT_OBS in dqn and not {sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE} & set(dqn.keys())
