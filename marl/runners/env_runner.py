@@ -1,8 +1,10 @@
 """EnvRunner: K env copies stepped in lockstep, one batched forward pass per policy per step.
 
 The same class runs in-process or as a Ray actor. Each step it groups the
-acting agents of all K envs by policy, runs ONE forward pass per policy,
-writes the rows into preallocated per-policy columns, and steps every env.
+acting agents of all K envs by policy, runs ONE forward pass per policy on
+the inputs its module declares (`module_inputs`), writes the rows into
+preallocated per-policy columns -- only those the policy's algorithm asks
+for (`AlgorithmConfig.columns_for`) -- and steps every env.
 A fragment of `rollout_fragment_length` steps per env comes back as a
 `MultiAgentBatch` plus the metrics of the episodes that finished.
 
