@@ -28,6 +28,7 @@ from marl.algorithms.sections import (
     section_fields,
     update_section,
 )
+from marl.data import sample_batch as sb
 from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatching, ParamGroup, TargetCopy
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 from marl.policies.self_play import SelfPlay
@@ -93,8 +94,9 @@ class AlgorithmConfig:
     algo_name = "?"  # `algo:` in scenarios, upper case; "?": a shared base, not an algorithm (see registry.py)
     training_section_cls: type = object
     default_module_class: type | str | None = None  # None: ActorCriticMLP
-    needs_next_obs = False  # runners fill the `next_obs` column (the DQN family's transitions)
-    needs_global_state = False  # runners fill the `state` column and pass it to the modules (centralised critics)
+    # The columns runners record beyond obs/actions/rewards/flags (names from `marl.data.sample_batch`,
+    # see `marl.runners.collector.REQUESTABLE`); runners compute nothing else.
+    sample_columns: frozenset[str] = frozenset()
     # How a MIXED run can train a policy with this algorithm from its one synchronous sampler:
     # "on_policy" from the concatenated fresh samples (the training section has `train_batch_size`),
     # "replay" from the policy's own replay buffer (the training section has DQN's replay keys), None: it cannot.
@@ -303,15 +305,19 @@ class AlgorithmConfig:
         """The module class a policy is built with: its own, else the algorithm's default."""
         return spec.module_class if spec.module_class is not None else self.default_module_class
 
+    def columns_for(self, policy_id: str) -> frozenset[str]:
+        """The sample columns runners record for one policy (the same for every policy, except in a MIXED run)."""
+        return self.sample_columns
+
     def global_state_spec(self) -> dict | None:
-        """{source, dim, num_agents} of the env's global state when the algorithm needs it, else None.
+        """{source, dim, num_agents} of the env's global state when a policy's columns hold it, else None.
 
         Probed once from a fresh env (its `state()`, else the agents' joined
         observations); `Algorithm` asks before it ships the config to runners and learners.
         """
-        if not self.needs_global_state:
-            return None
         if self._global_state_spec is None:
+            if not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
+                return None
             from marl.envs import make_env
             from marl.runners.global_state import probe_global_state
 

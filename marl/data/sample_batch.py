@@ -30,9 +30,16 @@ BOOTSTRAP_VALUE = "bootstrap_value"  # V(s') at a segment end that is not a term
 STATE = "state"  # global state at the env step the agent acted (centralised critics, MAPPO)
 NEXT_OBS = "next_obs"  # observation after the action (DQN family); at a piece end: the state reached
 NEXT_ACTION_MASK = "next_action_mask"  # legal actions at next_obs (masked envs, DQN family); zeros after a termination
+EPISODE_START = "episode_start"  # the row's agent starts its episode here (stateful modules: state_in is the initial state)
+STATE_IN = "state_in"  # prefix: `state_in.<name>` holds a stateful module's state entering the row's step
 ADVANTAGES = "advantages"
 VALUE_TARGETS = "value_targets"
 WEIGHTS_VERSION = "weights_version"
+
+
+def state_in_column(name: str) -> str:
+    """The column of a stateful module's state `name` as it entered each row's forward pass."""
+    return f"{STATE_IN}.{name}"
 
 
 class SampleBatch:

@@ -32,6 +32,8 @@ class CentralCriticMLP(RLModule):
             raise ValueError("CentralCriticMLP needs model option 'state_dim' (MAPPOConfig sets it from the env's global state)")
         self.state_dim = int(cfg["state_dim"])
         self.agent_id = bool(cfg.get("agent_id", False))
+        # The critic reads the global state; with agent ids both networks read the agent's index too.
+        self.inputs = ("obs", "action_mask", "state") + (("agent_index",) if self.agent_id else ())
         self.num_agents = int(cfg.get("num_agents", 0))
         if self.agent_id and self.num_agents < 1:
             raise ValueError("model option agent_id needs num_agents >= 1")

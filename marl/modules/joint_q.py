@@ -53,7 +53,7 @@ class JointQModule(RLModule):
             self.mixer = QMixer(self.n_agents, state_dim, int(cfg.get("mixing_embed_dim", 32)), int(cfg.get("hypernet_embed", 64)))
         else:
             raise ValueError(f"model.mixer must be 'vdn' or 'qmix', got {kind!r}")
-        self.wants_agent_index = self.use_agent_id  # runners pass `agent_index` with the obs when set
+        self.inputs = ("obs", "action_mask", "agent_index") if self.use_agent_id else ("obs", "action_mask")
 
     @property
     def epsilon(self) -> float:

@@ -4,8 +4,29 @@
 - `forward_exploration`: acting while sampling (also returns what the loss needs later, e.g. values);
 - `forward_train`: the learner's pass, with gradients.
 
-Inputs are dicts of tensors: `obs` (flat float32, see `marl.modules.spaces`)
-and, for masked action spaces, `action_mask` (1 = legal).
+The contract runners rely on (one screen):
+
+- Inputs are dicts of tensors. A module declares which ones it reads in
+  `inputs` (a class or instance attribute); runners build exactly those, in one
+  place (`marl.runners.module_inputs`): `obs` (flat float32, see
+  `marl.modules.spaces`), `action_mask` (masked action spaces only, 1 = legal),
+  `agent_index` (int64, the agent's index in the env's `possible_agents`),
+  `state` (the env's global state at the step, `marl.runners.global_state`).
+  Inputs are read-only: runners record them in the batch after the pass.
+- Outputs: `action_dist_inputs` (what `action_dist` turns into a distribution);
+  `forward_exploration` also returns `vf_preds` when the module has a value
+  function (runners read it only when the algorithm asks for value columns).
+- State (optional): `get_initial_state()` returns the state of one agent as a
+  dict of tensors without batch axis; `{}` (the default) means stateless, and
+  stateless modules see none of what follows. A stateful module receives
+  `state_in` (dict name -> [B, ...]) and `episode_start` (bool [B]: the row's
+  agent starts its episode at this step, so its `state_in` is the initial state)
+  in `forward_inference`/`forward_exploration`, and returns `state_out` (same
+  names and shapes). Runners keep one state per (env copy, agent): reset at the
+  agent's episode start, carried over fragment cuts and turns of turn-based envs
+  (it advances only when the agent acts), never shared between agents or env
+  copies, saved with the runner's checkpoint state. Batches of stateful modules
+  carry `state_in.<name>` and `episode_start` columns (`marl.data.sample_batch`).
 """
 
 from __future__ import annotations
@@ -22,12 +43,15 @@ from marl.modules.distributions import distribution_factory
 from marl.modules.spaces import action_input_dim, flat_obs_dim
 
 MASKED_LOGIT = -1e9
+# What runners can pass to a module (`RLModule.inputs` names a subset); stateful modules get state_in/episode_start too.
+MODULE_INPUTS = ("obs", "action_mask", "agent_index", "state")
 
 
 class RLModule(nn.Module):
     """Base class. Subclasses build their layers in `__init__` and implement `forward_train`."""
 
     greedy_is_sampled = False  # True: greedy acting still samples the action distribution (a random baseline)
+    inputs: tuple[str, ...] = ("obs", "action_mask")  # what runners pass to the forward passes (see MODULE_INPUTS)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, model_config: dict | None = None):
         super().__init__()
@@ -48,6 +72,10 @@ class RLModule(nn.Module):
     def forward_inference(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         with torch.no_grad():
             return self.forward_train(batch)
+
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        """One agent's state at its episode start (no batch axis); {}: the module is stateless."""
+        return {}
 
     def set_exploration_step(self, env_steps: int) -> None:
         """Called by runners before each fragment with the run's env steps so far (schedules like epsilon)."""

@@ -3,6 +3,12 @@
 Rows are written in blocks (all acting agents of one policy at one env step)
 and turned into a `SampleBatch` once per fragment, regrouped so that each
 agent's rows of one episode are contiguous and ordered by env step.
+
+Every batch has obs, actions, rewards, the end flags, the row's place (episode,
+agent, env copy, step) and, for masked action spaces, the action mask. The
+others exist only when the policy's algorithm asks for them
+(`AlgorithmConfig.columns_for`, names in `REQUESTABLE`) or its module keeps
+state (`state_in.<name>`, `episode_start`).
 """
 
 from __future__ import annotations
@@ -11,19 +17,37 @@ import numpy as np
 
 from marl.data import sample_batch as sb
 
+# What an algorithm may ask runners for (action masks come with masked action spaces, unasked).
+REQUESTABLE = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK, sb.STATE})
+
+
+def check_columns(columns, policy_id: str) -> frozenset:
+    """The requested columns of a policy, checked: known names, and what each needs alongside it."""
+    columns = frozenset(columns)
+    unknown = sorted(columns - REQUESTABLE)
+    if unknown:
+        raise ValueError(
+            f"policy '{policy_id}': unknown sample column(s) {unknown}; runners can record {sorted(REQUESTABLE)}"
+        )
+    if sb.BOOTSTRAP_VALUE in columns and sb.VF_PREDS not in columns:  # rows with no next obs use their own value
+        raise ValueError(f"policy '{policy_id}': sample column '{sb.BOOTSTRAP_VALUE}' needs '{sb.VF_PREDS}' too")
+    if sb.NEXT_ACTION_MASK in columns and sb.NEXT_OBS not in columns:
+        raise ValueError(f"policy '{policy_id}': sample column '{sb.NEXT_ACTION_MASK}' needs '{sb.NEXT_OBS}' too")
+    return columns
+
 
 class PolicyCollector:
     def __init__(self, obs_dim: int, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
-                 next_obs: bool = False, state_dim: int | None = None):
+                 columns: frozenset = frozenset(), state_dim: int | None = None, module_state: dict | None = None):
+        """`columns`: the requested columns (see REQUESTABLE); `state_dim`: the global state's size when
+        `state` is requested; `module_state`: a stateful module's initial state {name: array} (adds
+        `state_in.<name>` and `episode_start`)."""
         self.spec = {
             sb.OBS: ((obs_dim,), np.float32),
             sb.ACTIONS: (tuple(action_shape), action_dtype),
-            sb.ACTION_LOGP: ((), np.float32),
-            sb.VF_PREDS: ((), np.float32),
             sb.REWARDS: ((), np.float32),
             sb.TERMINATEDS: ((), np.bool_),
             sb.TRUNCATEDS: ((), np.bool_),
-            sb.BOOTSTRAP_VALUE: ((), np.float32),
             sb.EPS_ID: ((), np.int64),
             sb.AGENT_INDEX: ((), np.int32),
             sb.ENV_INDEX: ((), np.int32),
@@ -31,13 +55,25 @@ class PolicyCollector:
         }
         if mask_dim is not None:
             self.spec[sb.ACTION_MASK] = ((mask_dim,), np.float32)
-        self.track_next_obs = next_obs
-        if next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
+        if sb.ACTION_LOGP in columns:
+            self.spec[sb.ACTION_LOGP] = ((), np.float32)
+        if sb.VF_PREDS in columns:
+            self.spec[sb.VF_PREDS] = ((), np.float32)
+        if sb.BOOTSTRAP_VALUE in columns:  # V(s') at piece ends that are not terminations
+            self.spec[sb.BOOTSTRAP_VALUE] = ((), np.float32)
+        self.track_next_obs = sb.NEXT_OBS in columns
+        if self.track_next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
             self.spec[sb.NEXT_OBS] = ((obs_dim,), np.float32)
-            if mask_dim is not None:  # the legal actions there, so a Q target maximises over legal moves only
+            if mask_dim is not None and sb.NEXT_ACTION_MASK in columns:  # so a Q target maximises over legal moves only
                 self.spec[sb.NEXT_ACTION_MASK] = ((mask_dim,), np.float32)
-        if state_dim is not None:  # the global state at each row's env step (centralised critics)
+        if sb.STATE in columns:  # the global state at each row's env step (centralised critics)
+            if state_dim is None:
+                raise ValueError("the 'state' column needs the env's global state size")
             self.spec[sb.STATE] = ((state_dim,), np.float32)
+        for name, value in (module_state or {}).items():  # what the next issue's recurrent training replays from
+            self.spec[sb.state_in_column(name)] = (tuple(value.shape), value.dtype)
+        if module_state:
+            self.spec[sb.EPISODE_START] = ((), np.bool_)
         self.n = 0
         self._alloc(max(capacity, 16))
 
@@ -52,20 +88,24 @@ class PolicyCollector:
         self.rewards = self.cols[sb.REWARDS]
         self.terminateds = self.cols[sb.TERMINATEDS]
         self.truncateds = self.cols[sb.TRUNCATEDS]
-        self.bootstrap_value = self.cols[sb.BOOTSTRAP_VALUE]
-        self.vf_preds = self.cols[sb.VF_PREDS]
+        self.bootstrap_value = self.cols.get(sb.BOOTSTRAP_VALUE)
+        self.vf_preds = self.cols.get(sb.VF_PREDS)
         self.next_obs = self.cols.get(sb.NEXT_OBS)
         self.next_action_mask = self.cols.get(sb.NEXT_ACTION_MASK)
 
-    def next_is_own(self, rows) -> None:
-        """Rows with no observation reached (they bootstrap from their own value): their own obs and mask stand in."""
+    def end_without_next(self, rows) -> None:
+        """Rows whose piece ends with no observation reached: they bootstrap from their own value,
+        and their own obs and mask stand in for the next ones."""
+        if self.bootstrap_value is not None:
+            self.bootstrap_value[rows] = self.vf_preds[rows]
         if self.next_obs is not None:
             self.next_obs[rows] = self.cols[sb.OBS][rows]
         if self.next_action_mask is not None:
             self.next_action_mask[rows] = self.cols[sb.ACTION_MASK][rows]
 
-    def add_block(self, obs, actions, logp, vf, mask, eps_id, agent_index, env_index, t, state=None) -> int:
-        """Writes m rows; returns the index of the first. Rewards and flags start at zero (see build)."""
+    def add_block(self, obs, actions, mask, eps_id, agent_index, env_index, t, extra: dict) -> int:
+        """Writes m rows; returns the index of the first. `extra` holds the requested columns' values
+        (column name -> m values). Rewards and flags start at zero (see build)."""
         m = len(obs)
         start, end = self.n, self.n + m
         if end > self.capacity:
@@ -73,12 +113,10 @@ class PolicyCollector:
         c = self.cols
         c[sb.OBS][start:end] = obs
         c[sb.ACTIONS][start:end] = actions.reshape((m,) + self.spec[sb.ACTIONS][0])
-        c[sb.ACTION_LOGP][start:end] = logp
-        c[sb.VF_PREDS][start:end] = vf
         if mask is not None:
             c[sb.ACTION_MASK][start:end] = mask
-        if state is not None:
-            c[sb.STATE][start:end] = state
+        for name, values in extra.items():
+            c[name][start:end] = values
         c[sb.EPS_ID][start:end] = eps_id
         c[sb.AGENT_INDEX][start:end] = agent_index
         c[sb.ENV_INDEX][start:end] = env_index
@@ -103,8 +141,8 @@ class PolicyCollector:
             if self.next_action_mask is not None:
                 batch[sb.NEXT_ACTION_MASK][:-1][inside] = batch[sb.ACTION_MASK][1:][inside]
         # The accumulating columns start the next fragment at zero (one write here, not one per step).
-        written_at_ends = tuple(k for k in (sb.NEXT_OBS, sb.NEXT_ACTION_MASK) if k in cols)
-        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.BOOTSTRAP_VALUE) + written_at_ends:
+        written_at_ends = tuple(k for k in (sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK) if k in cols)
+        for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS) + written_at_ends:
             cols[name][:n] = 0
         self.n = 0
         return batch

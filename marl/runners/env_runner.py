@@ -1,8 +1,10 @@
 """EnvRunner: K env copies stepped in lockstep, one batched forward pass per policy per step.
 
 The same class runs in-process or as a Ray actor. Each step it groups the
-acting agents of all K envs by policy, runs ONE forward pass per policy,
-writes the rows into preallocated per-policy columns, and steps every env.
+acting agents of all K envs by policy, runs ONE forward pass per policy on
+the inputs its module declares (`module_inputs`), writes the rows into
+preallocated per-policy columns -- only those the policy's algorithm asks
+for (`AlgorithmConfig.columns_for`) -- and steps every env.
 A fragment of `rollout_fragment_length` steps per env comes back as a
 `MultiAgentBatch` plus the metrics of the episodes that finished.
 
@@ -23,7 +25,6 @@ checks it), without pickling the env.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 
@@ -33,12 +34,14 @@ import torch
 from marl.connectors import PolicyConnectors, build_policy_module
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
-from marl.envs import EnvChecker, EnvOutputError, EnvStepError, make_env, register_env
+from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
-from marl.runners.collector import PolicyCollector
-from marl.runners.global_state import GlobalState
+from marl.runners.collector import PolicyCollector, check_columns
+from marl.runners.episode_replay import obs_digest, replay_episode
+from marl.runners.global_state import GlobalState, probe_global_state
+from marl.runners.module_inputs import AgentStates, ModuleInputs
 from marl.workflow.records import SampledBatch  # what sample() returns: the rows and where they came from
 
 ALL = "__all__"
@@ -48,27 +51,6 @@ log = logging.getLogger(__name__)
 def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
     """The SeedSequence of a component identified by `key` (None: fresh OS entropy)."""
     return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
-
-
-def obs_digest(obs: dict) -> str:
-    """A hash of an observation dict (arrays by dtype, shape and bytes), to check a replayed episode."""
-    h = hashlib.sha1()
-
-    def add(value):
-        if isinstance(value, dict):
-            for key in sorted(value, key=str):
-                h.update(str(key).encode())
-                add(value[key])
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                add(v)
-        else:
-            a = np.asarray(value)
-            h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-
-    add(obs)
-    return h.hexdigest()
 
 
 class EnvRunner:
@@ -102,8 +84,19 @@ class EnvRunner:
         self.module.eval()
         # Each policy's env->module and module->env pipelines (state per env copy and agent).
         self.connectors = {pid: PolicyConnectors(config, pid, s, self.num_envs, len(self.possible_agents)) for pid, s in self.specs.items()}
+        # Only what each policy's algorithm asks for is computed and recorded (DQN: no values, no log-probs).
+        self.columns = {pid: check_columns(config.columns_for(pid), pid) for pid in self.specs}
+        self.module_inputs = {pid: ModuleInputs(self.module[pid], self.connectors[pid], pid) for pid in self.specs}
+        # Stateful modules: one state per (env copy, agent); stateless policies have no entry (and no cost).
+        self.agent_states = {
+            pid: AgentStates(built.initial_state, self.num_envs, pid)
+            for pid, built in self.module_inputs.items() if built.stateful
+        }
         # Centralised critics (MAPPO) read the global state at every step; other algorithms skip it.
-        state_spec = config.global_state_spec() if getattr(config, "needs_global_state", False) else None
+        state_spec = None
+        wanted = any(sb.STATE in c for c in self.columns.values()) or any(b.wants_state for b in self.module_inputs.values())
+        if wanted:
+            state_spec = config.global_state_spec() or probe_global_state(env0)
         self.global_state = GlobalState(env0, state_spec) if state_spec else None
         self.collectors = {}
         for pid, spec in self.specs.items():
@@ -111,8 +104,8 @@ class EnvRunner:
             mask_dim = self.module[pid].action_dim if conn.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(
-                conn.obs_dim, conn.action_shape, conn.action_dtype, mask_dim, capacity, next_obs=getattr(config, "needs_next_obs", False),
-                state_dim=state_spec["dim"] if state_spec else None,
+                conn.obs_dim, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
+                state_dim=state_spec["dim"] if state_spec else None, module_state=self.module_inputs[pid].initial_state,
             )
 
         self.weights_version = 0
@@ -164,6 +157,8 @@ class EnvRunner:
         self._episodes[k] = Episode(id=self._next_episode_id, env_index=k)
         self._next_episode_id += 1
         self._pending[k] = {}
+        for states in self.agent_states.values():  # every agent's next step starts its episode
+            states.reset(k)
 
     def _bind(self, episode: Episode, agent: str) -> str:
         pid = self.mapping(agent, episode)
@@ -206,18 +201,14 @@ class EnvRunner:
         for pid, (envs_idx, agents, raw_obs, eps_ids, steps, agent_idx) in groups.items():
             conn = self.connectors[pid]
             rows = conn.rows(envs_idx, agent_idx, eps_ids, lambda e=envs_idx, a=agents: self._agent_returns(e, a), update_stats=collect)
-            obs, mask = conn.to_module(raw_obs, rows)
             module = self.module[pid]
-            inputs = {"obs": torch.from_numpy(obs)}
-            if mask is not None:
-                inputs["action_mask"] = torch.from_numpy(mask)
-            if getattr(module, "wants_agent_index", False):  # e.g. agent-id one-hot inputs (VDN/QMIX)
-                inputs["agent_index"] = torch.as_tensor(agent_idx, dtype=torch.int64)
-            state = None
-            if states is not None:
-                state = np.stack([states[k] for k in envs_idx])
-                inputs["state"] = torch.from_numpy(state)
-                inputs["agent_index"] = torch.as_tensor(agent_idx, dtype=torch.int64)
+            global_state = np.stack([states[k] for k in envs_idx]) if states is not None else None
+            agent_states = self.agent_states.get(pid)
+            state_in = episode_start = None
+            if agent_states is not None:
+                state_in, episode_start = agent_states.gather(envs_idx, agents)
+            build = self.module_inputs[pid]
+            inputs, obs, mask = build(raw_obs, rows, agent_idx, global_state, state_in, episode_start)
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -227,13 +218,15 @@ class EnvRunner:
                 dist = module.action_dist(out["action_dist_inputs"])
                 # A random baseline's greedy action is still a draw, from this runner's seeded stream.
                 act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
+            if agent_states is not None:  # the acting agents' states advance; the others' stay
+                agent_states.scatter(envs_idx, agents, out.get("state_out"))
             act = act_t.numpy()
             env_actions = conn.to_env(act, rows)
             if collect:
-                with torch.inference_mode():
-                    logp = dist.logp(act_t).numpy()
-                vf = out["vf_preds"].numpy()
-                row = self.collectors[pid].add_block(obs, act, logp, vf, mask, eps_ids, agent_idx, envs_idx, steps, state)
+                row = self.collectors[pid].add_block(
+                    obs, act, mask, eps_ids, agent_idx, envs_idx, steps,
+                    self._requested(pid, out, dist, act_t, global_state, state_in, episode_start),
+                )
                 for k, agent in zip(envs_idx, agents):
                     self._pending[k][agent] = (pid, row)
                     row += 1
@@ -245,9 +238,32 @@ class EnvRunner:
         """Each row's agent return so far in its episode (read by previous-reward connector inputs)."""
         return [self._episodes[k].agent_returns.get(a, 0.0) for k, a in zip(envs_idx, agents)]
 
+    def _requested(self, pid: str, out: dict, dist, act_t, global_state, state_in, episode_start) -> dict:
+        """The optional columns of one block of rows: only those the policy's algorithm asks for."""
+        columns = self.columns[pid]
+        extra = {}
+        if sb.ACTION_LOGP in columns:
+            with torch.inference_mode():
+                extra[sb.ACTION_LOGP] = dist.logp(act_t).numpy()
+        if sb.VF_PREDS in columns:
+            vf = out.get("vf_preds")
+            if vf is None:
+                raise ValueError(
+                    f"policy '{pid}': its algorithm records value predictions, but module "
+                    f"{type(self.module[pid]).__name__}.forward_exploration returned no 'vf_preds'"
+                )
+            extra[sb.VF_PREDS] = vf.numpy()
+        if sb.STATE in columns:
+            extra[sb.STATE] = global_state
+        if state_in is not None:
+            for name, value in state_in.items():
+                extra[sb.state_in_column(name)] = value
+            extra[sb.EPISODE_START] = episode_start
+        return extra
+
     def _step_envs(self, actions: list[dict], collect: bool) -> int:
         """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
-        truncated_rows: dict[str, tuple[list, list, list]] = {}  # pid -> (rows, final obs, next states) needing V(s')
+        truncated_rows: dict[str, tuple[list, list, list, list]] = {}  # pid -> piece ends (see _bootstrap)
         collectors = self.collectors
         envs, replay, checkers = self.envs, self._replay, self._checkers
         stepped = 0
@@ -298,17 +314,17 @@ class EnvRunner:
                     final_obs = obs.pop(agent, None)
                     if slot is not None and collect:
                         collectors[slot[0]].truncateds[slot[1]] = True
-                        rows = truncated_rows.setdefault(slot[0], ([], [], []))
+                        rows = truncated_rows.setdefault(slot[0], ([], [], [], []))
                         rows[0].append(slot[1])
                         rows[1].append(final_obs)
                         rows[2].append(next_state)
+                        rows[3].append(self._carried_state(slot[0], k, agent))
                 if all_done:
                     # Agents the env ended without a flag: treat as truncated, bootstrap from their own value.
                     for agent, (pid, row) in pending.items():
                         if collect:
                             collectors[pid].truncateds[row] = True
-                            collectors[pid].bootstrap_value[row] = collectors[pid].vf_preds[row]
-                            collectors[pid].next_is_own(row)
+                            collectors[pid].end_without_next(row)
                     episode.done = True
                     self._finished.append(episode.metrics())
                     if self._finishing:
@@ -335,36 +351,49 @@ class EnvRunner:
             self._reset_env(k)
         return env_steps
 
-    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list, list]]) -> None:
-        """V(s') for rows whose trajectory piece ends without termination: one pass per policy.
+    def _carried_state(self, pid: str, k: int, agent: str) -> dict | None:
+        """The state agent `agent` of env copy k carries now (None: stateless policy), read before a reset."""
+        states = self.agent_states.get(pid)
+        return None if states is None else states.by_env[k][agent]
 
-        Each entry is (rows, the observation reached, the global state reached); a
-        centralised critic values the global state, any other the observation.
+    def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list, list, list]]) -> None:
+        """Closes trajectory pieces that end without termination, as each policy's columns ask:
+        the observation reached (`next_obs`) and V(s') (`bootstrap_value`, one pass per policy).
+
+        Each entry is (rows, the observation reached, the global state reached, the
+        agent's carried module state); a row with no observation reached (not acting
+        then, e.g. turn-based) bootstraps from its own value.
         """
-        for pid, (rows, raw_obs, next_states) in rows_by_policy.items():
-            fallback = [r for r, o in zip(rows, raw_obs) if o is None]
-            next_states = [st for st, o in zip(next_states, raw_obs) if o is not None]
-            rows = [r for r, o in zip(rows, raw_obs) if o is not None]
-            raw_obs = [o for o in raw_obs if o is not None]
+        for pid, (rows, raw_obs, next_states, carried) in rows_by_policy.items():
             collector = self.collectors[pid]
-            if fallback:
-                collector.bootstrap_value[fallback] = collector.vf_preds[fallback]
-                collector.next_is_own(fallback)
-            if not rows:
+            wants_value = collector.bootstrap_value is not None
+            if not wants_value and collector.next_obs is None:
                 continue
-            obs, mask = self.connectors[pid].to_module(raw_obs, self.connectors[pid].peek_rows(collector.cols, rows))
+            fallback = [r for r, o in zip(rows, raw_obs) if o is None]
+            if fallback:
+                collector.end_without_next(fallback)
+            reached = [j for j, o in enumerate(raw_obs) if o is not None]
+            if not reached:
+                continue
+            rows = [rows[j] for j in reached]
+            raw_obs = [raw_obs[j] for j in reached]
+            build = self.module_inputs[pid]
+            ctx = self.connectors[pid].peek_rows(collector.cols, rows)
+            if not wants_value:  # transitions only (DQN family): the observation, no forward pass
+                obs, mask = build.observe(raw_obs, ctx)
+            else:
+                global_state = np.stack([next_states[j] for j in reached]) if build.wants_state else None
+                state_in = episode_start = None
+                if build.stateful:
+                    state_in = {name: np.stack([carried[j][name] for j in reached]) for name in build.initial_state}
+                    episode_start = np.zeros(len(rows), dtype=np.bool_)
+                agent_idx = collector.cols[sb.AGENT_INDEX][rows]
+                inputs, obs, mask = build(raw_obs, ctx, agent_idx, global_state, state_in, episode_start)
+                collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
             if collector.next_obs is not None:
                 collector.next_obs[rows] = obs
             if collector.next_action_mask is not None:
                 collector.next_action_mask[rows] = mask
-            inputs = {"obs": torch.from_numpy(obs)}
-            if mask is not None:
-                inputs["action_mask"] = torch.from_numpy(mask)
-            if getattr(self.module[pid], "wants_agent_index", False) or self.global_state is not None:
-                inputs["agent_index"] = torch.from_numpy(collector.cols[sb.AGENT_INDEX][rows].astype(np.int64))
-            if self.global_state is not None:
-                inputs["state"] = torch.from_numpy(np.stack(next_states))
-            collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
 
     # -- public API ---------------------------------------------------------
     def sample(self, explore: bool = True) -> SampledBatch:
@@ -382,15 +411,16 @@ class EnvRunner:
         if self._complete_episodes:
             env_steps += self._finish_episodes(explore)
         # Cut the fragment: agents still mid-episode bootstrap from the observation they act on next.
-        cut: dict[str, tuple[list, list, list]] = {}
+        cut: dict[str, tuple[list, list, list, list]] = {}
         for k in range(self.num_envs):
             obs = self._obs[k]
             state = self.global_state(self.envs[k], obs) if self.global_state is not None and self._pending[k] else None
             for agent, (pid, row) in self._pending[k].items():
-                rows = cut.setdefault(pid, ([], [], []))
+                rows = cut.setdefault(pid, ([], [], [], []))
                 rows[0].append(row)
                 rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
                 rows[2].append(state)
+                rows[3].append(self._carried_state(pid, k, agent))
             self._pending[k] = {}
         self._bootstrap(cut)
         self._steps_sampled += env_steps
@@ -450,7 +480,7 @@ class EnvRunner:
 
     # -- checkpoints --------------------------------------------------------
     def get_state(self) -> dict:
-        """RNG states, in-progress episodes (reset seed + actions since) and filter statistics.
+        """RNG states, in-progress episodes (reset seed + actions since), filter statistics, module states.
 
         Taken between `sample()` calls, when no row is waiting for its reward.
         """
@@ -468,7 +498,7 @@ class EnvRunner:
                     "agent_returns": dict(episode.agent_returns),
                 },
             })
-        return {
+        state = {
             "started": self._started,
             "steps_sampled": self._steps_sampled,
             "next_episode_id": self._next_episode_id,
@@ -476,6 +506,9 @@ class EnvRunner:
             "envs": envs,
             "connectors": {pid: c.get_state() for pid, c in self.connectors.items()},
         }
+        if self.agent_states:  # stateful modules: each agent's carried state, so resumed episodes act as they would have
+            state["module_states"] = {pid: states.get_state() for pid, states in self.agent_states.items()}
+        return state
 
     def set_state(self, state: dict) -> None:
         """Continues from `get_state()`'s output: replays each env copy's in-progress episode.
@@ -500,49 +533,22 @@ class EnvRunner:
             return
         for k, env_state in enumerate(saved):
             self._replay_episode(k, env_state)
+        for pid, module_states in state.get("module_states", {}).items():
+            if pid in self.agent_states:
+                self.agent_states[pid].set_state(module_states)
         for k in range(len(saved), self.num_envs):
             self._reset_env(k)
         self._started = True
 
     def _replay_episode(self, k: int, env_state: dict) -> None:
-        env, start = self.envs[k], env_state["start"]
-        if "seed" in start:
-            seed = start["seed"]
-            obs, _ = env.reset(seed=seed)
-        else:
-            seed = "none, generator state saved"
-            env.reset(seed=0)  # an env in a defined state first; then its generator as it was, and the real reset
-            source = env.np_random_source()
-            if source is None:
-                raise EnvOutputError(f"{self._label(k)}: the checkpoint holds its generator state, but it has no np_random now")
-            if isinstance(source, np.random.Generator):
-                source.bit_generator.state = start["rng"]
-            else:
-                source.set_state(start["rng"])
-            obs, _ = env.reset(seed=None)
-        actions = env_state["actions"]
-        for t, step_actions in enumerate(actions):
-            obs, _, terminateds, truncateds, _ = unpack_step(env.step(step_actions), self._label(k))
-            if terminateds.get(ALL, False) or truncateds.get(ALL, False):
-                raise EnvOutputError(
-                    f"{self._label(k)}: replaying the saved episode (reset seed {seed}) ended it at step {t + 1} "
-                    f"of {len(actions)}: the env is not deterministic given its reset seed and actions"
-                )
-            ended = [a for a, d in terminateds.items() if d] + [a for a, d in truncateds.items() if d]
-            if ended:
-                obs = dict(obs)
-                for agent in ended:
-                    obs.pop(agent, None)
-        if obs_digest(obs) != env_state["obs_digest"]:
-            log.warning(
-                "%s: replaying the saved episode (reset seed %s, %d steps) gave other observations than at save time: "
-                "the env is not deterministic given its reset seed and actions, so this resume is not exact",
-                self._label(k), seed, len(actions),
-            )
+        start, actions = env_state["start"], env_state["actions"]
+        obs = replay_episode(self.envs[k], start, actions, env_state["obs_digest"], self._label(k))
         self._obs[k] = obs
         self._episode_starts[k] = start
         self._replay[k] = list(actions)
         self._pending[k] = {}
+        for states in self.agent_states.values():  # set_state loads the saved ones next
+            states.reset(k)
         e = env_state["episode"]
         self._episodes[k] = Episode(
             id=int(e["id"]), env_index=k, t=int(e["t"]), policy_of=dict(e["policy_of"]),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
 from marl.algorithms.sections import ConfigError, doc
+from marl.data import sample_batch as sb
 from marl.modules.q_mlp import piecewise_linear
 
 
@@ -52,7 +53,8 @@ class DQNConfig(AlgorithmConfig):
     algo_name = "DQN"
     training_section_cls = DQNTraining
     default_module_class = "marl.modules.q_mlp:QMLP"
-    needs_next_obs = True
+    # Transitions (the next action mask in masked envs only); no values, no log-probs.
+    sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     mixed_family = "replay"
 
     def validate(self) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.impala.loss import LOSS_COLUMNS, impala_loss, vtrace_prepare
 from marl.algorithms.sections import ConfigError, doc
+from marl.data import sample_batch as sb
 
 
 @dataclass
@@ -42,6 +43,7 @@ class IMPALAParts(AlgorithmParts):
 
 class IMPALAConfig(AlgorithmConfig):
     algo_name = "IMPALA"
+    sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # V-trace's behaviour log-probs
     training_section_cls = IMPALATraining
 
     def validate(self) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
 from marl.algorithms.sections import doc
+from marl.data import sample_batch as sb
 
 
 @dataclass
@@ -33,7 +34,7 @@ class MAPPOConfig(PPOConfig):
     algo_name = "MAPPO"
     training_section_cls = MAPPOTraining
     default_module_class = "marl.modules.central_critic:CentralCriticMLP"
-    needs_global_state = True
+    sample_columns = PPOConfig.sample_columns | {sb.STATE}  # the centralised critic's input
 
     def model_for(self, policy_id: str) -> dict:
         model = super().model_for(policy_id)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.algorithms.registry import config_class, discovered
 from marl.algorithms.sections import ConfigError, doc, update_section
+from marl.data import sample_batch as sb
 
 
 FAMILIES = ("on_policy", "replay")  # the branches of the MIXED graph (see workflow.py)
@@ -86,7 +87,7 @@ class MixedConfig(AlgorithmConfig):
         overrides = {k: v for k, v in self.training_cfg.algorithms[policy_id].items() if k != "algo"}
         update_section(sub.training_cfg, f"training.algorithms.{policy_id}", overrides)
         sub.env_creator = self.env_creator
-        if sub.needs_global_state:
+        if sb.STATE in sub.columns_for(policy_id):
             sub._global_state_spec = self.global_state_spec()
         return sub
 
@@ -97,17 +98,9 @@ class MixedConfig(AlgorithmConfig):
         return out
 
     # -- what the runtime asks of a config ---------------------------------------
-    @property
-    def needs_next_obs(self) -> bool:
-        return any(self._sub_attr("needs_next_obs"))
-
-    @property
-    def needs_global_state(self) -> bool:
-        return any(self._sub_attr("needs_global_state"))
-
-    def _sub_attr(self, name: str) -> list:
-        algorithms = self.training_cfg.algorithms
-        return [getattr(config_class(self.algo_of(pid)), name) for pid in algorithms if pid in self.policy_specs()]
+    def columns_for(self, policy_id: str) -> frozenset[str]:
+        """The columns the policy's own algorithm asks runners for (DQN's next obs, PPO's values...)."""
+        return config_class(self.algo_of(policy_id)).sample_columns
 
     def validate(self) -> None:
         super().validate()

@@ -42,6 +42,7 @@ class PPOParts(AlgorithmParts):
 
 class PPOConfig(AlgorithmConfig):
     algo_name = "PPO"
+    sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     training_section_cls = PPOTraining
     mixed_family = "on_policy"
 
