@@ -8,6 +8,7 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss
 from marl.algorithms.sections import doc
 from marl.connectors import GAE, StandardizeAdvantages
+from marl.data import sample_batch as sb
 
 
 @dataclass
