@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import marl
+from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.sections import doc
 from marl.connectors import compute_gae
@@ -80,6 +81,7 @@ class TwoGroupParts(AlgorithmParts):
 class TwoGroupConfig(AlgorithmConfig):
     algo_name = "TWO_GROUPS"
     training_section_cls = TwoGroupTraining
+    sample_columns = PPOConfig.sample_columns  # the PPO-style loss reads values and log-probs
 
     def algorithm_parts(self):
         return TwoGroupParts()
