@@ -15,7 +15,7 @@ from marl import PPOConfig
 from marl.data import sample_batch as sb
 from marl.workflow import ConcatBatches, Learn, Operator, Report, Sample, SyncWeights, Workflow, register_operator
 from marl.workflow.draw import draw_workflow
-from marl.workflow.records import BATCH
+from marl.data.records import BATCH
 
 
 @register_operator
@@ -28,7 +28,7 @@ class ClipRewards(Operator):
         self.limit = float(limit)
 
     def build(self, ctx, inputs):
-        (upstream,) = inputs  # a LocalIterator of SampledBatch records (marl.workflow.records)
+        (upstream,) = inputs  # a LocalIterator of SampledBatch records (marl.data.records)
 
         def clip(record):  # its own copy if the node it comes after fans out: mutate freely
             for policy_batch in record.batch.policy_batches.values():

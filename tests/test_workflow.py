@@ -271,7 +271,7 @@ def test_replay_ops_reject_bad_parameters():
 
 # -- the operator contract: records, fan-out copies, SKIP, state, evaluation node ---------------------------------
 from marl.workflow import SKIP, Operator, SampledBatch  # noqa: E402
-from marl.workflow.records import BATCH, RESULTS  # noqa: E402
+from marl.data.records import BATCH, RESULTS  # noqa: E402
 
 
 class _Poison(Operator):

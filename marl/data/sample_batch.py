@@ -161,7 +161,7 @@ class MultiAgentBatch:
     __slots__ = ("policy_batches", "env_steps")
 
     def __init__(self, policy_batches: dict[str, SampleBatch], env_steps: int):
-        # Only rows: where they came from travels beside them, in a workflow record (`marl.workflow.records`).
+        # Only rows: where they came from travels beside them, in a workflow record (`marl.data.records`).
         self.policy_batches = dict(policy_batches)
         self.env_steps = int(env_steps)
 

@@ -42,7 +42,7 @@ from marl.runners.collector import PolicyCollector, check_columns
 from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.module_inputs import AgentStates, ModuleInputs
-from marl.workflow.records import SampledBatch  # what sample() returns: the rows and where they came from
+from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
 
 ALL = "__all__"
 log = logging.getLogger(__name__)

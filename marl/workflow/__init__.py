@@ -4,7 +4,7 @@ from marl.workflow.evaluation_ops import Evaluate
 from marl.workflow.graph import Workflow, WorkflowError, make_operator
 from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
 from marl.workflow.protocol import ExecutionContext, Operator
-from marl.workflow.records import (
+from marl.data.records import (
     SKIP,
     EvaluationRun,
     LearnResults,

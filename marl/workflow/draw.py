@@ -12,7 +12,7 @@ import textwrap
 
 import networkx as nx
 
-# What each kind of edge item is, for the arrow labels (the record types: marl.workflow.records).
+# What each kind of edge item is, for the arrow labels (the record types: marl.data.records).
 ITEM_NAMES = {
     "batch": "batch (SampledBatch)",
     "results": "results (LearnResults)",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.workflow.protocol import Operator
-from marl.workflow.records import EVALUATION, SKIP, EvaluationRun
+from marl.data.records import EVALUATION, SKIP, EvaluationRun
 
 
 class Evaluate(Operator):

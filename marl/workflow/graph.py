@@ -2,7 +2,7 @@
 
 Node attributes: `op` (the operator's name), `params` (its settings) and
 `operator` (the instance). Edge attributes: `kind` (what flows: batch,
-results, ...; the records are in `marl.workflow.records`), `may_skip`
+results, ...; the records are in `marl.data.records`), `may_skip`
 (whether SKIP can flow on it) and `index` (which input of the consumer it
 feeds). The YAML form lists nodes with the nodes they come `after`:
 
@@ -19,7 +19,7 @@ import networkx as nx
 
 from marl.execution import LocalIterator
 from marl.workflow.protocol import ExecutionContext, Operator, operator_param_names
-from marl.workflow.records import ANY, RECORD_TYPES, REPORT, SKIP, copy_record
+from marl.data.records import ANY, RECORD_TYPES, REPORT, SKIP, copy_record
 from marl.workflow.table import OPERATORS
 
 
@@ -207,7 +207,7 @@ def _checked(it: LocalIterator, node: str, operator: Operator, may_skip: bool) -
             elif record_type is not None and not isinstance(item, record_type):
                 raise WorkflowError(
                     f"node '{node}' (op {operator.op_name}) emitted a {type(item).__name__}; edges of kind "
-                    f"'{operator.produces}' carry {record_type.__name__} records (marl.workflow.records)"
+                    f"'{operator.produces}' carry {record_type.__name__} records (marl.data.records)"
                 )
             yield item
 

@@ -5,7 +5,7 @@
         consumes: tuple[str, ...]       the edge kind of each input, in order; () for a source
         optional_inputs: int = 0        how many of the last `consumes` may be left unconnected
         variadic: bool = False          any number (>= 1) of inputs of kind consumes[0]
-        produces: str                   the kind of record it emits (`marl.workflow.records`)
+        produces: str                   the kind of record it emits (`marl.data.records`)
         may_skip: bool = False          it may emit SKIP (nothing this time) instead of a record
         handles_skip: bool = False      it passes SKIP on (or drops it); needed where an input may carry SKIP
         build(ctx, inputs) -> LocalIterator   its iterator over records, from its inputs' iterators;

@@ -15,7 +15,7 @@ from marl.execution import metrics as m
 from marl.replay import nstep_transitions
 from marl.replay.joint import joint_transitions
 from marl.workflow.protocol import Operator, policy_list
-from marl.workflow.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
+from marl.data.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 
 
 class StoreToReplay(Operator):

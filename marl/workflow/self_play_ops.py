@@ -11,7 +11,7 @@ against the pool: `self_play/win_rate`, `draw_rate`, `games` and an Elo-like
 from __future__ import annotations
 
 from marl.workflow.protocol import Operator
-from marl.workflow.records import RESULTS, SKIP
+from marl.data.records import RESULTS, SKIP
 
 
 class SnapshotOpponents(Operator):

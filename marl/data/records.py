@@ -1,5 +1,8 @@
 """What flows on the edges of a workflow graph: one record type per edge kind, declared here once.
 
+They live in the data layer because runners make them (`EnvRunner.sample()` returns a
+`SampledBatch`) and runners sit above the workflow layer.
+
     kind        record            made by                      carries
     batch       SampledBatch      sample, concat, replay       the rows and where they came from
     results     LearnResults      learn (and what follows it)  learner stats, per-row stats, their source
