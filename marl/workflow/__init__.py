@@ -2,6 +2,7 @@
 
 from marl.workflow.evaluation_ops import Evaluate
 from marl.workflow.graph import Workflow, WorkflowError, make_operator
+from marl.workflow.graphs import synchronous_workflow
 from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
 from marl.workflow.protocol import ExecutionContext, Operator
 from marl.data.records import (
@@ -16,6 +17,7 @@ from marl.workflow.self_play_ops import SnapshotOpponents
 from marl.workflow.table import BUILTIN_OPERATORS, OPERATORS, register_operator
 
 __all__ = [
+    "synchronous_workflow",
     "BUILTIN_OPERATORS",
     "OPERATORS",
     "SKIP",

@@ -1,0 +1,34 @@
+"""The graph shapes several algorithms share, built once.
+
+    synchronous_workflow (PPO, MAPPO, A2C, PG):
+    sample(sync) --batch--> concat(train_batch_size) --batch--> learn
+        [--results--> snapshot_opponents(every)]        (self-play runs: the pool's new snapshot ships with the sync)
+        --results--> sync_weights(all) --results--> report(min_env_steps)
+"""
+
+from __future__ import annotations
+
+from marl.workflow.graph import Workflow
+from marl.workflow.operators import ConcatBatches, Learn, Report, Sample, SyncWeights
+from marl.workflow.self_play_ops import SnapshotOpponents
+
+
+def synchronous_workflow(config, name: str, report_min_env_steps: int = 0) -> Workflow:
+    """Fresh samples of `training.train_batch_size` env steps, one learner update each.
+
+    `report_min_env_steps`: env steps one `train()` iteration samples at least (an algorithm
+    whose updates are small reports over many of them).
+    """
+    wf = (
+        Workflow(name)
+        .add("sample", Sample(mode="sync"))
+        .add("concat", ConcatBatches(min_env_steps=config.training_cfg.train_batch_size), after="sample")
+        .add("learn", Learn(), after="concat")
+    )
+    last = "learn"
+    sp = config.self_play()
+    if sp is not None:
+        wf.add("snapshot_opponents", SnapshotOpponents(every=sp.snapshot_every), after="learn")
+        last = "snapshot_opponents"
+    wf.add("sync_weights", SyncWeights(scope="all"), after=last)
+    return wf.add("report", Report(min_env_steps=report_min_env_steps), after="sync_weights")
