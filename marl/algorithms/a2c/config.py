@@ -1,0 +1,68 @@
+"""A2CConfig: advantage actor-critic, one gradient step on each (small) train batch.
+
+Defaults learn CartPole-v1 (mean return >= 450 within 300k env steps,
+tests/test_a2c.py): 8 env copies x 16 steps per update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
+from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.sections import doc
+from marl.connectors import GAE, StandardizeAdvantages
+from marl.data import sample_batch as sb
+
+ROLLOUT_FRAGMENT_LENGTH = 16  # env steps per env copy in one sampling round (one update with the default batch)
+
+
+@dataclass
+class A2CTraining:
+    lr: float = doc("Adam learning rate", 1e-3, min=0)
+    adam_eps: float = doc("Adam epsilon", 1e-5, min=0)
+    gamma: float = doc("discount factor", 0.99, min=0, max=1)
+    gae_lambda: float = doc("GAE lambda; 1.0: n-step returns bootstrapped at each fragment's end", 0.95, min=0, max=1)
+    train_batch_size: int = doc("env steps per gradient step (default: one sampling round, 8 env copies x 16 steps)", 128, min=1)
+    vf_loss_coeff: float = doc("value loss weight", 0.5, min=0)
+    entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
+    grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
+    standardize_advantages: bool = doc("standardise advantages over each policy's train batch", True)
+    min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration (many updates)", 2048, min=0)
+    model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
+
+
+class A2CParts(AlgorithmParts):
+    loss_columns = LOSS_COLUMNS
+    loss = staticmethod(a2c_loss)
+
+    @staticmethod
+    def learner_connectors(cfg):
+        connectors = [GAE(cfg.gamma, cfg.gae_lambda)]
+        if cfg.standardize_advantages:
+            connectors.append(StandardizeAdvantages())
+        return connectors
+
+
+class A2CConfig(AlgorithmConfig):
+    algo_name = "A2C"
+    training_section_cls = A2CTraining
+    sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # no action log-probs: no ratio to the sampling policy
+    mixed_family = "on_policy"
+
+    def __init__(self):
+        super().__init__()
+        self.env_runners_cfg.rollout_fragment_length = ROLLOUT_FRAGMENT_LENGTH
+
+    def algorithm_parts(self):
+        return A2CParts()
+
+    def default_workflow(self):
+        """PPO's shape, one gradient step per small batch; an iteration reports over many of them:
+
+        sample(sync) --batch--> concat(train_batch_size) --batch--> learn
+            --results--> sync_weights(all) --results--> report(min_env_steps_per_iteration)
+        """
+        from marl.workflow import synchronous_workflow
+
+        return synchronous_workflow(self, "a2c", report_min_env_steps=self.training_cfg.min_env_steps_per_iteration)

@@ -1,0 +1,26 @@
+"""A2C's loss (Mnih et al. 2016, synchronous): policy gradient on advantages, value regression, entropy bonus.
+
+    L = -mean(log pi(a|s) * A) + vf_loss_coeff * 0.5 * mean((V(s) - R)^2) - entropy_coeff * mean(H(pi(.|s)))
+
+A and R (`advantages`, `value_targets`) come from GAE over the sampled pieces
+(a learner connector); with gae_lambda = 1 they are n-step returns bootstrapped
+at each piece's end.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from marl.data import sample_batch as sb
+
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK)
+
+
+def a2c_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    out = module.forward_train(batch)
+    dist = module.action_dist(out["action_dist_inputs"])
+    policy_loss = -(dist.logp(batch[sb.ACTIONS]) * batch[sb.ADVANTAGES]).mean()
+    vf_loss = 0.5 * (out["vf_preds"] - batch[sb.VALUE_TARGETS]).pow(2).mean()
+    entropy = dist.entropy().mean()
+    total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
+    return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
