@@ -297,9 +297,15 @@ class AlgorithmConfig:
 
     def model_for(self, policy_id: str) -> dict:
         """The policy's model options over the algorithm's default `training.model`."""
-        base = dict(getattr(self.training_cfg, "model", {}) or {})
+        declared = section_fields(self.training_cfg)  # a MIXED run's top-level training section has no model
+        base = dict(self.training_cfg.model or {}) if "model" in declared else {}
         base.update(self.policy_specs()[policy_id].model)
         return base
+
+    def group_agent_indices(self, policy_id: str) -> list[int] | None:
+        """The agents (indices into the env's possible agents) whose joint transitions one policy stores
+        (`store_to_replay(joint=true)`: value decomposition); None: the algorithm stores per agent."""
+        return None
 
     def module_class_for(self, spec: PolicySpec):
         """The module class a policy is built with: its own, else the algorithm's default."""

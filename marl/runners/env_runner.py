@@ -68,7 +68,7 @@ class EnvRunner:
         self.torch_rng = torch.Generator().manual_seed(torch_seed)  # action sampling: never the global generator
         self._reset_rngs = [np.random.default_rng(s) for s in env_seqs]  # one stream of reset seeds per env copy
         self.fragment_length = run_cfg.rollout_fragment_length
-        if getattr(config, "env_creator", None) is not None:  # a name registered in the driver process
+        if config.env_creator is not None:  # a name registered in the driver process
             register_env(env_cfg.env, config.env_creator)
         self.envs = [make_env(env_cfg.env, dict(env_cfg.env_config)) for _ in range(self.num_envs)]
         env0 = self.envs[0]

@@ -43,10 +43,10 @@ class StoreToReplay(Operator):
     def _transitions(self, ctx, pid, policy_batch):
         if not self.joint:
             return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
-        groups = getattr(ctx.config, "group_agent_indices", None)
+        groups = ctx.config.group_agent_indices(pid)
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")
-        return joint_transitions(policy_batch, groups(pid), self.n_step, self.gamma)
+        return joint_transitions(policy_batch, groups, self.n_step, self.gamma)
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
