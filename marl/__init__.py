@@ -1,6 +1,7 @@
 """marl: multi-agent reinforcement learning, declared as a dataflow graph of operators."""
 
 from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, load_module, load_scenario
+from marl.algorithms.registry import exporting_config_classes
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.envs import MultiAgentEnv, make_env, register_env
 from marl.modules import MultiRLModule, RLModule
@@ -28,19 +29,5 @@ _STATIC = [
 ]
 
 
-def __getattr__(name: str):
-    """Every algorithm's config class (`marl.PPOConfig`, `from marl import A2CConfig`), found on first use (PEP 562)."""
-    from marl.algorithms.registry import config_classes
-
-    if name == "__all__":
-        return sorted(_STATIC + list(config_classes()))
-    cls = config_classes().get(name)
-    if cls is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return cls
-
-
-def __dir__() -> list[str]:
-    from marl.algorithms.registry import config_classes
-
-    return sorted(set(globals()) | set(config_classes()))
+# Every algorithm's config class (`marl.PPOConfig`, `from marl import A2CConfig`), found on first use (PEP 562).
+__getattr__, __dir__ = exporting_config_classes(__name__, _STATIC, globals())

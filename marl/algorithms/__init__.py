@@ -8,7 +8,7 @@ first use (PEP 562).
 from marl.algorithms.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.algorithms.checkpoint import CheckpointError, load_connector_state, load_module
-from marl.algorithms.registry import ALGORITHMS, config_class, config_classes
+from marl.algorithms.registry import ALGORITHMS, config_class, exporting_config_classes
 from marl.algorithms.scenario import config_from_dict, load_scenario
 from marl.algorithms.sections import ConfigError
 
@@ -26,14 +26,5 @@ _STATIC = [
 ]
 
 
-def __getattr__(name: str):
-    if name == "__all__":  # `from marl.algorithms import *` brings every algorithm's config class too
-        return sorted(_STATIC + list(config_classes()))
-    cls = config_classes().get(name)
-    if cls is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return cls
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(config_classes()))
+# Every algorithm's config class (`marl.PPOConfig`, `from marl import A2CConfig`), found on first use (PEP 562).
+__getattr__, __dir__ = exporting_config_classes(__name__, _STATIC, globals())

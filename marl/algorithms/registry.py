@@ -81,3 +81,21 @@ def config_class(name: str):
 def config_classes() -> dict[str, type]:
     """Class name -> config class (`PPOConfig` -> PPOConfig): what `marl` and `marl.algorithms` export."""
     return {cls.__name__: cls for cls in discovered().values()}
+
+
+def exporting_config_classes(module_name: str, static: list[str], module_globals: dict):
+    """The PEP 562 `__getattr__` and `__dir__` of a package that exports every algorithm's config class
+    (`marl`, `marl.algorithms`) besides its `static` names, found on first use."""
+
+    def __getattr__(name: str):
+        if name == "__all__":  # `from marl import *` brings every algorithm's config class too
+            return sorted(static + list(config_classes()))
+        cls = config_classes().get(name)
+        if cls is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        return cls
+
+    def __dir__() -> list[str]:
+        return sorted(set(module_globals) | set(config_classes()))
+
+    return __getattr__, __dir__

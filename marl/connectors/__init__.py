@@ -25,6 +25,7 @@ from marl.connectors.learner import (
     RewardScale,
     StandardizeAdvantages,
     compute_gae,
+    gae_pieces,
     reverse_scan,
     standardize,
     vtrace,
@@ -36,6 +37,6 @@ __all__ = [
     "ActionAdapter", "BUILTIN_PIECES", "ClipActions", "ConnectorPiece", "EnvToModulePipeline", "Flatten", "FrameStack", "GAE",
     "LearnerConnectors", "LearnerContext", "LearnerPipeline", "MeanStd", "MeanStdFilter", "ModuleToEnvPipeline",
     "ObservationPreprocessor", "PolicyConnectors", "PrevActionReward", "RewardClip", "RewardScale", "RowContext",
-    "StandardizeAdvantages", "UnsquashActions", "build_policy_module", "compute_gae", "env_to_module_pipeline",
+    "StandardizeAdvantages", "UnsquashActions", "build_policy_module", "compute_gae", "env_to_module_pipeline", "gae_pieces",
     "learner_pipeline", "module_to_env_pipeline", "reverse_scan", "standardize", "vtrace",
 ]

@@ -107,6 +107,11 @@ class StandardizeAdvantages(ConnectorPiece):
         return batch
 
 
+def gae_pieces(gamma: float, lambda_: float, standardize_advantages: bool) -> list[ConnectorPiece]:
+    """The learner pieces of an actor-critic on GAE advantages (PPO, A2C): GAE, then optional standardisation."""
+    return [GAE(gamma, lambda_)] + ([StandardizeAdvantages()] if standardize_advantages else [])
+
+
 def _number(key: str, value, positive: bool = False) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or (positive and value <= 0):
         raise ValueError(f"{key} must be a number{' > 0' if positive else ''}, got {value!r}")

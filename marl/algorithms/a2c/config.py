@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.sections import doc
-from marl.connectors import GAE, StandardizeAdvantages
+from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
 
 ROLLOUT_FRAGMENT_LENGTH = 16  # env steps per env copy in one sampling round (one update with the default batch)
@@ -38,10 +38,7 @@ class A2CParts(AlgorithmParts):
 
     @staticmethod
     def learner_connectors(cfg):
-        connectors = [GAE(cfg.gamma, cfg.gae_lambda)]
-        if cfg.standardize_advantages:
-            connectors.append(StandardizeAdvantages())
-        return connectors
+        return gae_pieces(cfg.gamma, cfg.gae_lambda, cfg.standardize_advantages)
 
 
 class A2CConfig(AlgorithmConfig):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss
 from marl.algorithms.sections import doc
-from marl.connectors import GAE, StandardizeAdvantages
+from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
 
 
@@ -35,10 +35,7 @@ class PPOParts(AlgorithmParts):
 
     @staticmethod
     def learner_connectors(cfg):
-        connectors = [GAE(cfg.gamma, cfg.gae_lambda)]
-        if cfg.standardize_advantages:
-            connectors.append(StandardizeAdvantages())
-        return connectors
+        return gae_pieces(cfg.gamma, cfg.gae_lambda, cfg.standardize_advantages)
 
 
 class PPOConfig(AlgorithmConfig):
