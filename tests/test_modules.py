@@ -343,3 +343,15 @@ def test_fast_acting_path_matches_train_forward(activation):
     torch.testing.assert_close(explore["action_dist_inputs"], train["action_dist_inputs"])
     torch.testing.assert_close(explore["vf_preds"], train["vf_preds"])
     torch.testing.assert_close(module.forward_inference(obs)["action_dist_inputs"], train["action_dist_inputs"])
+
+
+def test_a_policy_only_network_is_refused_by_an_algorithm_that_records_values():
+    """model.value_function: false drops the value head; PPO, which records values, names the module."""
+    import marl
+
+    algo = marl.PPOConfig().environment("CartPole-v1").training(model={"value_function": False}).build()
+    try:
+        with pytest.raises(ValueError, match="records value predictions, but module ActorCriticMLP"):
+            algo.train()
+    finally:
+        algo.stop()

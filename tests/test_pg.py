@@ -84,6 +84,17 @@ def test_one_gradient_step_per_batch_of_whole_episodes():
     assert ends[-1] and np.all(batch[sb.TERMINATEDS][ends] | batch[sb.TRUNCATEDS][ends])
 
 
+def test_pg_samples_with_no_value_pass_and_no_log_probs():
+    algo = config_class("PG")().environment("CartPole-v1").training(train_batch_size=64).debugging(seed=0).build()
+    try:
+        runner = algo.runners.local
+        assert runner.module["default_policy"].vf is None  # a policy-only network: nothing computes values
+        batch = runner.sample()["default_policy"]
+    finally:
+        algo.stop()
+    assert not {sb.VF_PREDS, sb.BOOTSTRAP_VALUE, sb.ACTION_LOGP} & set(batch.columns)
+
+
 def test_cli_trains_pg_without_yaml(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "marl.cli", "train", "--algo", "PG", "--env", "CartPole-v1", "stop.iterations=1", "--output", str(tmp_path / "run")],

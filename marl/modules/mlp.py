@@ -10,7 +10,7 @@ from torch import nn
 from marl.modules.rl_module import RLModule
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
-MODEL_KEYS = {"hiddens", "activation", "initial_log_std"}
+MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function"}
 
 
 def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
@@ -33,7 +33,8 @@ class ActorCriticMLP(RLModule):
     """Separate policy and value MLPs with orthogonal init (small policy head: near-uniform start).
 
     model options: hiddens (default [64, 64]), activation (tanh|relu|elu|silu),
-    initial_log_std (Box actions; default 0.0).
+    initial_log_std (Box actions; default 0.0), value_function (default true; false: a
+    policy-only network with no value pass, for algorithms that record no values, e.g. PG).
     """
 
     def __init__(self, observation_space, action_space, model_config=None):
@@ -48,7 +49,10 @@ class ActorCriticMLP(RLModule):
         self.continuous = isinstance(action_space, gym.spaces.Box)
         n_out = self.action_dim // 2 if self.continuous else self.action_dim
         self.pi = mlp(self.obs_dim, hiddens, n_out, activation, out_gain=0.01)
-        self.vf = mlp(self.obs_dim, hiddens, 1, activation, out_gain=1.0)
+        value_function = self.model_config.get("value_function", True)
+        if not isinstance(value_function, bool):
+            raise ValueError(f"model.value_function must be true or false, got {value_function!r}")
+        self.vf = mlp(self.obs_dim, hiddens, 1, activation, out_gain=1.0) if value_function else None
         if self.continuous:
             init = float(self.model_config.get("initial_log_std", 0.0))
             self.log_std = nn.Parameter(torch.full((n_out,), init))
@@ -57,7 +61,13 @@ class ActorCriticMLP(RLModule):
     # nn.Module call overhead costs as much as the math: walk the layers with plain functional calls
     # (the same addmm kernels nn.Linear calls, so the same numbers and gradients).
     def forward_train(self, batch):
-        return {"action_dist_inputs": self._fast_inputs(batch), "vf_preds": _functional(self.vf, batch["obs"]).squeeze(-1)}
+        return self._outputs(batch)
+
+    def _outputs(self, batch):
+        out = {"action_dist_inputs": self._fast_inputs(batch)}
+        if self.vf is not None:
+            out["vf_preds"] = _functional(self.vf, batch["obs"]).squeeze(-1)
+        return out
 
     def _fast_inputs(self, batch):
         out = _functional(self.pi, batch["obs"])
@@ -67,7 +77,7 @@ class ActorCriticMLP(RLModule):
 
     def forward_exploration(self, batch):
         with torch.inference_mode():
-            return {"action_dist_inputs": self._fast_inputs(batch), "vf_preds": _functional(self.vf, batch["obs"]).squeeze(-1)}
+            return self._outputs(batch)
 
     def forward_inference(self, batch):
         with torch.inference_mode():

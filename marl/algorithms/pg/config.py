@@ -27,7 +27,10 @@ class PGTraining:
     standardize_returns: bool = doc("standardise the returns-to-go over each policy's train batch (the mean is the baseline)", True)
     entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", None, min=0)
-    model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
+    model: dict = doc(
+        "default model options of every policy: hiddens, activation, value_function (false: no value head, none is needed)",
+        default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh", "value_function": False},
+    )
 
 
 class PGParts(AlgorithmParts):
