@@ -14,9 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class ConfigError(ValueError):
-    """A scenario or builder value that cannot work; the message names the key."""
+from marl.errors import ConfigError  # noqa: F401  (the config layer's error; re-exported here)
 
 
 def doc(text: str, default=dataclasses.MISSING, default_factory=dataclasses.MISSING, **checks):

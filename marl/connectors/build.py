@@ -26,6 +26,7 @@ from marl.connectors.env_to_module import EnvToModulePipeline, FrameStack, MeanS
 from marl.connectors.learner import GAE, LearnerPipeline, RewardClip, RewardScale, StandardizeAdvantages
 from marl.connectors.module_to_env import ClipActions, ModuleToEnvPipeline, UnsquashActions
 from marl.connectors.piece import ConnectorPiece, RowContext
+from marl.errors import ConfigError
 
 PIPELINES = ("env_to_module", "module_to_env", "learner")
 BUILTIN_PIECES: dict[str, dict[str, type]] = {
@@ -37,19 +38,13 @@ BUILTIN_PIECES: dict[str, dict[str, type]] = {
 }
 
 
-def _config_error(message: str):
-    from marl.algorithms.sections import ConfigError  # marl.algorithms imports this package
-
-    return ConfigError(message)
-
-
 def piece_class(name, pipeline: str, where: str) -> type:
     """The class a piece's `name` stands for: a built-in name, an import path or a class."""
     if isinstance(name, str):
         cls = BUILTIN_PIECES[pipeline].get(name)
         if cls is None:
             if ":" not in name and "." not in name:
-                raise _config_error(
+                raise ConfigError(
                     f"'{where}.name': unknown {pipeline} piece '{name}'; built-in: {sorted(BUILTIN_PIECES[pipeline])}, "
                     "or an import path 'pkg.mod:Class'"
                 )
@@ -58,11 +53,11 @@ def piece_class(name, pipeline: str, where: str) -> type:
             try:
                 cls = import_object(name)
             except (ImportError, AttributeError, ValueError) as err:
-                raise _config_error(f"'{where}.name': piece '{name}' cannot be imported: {err}") from None
+                raise ConfigError(f"'{where}.name': piece '{name}' cannot be imported: {err}") from None
     else:
         cls = name
     if not (isinstance(cls, type) and issubclass(cls, ConnectorPiece)):
-        raise _config_error(f"'{where}.name': {name!r} is not a subclass of marl.connectors.ConnectorPiece")
+        raise ConfigError(f"'{where}.name': {name!r} is not a subclass of marl.connectors.ConnectorPiece")
     return cls
 
 
@@ -75,10 +70,10 @@ def normalize_spec(spec, pipeline: str, where: str) -> dict:
         return {"name": builtin.get(spec, spec)}
     if isinstance(spec, dict):
         if "name" not in spec:
-            raise _config_error(f"'{where}' needs a 'name' (a built-in piece or 'pkg.mod:Class'), got {spec!r}")
+            raise ConfigError(f"'{where}' needs a 'name' (a built-in piece or 'pkg.mod:Class'), got {spec!r}")
         name = spec["name"]
         return {**spec, "name": builtin.get(name, name) if isinstance(name, type) else name}
-    raise _config_error(
+    raise ConfigError(
         f"'{where}' must be a piece name, {{name: ..., settings...}}, a class or a piece object; got {spec!r}"
     )
 
@@ -92,11 +87,11 @@ def make_piece(spec: dict, pipeline: str, where: str) -> ConnectorPiece:
     allowed = [n for n, p in params.items() if n != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     unknown = [k for k in settings if k not in allowed]
     if unknown and not takes_any:
-        raise _config_error(f"'{where}.{unknown[0]}': {cls.__name__} has no setting '{unknown[0]}'; its settings: {allowed}")
+        raise ConfigError(f"'{where}.{unknown[0]}': {cls.__name__} has no setting '{unknown[0]}'; its settings: {allowed}")
     try:
         return cls(**settings)
     except (TypeError, ValueError) as err:
-        raise _config_error(f"'{where}' ({cls.__name__}): {err}") from None
+        raise ConfigError(f"'{where}' ({cls.__name__}): {err}") from None
 
 
 def check_section(section) -> None:
@@ -106,10 +101,10 @@ def check_section(section) -> None:
     for pid, override in (section.policies or {}).items():
         where = f"connectors.policies.{pid}"
         if not isinstance(override, dict):
-            raise _config_error(f"'{where}' must map pipelines ({list(PIPELINES)}) to lists of pieces, got {override!r}")
+            raise ConfigError(f"'{where}' must map pipelines ({list(PIPELINES)}) to lists of pieces, got {override!r}")
         for key in override:
             if key not in PIPELINES:
-                raise _config_error(f"unknown key '{where}.{key}'; valid keys: {list(PIPELINES)}")
+                raise ConfigError(f"unknown key '{where}.{key}'; valid keys: {list(PIPELINES)}")
         section.policies[pid] = {key: _checked_list(value, key, f"{where}.{key}") for key, value in override.items()}
 
 
@@ -120,7 +115,7 @@ def pipeline_entries(section, pipeline: str) -> list:
 
 def _checked_list(entries, pipeline: str, where: str) -> list:
     if not isinstance(entries, (list, tuple)):
-        raise _config_error(f"'{where}' must be a list of pieces, got {type(entries).__name__} {entries!r}")
+        raise ConfigError(f"'{where}' must be a list of pieces, got {type(entries).__name__} {entries!r}")
     out = []
     for i, entry in enumerate(entries):
         spec = normalize_spec(entry, pipeline, f"{where}[{i}]")
@@ -149,7 +144,7 @@ def check_policies(config) -> None:
     declared = list(config.policy_specs())
     for pid in config.connectors_cfg.policies or {}:
         if pid not in declared:
-            raise _config_error(f"'connectors.policies' names unknown policy '{pid}'; declared: {declared}")
+            raise ConfigError(f"'connectors.policies' names unknown policy '{pid}'; declared: {declared}")
 
 
 def _keyed(entries: list[tuple[str, ConnectorPiece]]) -> dict[str, ConnectorPiece]:

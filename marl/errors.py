@@ -1,0 +1,5 @@
+"""Errors every layer may raise, defined below all of them (so no layer imports upward for one)."""
+
+
+class ConfigError(ValueError):
+    """A scenario or builder value that cannot work; the message names the key."""
