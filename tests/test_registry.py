@@ -125,3 +125,31 @@ def test_cli_defaults_and_reference():
     assert p.returncode == 2 and "unknown algo 'NOPE'" in p.stderr and "Traceback" not in p.stderr
     p = run("defaults", "NOPE")
     assert p.returncode == 2 and "invalid choice" in p.stderr
+
+
+class OutsideConfig(marl.PPOConfig):
+    """An algorithm kept in the user's own package, not in a folder of marl's: `algo:` names it by import path."""
+
+    algo_name = "OUTSIDE"
+
+
+def test_an_algorithm_outside_marl_is_named_by_import_path(tmp_path):
+    path = f"{__name__}:OutsideConfig"
+    config = config_from_dict({"algo": path, "environment": {"env": "CartPole-v1"}, "stop": {"iterations": 1}})
+    assert type(config) is OutsideConfig and "OUTSIDE" not in ALGORITHMS
+    assert config.to_dict()["algo"] == path  # a run's config.yaml names it the same way, so resume finds it
+    algo = config.training(train_batch_size=256, num_epochs=1).debugging(seed=0).build()
+    try:
+        algo.train()
+        algo.save(tmp_path / "ckpt")
+    finally:
+        algo.stop()
+    restored = marl.Algorithm.from_checkpoint(tmp_path / "ckpt")
+    try:
+        assert type(restored.config) is OutsideConfig and restored.iteration == 1
+    finally:
+        restored.stop()
+    with pytest.raises(ConfigError, match="not an AlgorithmConfig subclass"):
+        config_class("marl.modules:RLModule")
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        config_class("no_such_package.algos:Nope")

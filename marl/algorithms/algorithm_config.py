@@ -211,7 +211,9 @@ class AlgorithmConfig:
 
     def to_dict(self) -> dict:
         """Plain-data form (what `config.yaml` of a run holds); callables become their names."""
-        out: dict[str, Any] = {"algo": self.algo_name}
+        from marl.algorithms.registry import algo_reference
+
+        out: dict[str, Any] = {"algo": algo_reference(type(self))}  # an import path for a class kept outside marl
         for name in SECTION_NAMES:
             section = dataclasses.asdict(getattr(self, name + "_cfg"))
             out[name] = _plain(section)

@@ -70,12 +70,37 @@ ALGORITHMS: Mapping[str, type] = _Discovered()
 
 
 def config_class(name: str):
+    """The config class `algo:` names: a discovered algorithm's name, or an import path
+    (`my_pkg.algos:MyConfig`) to an AlgorithmConfig subclass kept outside marl."""
+    from marl.errors import ConfigError
+
+    if ":" in str(name):
+        return _imported_config_class(str(name))
     cls = discovered().get(str(name).upper())
     if cls is None:
-        from marl.algorithms.sections import ConfigError
-
-        raise ConfigError(f"unknown algo '{name}'; available: {sorted(discovered())}")
+        raise ConfigError(
+            f"unknown algo '{name}'; available: {sorted(discovered())}, or an import path 'pkg.module:MyConfig'"
+        )
     return cls
+
+
+def _imported_config_class(path: str) -> type:
+    from marl.algorithms.algorithm_config import AlgorithmConfig
+    from marl.errors import ConfigError
+    from marl.modules.rl_module import import_object
+
+    try:
+        cls = import_object(path)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ConfigError(f"algo '{path}' cannot be imported: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, AlgorithmConfig)) or cls.__dict__.get("algo_name", ABSTRACT) == ABSTRACT:
+        raise ConfigError(f"algo '{path}' is not an AlgorithmConfig subclass with an algo_name of its own")
+    return cls
+
+
+def algo_reference(cls: type) -> str:
+    """What `algo:` says for a config class: its name when discovered, else its import path."""
+    return cls.algo_name if discovered().get(cls.algo_name) is cls else f"{cls.__module__}:{cls.__qualname__}"
 
 
 def config_classes() -> dict[str, type]:
