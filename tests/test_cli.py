@@ -97,3 +97,11 @@ def test_readme_commands_match_ci():
     assert setup_and_train.endswith("marl train scenarios/simple_spread_ppo.yaml")
     ci = (ROOT / ".ci" / "run").read_text()
     assert setup_and_test in ci, "'.ci/run' must run the README's test command"
+
+
+def test_a_module_that_does_not_fit_the_algorithms_columns_is_one_line(tmp_path):
+    """A policy-only network (no value head) under PPO, which records values: one line naming the module."""
+    p = run("train", "--algo", "PPO", "--env", "CartPole-v1", "training.model.value_function=false",
+            "stop.iterations=1", "--output", str(tmp_path / "run"))
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    assert "records value predictions, but module ActorCriticMLP" in p.stderr

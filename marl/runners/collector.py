@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from marl.data import sample_batch as sb
+from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 
 # What an algorithm may ask runners for (action masks come with masked action spaces, unasked).
 REQUESTABLE = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK, sb.STATE})
@@ -26,13 +27,13 @@ def check_columns(columns, policy_id: str) -> frozenset:
     columns = frozenset(columns)
     unknown = sorted(columns - REQUESTABLE)
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"policy '{policy_id}': unknown sample column(s) {unknown}; runners can record {sorted(REQUESTABLE)}"
         )
     if sb.BOOTSTRAP_VALUE in columns and sb.VF_PREDS not in columns:  # rows with no next obs use their own value
-        raise ValueError(f"policy '{policy_id}': sample column '{sb.BOOTSTRAP_VALUE}' needs '{sb.VF_PREDS}' too")
+        raise ConfigError(f"policy '{policy_id}': sample column '{sb.BOOTSTRAP_VALUE}' needs '{sb.VF_PREDS}' too")
     if sb.NEXT_ACTION_MASK in columns and sb.NEXT_OBS not in columns:
-        raise ValueError(f"policy '{policy_id}': sample column '{sb.NEXT_ACTION_MASK}' needs '{sb.NEXT_OBS}' too")
+        raise ConfigError(f"policy '{policy_id}': sample column '{sb.NEXT_ACTION_MASK}' needs '{sb.NEXT_OBS}' too")
     return columns
 
 

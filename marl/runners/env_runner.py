@@ -43,6 +43,7 @@ from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
+from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 
 ALL = "__all__"
 log = logging.getLogger(__name__)
@@ -248,7 +249,7 @@ class EnvRunner:
         if sb.VF_PREDS in columns:
             vf = out.get("vf_preds")
             if vf is None:
-                raise ValueError(
+                raise ConfigError(
                     f"policy '{pid}': its algorithm records value predictions, but module "
                     f"{type(self.module[pid]).__name__}.forward_exploration returned no 'vf_preds'"
                 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from marl.envs.validation import EnvOutputError
 from marl.modules.spaces import is_masked_space, observation_part
 
 ENV_STATE = "env_state"
@@ -48,10 +49,10 @@ class GlobalState:
         if self.source == ENV_STATE:
             state = env.state()
             if state is None:
-                raise ValueError(f"env '{self.name}' returned no state() mid-episode, though it had one when probed")
+                raise EnvOutputError(f"env '{self.name}' returned no state() mid-episode, though it had one when probed")
             state = np.asarray(state, dtype=np.float32).reshape(-1)
             if state.size != self.dim:
-                raise ValueError(f"env '{self.name}' state() has {state.size} values; it had {self.dim} when probed")
+                raise EnvOutputError(f"env '{self.name}' state() has {state.size} values; it had {self.dim} when probed")
             return state
         out = np.zeros(self.dim, np.float32)
         for agent, ob in obs.items():

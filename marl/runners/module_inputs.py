@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from marl.modules.rl_module import MODULE_INPUTS
+from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 
 
 class ModuleInputs:
@@ -25,7 +26,7 @@ class ModuleInputs:
         declared = tuple(module.inputs)
         unknown = [name for name in declared if name not in MODULE_INPUTS]
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"policy '{policy_id}': module {type(module).__name__} declares unknown input(s) {unknown} "
                 f"in `inputs`; runners provide {list(MODULE_INPUTS)}"
             )
@@ -88,7 +89,7 @@ class AgentStates:
         """Stores the module's `state_out` per row (the acting agents' states advance); returns it as NumPy."""
         if not isinstance(state_out, dict) or set(state_out) != set(self.initial):
             got = f"state_out {sorted(state_out)}" if isinstance(state_out, dict) else "no state_out dict"
-            raise ValueError(
+            raise ConfigError(
                 f"policy '{self.policy_id}': the module is stateful (get_initial_state() has {sorted(self.initial)}) "
                 f"but its forward pass returned {got}; it must return 'state_out' with the same names"
             )
@@ -97,7 +98,7 @@ class AgentStates:
         for name, value in state_out.items():
             arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
             if arr.shape != (n,) + self.initial[name].shape:
-                raise ValueError(
+                raise ConfigError(
                     f"policy '{self.policy_id}': state_out['{name}'] has shape {arr.shape}; "
                     f"expected {(n,) + self.initial[name].shape} (one row per acting agent)"
                 )
