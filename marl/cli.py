@@ -28,11 +28,26 @@ def _algorithm_names() -> list[str]:
 
 
 def _split_positionals(args) -> tuple[str | None, list[str]]:
-    """The scenario file and the key=value overrides (a first positional with '=' is an override)."""
-    scenario, overrides = args.scenario, list(args.overrides)
-    if scenario is not None and "=" in scenario and not Path(scenario).is_file():
-        scenario, overrides = None, [scenario] + overrides
-    return scenario, overrides
+    """The scenario file and the key=value overrides, in whatever order they came (options between them
+    too): an item with '=' that is not a file is an override, the one other item is the scenario."""
+    from marl.algorithms import ConfigError
+
+    items = ([args.scenario] if args.scenario is not None else []) + list(args.overrides) + list(args.extra_positionals)
+    overrides = [item for item in items if "=" in item and not Path(item).is_file()]
+    scenarios = [item for item in items if item not in overrides]
+    if len(scenarios) > 1:
+        raise ConfigError(
+            f"one scenario file at most, got {scenarios}; overrides look like key=value (training.lr=1e-4)"
+        )
+    return (scenarios[0] if scenarios else None), overrides
+
+
+def _import_user_modules(args) -> None:
+    """`--import MODULE`: modules that register envs (marl.register_env) or define classes a scenario names."""
+    import importlib
+
+    for module in args.imports:
+        importlib.import_module(module)
 
 
 def _config_from_args(args):
@@ -60,6 +75,7 @@ def cmd_train(args) -> int:
 
     if args.address:
         os.environ["RAY_ADDRESS"] = args.address  # Algorithm joins it instead of starting a local Ray
+    _import_user_modules(args)
     if args.resume:
         scenario, overrides = _split_positionals(args)
         if scenario is not None or args.algo or args.env:
@@ -127,6 +143,7 @@ def cmd_graph(args) -> int:
     from marl.algorithms.algorithm import workflow_for
     from marl.workflow.draw import draw_workflow
 
+    _import_user_modules(args)
     config, name = _config_from_args(args)
     wf = workflow_for(config)  # the graph a run of this config runs, its evaluate node included
     print(wf.describe())
@@ -198,6 +215,10 @@ def _add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
         help=f"{what} this algorithm with its defaults instead of a scenario file (one of: {', '.join(_algorithm_names())})",
     )
     parser.add_argument("--env", help="environment.env: a Gymnasium id, PettingZoo module path or registered name (see `marl envs`)")
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first (one that calls marl.register_env, say); repeatable",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -291,7 +312,14 @@ def main(argv: list[str] | None = None) -> int:
     from marl.policies import MappingError
     from marl.workflow import WorkflowError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Options may come between and after a command's positionals (`marl train S.yaml --output D k=v`):
+    # what argparse leaves over after the options is more positionals, for the commands that take them.
+    args, extra = parser.parse_known_args(argv)
+    unknown = [item for item in extra if item.startswith("-")]
+    if unknown or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(unknown or extra)}")
+    args.extra_positionals = extra
     try:
         return args.fn(args)
     except (ConfigError, CheckpointError, EnvError, MappingError, WorkflowError, FileNotFoundError, ImportError) as err:

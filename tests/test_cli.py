@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,40 @@ def test_a_module_that_does_not_fit_the_algorithms_columns_is_one_line(tmp_path)
             "stop.iterations=1", "--output", str(tmp_path / "run"))
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     assert "records value predictions, but module ActorCriticMLP" in p.stderr
+
+
+def test_options_and_overrides_mix_in_any_order(tmp_path):
+    out = tmp_path / "run"
+    p = run("train", "training.train_batch_size=512", "--output", str(out), "scenarios/cartpole_ppo.yaml",
+            "--quiet", "stop.iterations=1")
+    assert p.returncode == 0, p.stderr
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["training"]["train_batch_size"] == 512 and config["stop"]["iterations"] == 1
+    g = run("graph", "--no-png", "scenarios/cartpole_dqn.yaml", "--algo", "DQN", "training.n_step=2")
+    assert g.returncode == 2 and "either a scenario file or --algo" in g.stderr  # read as one command line
+    g = run("graph", "--no-png", "scenarios/cartpole_dqn.yaml", "training.n_step=2")
+    assert g.returncode == 0 and "n_step=2" in g.stdout, g.stderr
+
+
+def test_a_misspelt_option_or_a_second_scenario_is_one_line(tmp_path):
+    p = run("train", "scenarios/cartpole_ppo.yaml", "--outptu", str(tmp_path), "stop.iterations=1")
+    assert p.returncode == 2 and "unrecognized arguments: --outptu" in p.stderr and "Traceback" not in p.stderr
+    p = run("train", "scenarios/cartpole_ppo.yaml", "scenarios/cartpole_dqn.yaml")
+    assert p.returncode == 2 and "one scenario file at most" in p.stderr and "Traceback" not in p.stderr
+    p = run("evaluate", "--episodes", "2", str(tmp_path), "extra")
+    assert p.returncode == 2 and "unrecognized arguments: extra" in p.stderr
+
+
+def test_train_imports_a_users_env_module(tmp_path):
+    (tmp_path / "my_envs.py").write_text(
+        "import marl\n"
+        "from marl.envs import make_env\n"
+        "marl.register_env('MyCart', lambda cfg: make_env('CartPole-v1', cfg))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "marl.cli", "train", "--algo", "PPO", "--env", "MyCart", "stop.iterations=1",
+           "training.train_batch_size=256", "--output", str(tmp_path / "run")]
+    without = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert without.returncode == 2 and "MyCart" in without.stderr and "Traceback" not in without.stderr
+    with_import = subprocess.run(cmd + ["--import", "my_envs"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert with_import.returncode == 0, with_import.stderr
