@@ -155,7 +155,7 @@ def test_learner_target_network_updates():
 
 
 def test_training_intensity_sets_the_round_robin():
-    cfg = DQNConfig().env_runners(num_envs_per_env_runner=4, rollout_fragment_length=4).training(train_batch_size=64)
+    cfg = DQNConfig().env_runners(num_envs_per_env_runner=4, rollout_fragment_length=4).training(train_batch_size=64, training_intensity=None)
     assert round_robin_weights(cfg) == [1, 1]  # null: one update per sampling round
     cfg.training(training_intensity=32)  # 16 env steps per round -> 512 replayed rows -> 8 updates
     assert round_robin_weights(cfg) == [1, 8]
@@ -230,6 +230,24 @@ def test_dqn_cartpole_reaches_450_within_60k_env_steps():
             if best >= 450 or result["env_steps_total"] >= 60_000:
                 break
         assert best >= 450, f"DQN reached only {best:.1f} in {result['env_steps_total']} env steps"
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_dqn_defaults_reach_450_on_cartpole_within_100k_env_steps():
+    """A user's first try, `marl train --algo DQN --env CartPole-v1`: the algorithm's defaults alone (seed 1)."""
+    from marl.algorithms import config_from_dict
+
+    algo = config_from_dict({"algo": "DQN", "environment": {"env": "CartPole-v1"}}, ["debugging.seed=1"]).build()
+    try:
+        while True:
+            result = algo.train()
+            if result["episode_return_mean"] >= 450 or result["env_steps_total"] >= 100_000:
+                break
+        assert result["episode_return_mean"] >= 450, (
+            f"DQN's defaults reached {result['episode_return_mean']:.1f} in {result['env_steps_total']} env steps"
+        )
     finally:
         algo.stop()
 

@@ -115,7 +115,7 @@ def test_cli_defaults_and_reference():
     p = run("defaults", "dqn")
     assert p.returncode == 0, p.stderr
     data = yaml.safe_load(p.stdout)
-    assert data["algo"] == "DQN" and data["training"]["n_step"] == 1
+    assert data["algo"] == "DQN" and data["training"]["n_step"] == marl.DQNConfig().training_cfg.n_step == 3
     data["environment"]["env"] = "CartPole-v1"
     assert config_from_dict(data).to_dict() == data  # a valid scenario once the env is set
     p = run("reference", "PPO")

@@ -17,29 +17,29 @@ class DQNTraining:
     adam_eps: float = doc("Adam epsilon", 1e-8, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     train_batch_size: int = doc("replayed transitions per policy per learner update", 64, min=1)
-    n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
+    n_step: int = doc("steps summed into each target before bootstrapping", 3, min=1)
     double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
     dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
     td_error_loss: str = doc("loss on the TD error", "huber", choices=("huber", "mse"))
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 10.0, min=0)
     epsilon: list = doc(
         "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
-        default_factory=lambda: [[0, 1.0], [10000, 0.05]],
+        default_factory=lambda: [[0, 1.0], [8000, 0.04]],
     )
-    target_network_update_freq: int = doc("env steps sampled between target network updates", 500, min=1)
+    target_network_update_freq: int = doc("env steps sampled between target network updates", 256, min=1)
     tau: float = doc("target update weight: 1 copies, < 1 is a Polyak average", 1.0, min=0, max=1)
     training_intensity: float | None = doc(
-        "replayed transitions per sampled env step; null: one update per sampling round", None, min=0
+        "replayed transitions per sampled env step; null: one update per sampling round", 32, min=0
     )
     num_steps_sampled_before_learning_starts: int = doc("transitions a policy's buffer holds before it is replayed", 1000, min=0)
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 1000, min=0)
-    replay_capacity: int = doc("transitions each policy's buffer holds", 50_000, min=1)
+    replay_capacity: int = doc("transitions each policy's buffer holds", 100_000, min=1)
     prioritized_replay: bool = doc("prioritised replay (proportional) instead of uniform", False)
     prioritized_replay_alpha: float = doc("how much priorities shape sampling (0: uniform)", 0.6, min=0)
     prioritized_replay_beta: float = doc("initial importance-weight exponent", 0.4, min=0, max=1)
     prioritized_replay_beta_final: float = doc("importance-weight exponent after annealing", 1.0, min=0, max=1)
     prioritized_replay_beta_annealing_steps: int = doc("transitions added over which beta anneals; 0: constant", 50_000, min=0)
-    model: dict = doc("default Q-model options: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "relu"})
+    model: dict = doc("default Q-model options: hiddens, activation", default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"})
 
 
 class DQNParts(AlgorithmParts):
@@ -56,6 +56,13 @@ class DQNConfig(AlgorithmConfig):
     # Transitions (the next action mask in masked envs only); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     mixed_family = "replay"
+
+    def __init__(self):
+        super().__init__()
+        # Few env copies and short fragments: the join interleaves small sampling rounds with many
+        # updates (training_intensity), so learning starts early and follows the data closely.
+        self.env_runners_cfg.num_envs_per_env_runner = 4
+        self.env_runners_cfg.rollout_fragment_length = 16
 
     def validate(self) -> None:
         super().validate()

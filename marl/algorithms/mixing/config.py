@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
 from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
-from marl.algorithms.sections import doc
+from marl.algorithms.sections import EnvRunnersSection, doc
 
 
 @dataclass
@@ -24,6 +24,17 @@ class MixingTraining(DQNTraining):
     replay_capacity: int = doc("joint transitions each group's buffer holds", 50_000, min=1)
     num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 1000, min=0)
     agent_id: bool = doc("append a one-hot of the agent's place in its group to its observation", True)
+    # Value decomposition keeps its own defaults where DQN's are sized for one CartPole agent.
+    n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
+    epsilon: list = doc(
+        "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
+        default_factory=lambda: [[0, 1.0], [10000, 0.05]],
+    )
+    target_network_update_freq: int = doc("env steps sampled between target network updates", 500, min=1)
+    training_intensity: float | None = doc(
+        "replayed joint transitions per sampled env step; null: one update per sampling round", None, min=0
+    )
+    model: dict = doc("default agent Q-network options: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "relu"})
 
 
 class MixingParts(AlgorithmParts):
@@ -42,6 +53,7 @@ class MixingConfig(DQNConfig):
 
     def __init__(self):
         super().__init__()
+        self.env_runners_cfg = EnvRunnersSection()  # the shared sampling defaults, not DQN's single-agent ones
         self._groups_cache: dict = {}
 
     def mixer_options(self) -> dict:
