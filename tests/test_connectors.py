@@ -6,7 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from marl.connectors import ActionAdapter, MeanStdFilter, ObservationPreprocessor, compute_gae, standardize
+from marl.connectors import (
+    ActionAdapter, ClipActions, Flatten, MeanStdFilter, ModuleToEnvPipeline, UnsquashActions, compute_gae, standardize,
+)
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 
@@ -213,7 +215,20 @@ def test_mean_std_filter_set_state_normalises_identically():
     assert not np.allclose(g(x, update=False), f(x, update=False))
 
 
-# -- ObservationPreprocessor -------------------------------------------------------
+# -- the env->module pipeline's first steps: Flatten, then the mean/std filter ---------
+
+
+class ObservationPreprocessor:
+    """Flatten, then optionally the mean/std filter: what the default env->module pipeline does."""
+
+    def __init__(self, space, normalize: bool = False):
+        self.flatten = Flatten(space)
+        self.dim = self.flatten.dim
+        self.filter = MeanStdFilter(self.dim) if normalize else None
+
+    def __call__(self, raw, update_filter: bool = True):
+        obs, mask = self.flatten(raw)
+        return (obs if self.filter is None else self.filter(obs, update=update_filter)), mask
 
 
 def test_preprocessor_box():
@@ -281,7 +296,18 @@ def test_preprocessor_with_normalize_filters_and_respects_update_flag():
     np.testing.assert_allclose(obs[0], [0.0, 0.0], atol=0.2)
 
 
-# -- ActionAdapter ---------------------------------------------------------------------
+# -- the module->env pipeline: action pieces, then ActionAdapter ------------------------
+
+
+def to_env(space, clip_actions: bool = True, unsquash_actions: bool = False):
+    """The module->env pipeline `environment.clip_actions` / `unsquash_actions` make for a Box space."""
+    pieces = {}
+    if unsquash_actions:
+        pieces["unsquash_actions"] = UnsquashActions()
+    elif clip_actions:
+        pieces["clip_actions"] = ClipActions()
+    pipeline = ModuleToEnvPipeline(pieces, space)
+    return lambda actions: pipeline(actions, None)
 
 
 def test_action_adapter_discrete_python_ints_with_start():
@@ -294,18 +320,18 @@ def test_action_adapter_discrete_python_ints_with_start():
 
 def test_action_adapter_box_clip():
     space = gym.spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32))
-    out = ActionAdapter(space)(np.array([[-3.0, 2.0], [0.5, 9.0]]))
+    out = to_env(space)(np.array([[-3.0, 2.0], [0.5, 9.0]]))
     assert len(out) == 2
     np.testing.assert_allclose(out[0], [-1.0, 2.0])
     np.testing.assert_allclose(out[1], [0.5, 5.0])
     assert out[0].dtype == np.float32
-    raw = ActionAdapter(space, clip_actions=False)(np.array([[-3.0, 9.0]]))
+    raw = to_env(space, clip_actions=False)(np.array([[-3.0, 9.0]]))
     np.testing.assert_allclose(raw[0], [-3.0, 9.0])
 
 
 def test_action_adapter_box_unsquash():
     space = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32))
-    a = ActionAdapter(space, unsquash_actions=True)
+    a = to_env(space, unsquash_actions=True)
     out = a(np.array([[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0], [5.0, -7.0]]))
     np.testing.assert_allclose(out[0], [-2.0, 0.0])  # -1 -> low
     np.testing.assert_allclose(out[1], [2.0, 10.0])  # 1 -> high

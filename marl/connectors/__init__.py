@@ -15,7 +15,6 @@ from marl.connectors.env_to_module import (
     FrameStack,
     MeanStd,
     MeanStdFilter,
-    ObservationPreprocessor,
     PrevActionReward,
 )
 from marl.connectors.learner import (
@@ -36,7 +35,7 @@ from marl.connectors.piece import ConnectorPiece, LearnerContext, RowContext
 __all__ = [
     "ActionAdapter", "BUILTIN_PIECES", "ClipActions", "ConnectorPiece", "EnvToModulePipeline", "Flatten", "FrameStack", "GAE",
     "LearnerConnectors", "LearnerContext", "LearnerPipeline", "MeanStd", "MeanStdFilter", "ModuleToEnvPipeline",
-    "ObservationPreprocessor", "PolicyConnectors", "PrevActionReward", "RewardClip", "RewardScale", "RowContext",
+    "PolicyConnectors", "PrevActionReward", "RewardClip", "RewardScale", "RowContext",
     "StandardizeAdvantages", "UnsquashActions", "build_policy_module", "compute_gae", "env_to_module_pipeline", "gae_pieces",
     "learner_pipeline", "module_to_env_pipeline", "reverse_scan", "standardize", "vtrace",
 ]

@@ -130,23 +130,6 @@ class Flatten:
         return self._flatten(raw), None
 
 
-class ObservationPreprocessor:
-    """Raw observations of one policy's agents -> (obs float32 [m, d], action_mask or None): `Flatten`, then
-    optionally a `MeanStdFilter` (the default env->module pipeline, usable on its own)."""
-
-    def __init__(self, space: gym.Space, normalize: bool = False):
-        self.flatten = Flatten(space)
-        self.space, self.masked = space, self.flatten.masked
-        self.obs_space, self.dim = self.flatten.obs_space, self.flatten.dim
-        self.filter = MeanStdFilter(self.dim) if normalize else None
-
-    def __call__(self, raw: list, update_filter: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-        obs, mask = self.flatten(raw)
-        if self.filter is not None:
-            obs = self.filter(obs, update=update_filter)
-        return obs, mask
-
-
 # -- pieces -------------------------------------------------------------------------------
 class MeanStd(ConnectorPiece):
     """Normalises observations with running mean/std statistics shared by all runners (clipped to +-clip)."""

@@ -1,8 +1,7 @@
 """module -> env: the module's sampled actions of one policy's rows -> per-agent env actions.
 
 Pieces (`ClipActions`, `UnsquashActions`, a user's own) work on the module's action array;
-`ModuleToEnvPipeline` runs them and ends with the conversion to env actions (`ActionAdapter`
-without clipping). The batch keeps the module's own sample, so log-probs stay exact.
+`ModuleToEnvPipeline` runs them and ends with the conversion to env actions (`ActionAdapter`). The batch keeps the module's own sample, so log-probs stay exact.
 """
 
 from __future__ import annotations
@@ -14,14 +13,12 @@ from marl.connectors.piece import ConnectorPiece, RowContext
 
 
 class ActionAdapter:
-    """Discrete -> Python ints; MultiDiscrete -> int rows; Box -> clipped (or unsquashed) float rows.
-
-    `unsquash_actions`: the module acts in [-1, 1] and actions are rescaled to
-    the space's bounds; `clip_actions`: actions are clipped to the bounds
-    (the batch keeps the unclipped sample, so log-probs stay exact).
+    """The module's actions -> env actions: Discrete -> Python ints; MultiDiscrete -> int rows; Box -> float
+    rows of the space's shape and dtype. Clipping and unsquashing are pieces before it (`ClipActions`,
+    `UnsquashActions`); the batch keeps the module's own sample, so log-probs stay exact.
     """
 
-    def __init__(self, space: gym.Space, clip_actions: bool = True, unsquash_actions: bool = False):
+    def __init__(self, space: gym.Space):
         self.space = space
         if isinstance(space, gym.spaces.Discrete):
             self.dtype, self.shape = np.int64, ()
@@ -31,9 +28,6 @@ class ActionAdapter:
             self._convert = self._multi_discrete
         elif isinstance(space, gym.spaces.Box):
             self.dtype, self.shape = np.float32, tuple(space.shape)
-            self.low = np.broadcast_to(space.low, space.shape).astype(np.float32)
-            self.high = np.broadcast_to(space.high, space.shape).astype(np.float32)
-            self.clip, self.unsquash = clip_actions, unsquash_actions
             self._convert = self._box
         else:
             raise TypeError(f"unsupported action space {space}; supported: Discrete, MultiDiscrete, Box")
@@ -47,10 +41,6 @@ class ActionAdapter:
 
     def _box(self, actions: np.ndarray) -> list:
         a = actions.reshape((len(actions),) + self.shape)
-        if self.unsquash:
-            a = unsquash(a, self.low, self.high)
-        elif self.clip:
-            a = np.clip(a, self.low, self.high)
         return list(a.astype(self.space.dtype, copy=False))
 
     def __call__(self, actions: np.ndarray) -> list:
@@ -102,7 +92,7 @@ class ModuleToEnvPipeline:
         for piece in self.pieces.values():
             piece.transform_space(action_space, action_space)
         self._steps = list(self.pieces.values())
-        self.to_env = ActionAdapter(action_space, clip_actions=False, unsquash_actions=False)
+        self.to_env = ActionAdapter(action_space)
         self.shape, self.dtype = self.to_env.shape, self.to_env.dtype  # the module's action layout
 
     def __call__(self, actions: np.ndarray, ctx: RowContext) -> list:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import random
-import warnings
 
 import numpy as np
 import torch
@@ -28,6 +27,7 @@ from marl.data import MultiAgentBatch, SampleBatch
 from marl.learners.adam import make_adam
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
+from marl.modules.rl_module import load_network_state, network_state
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
@@ -42,17 +42,6 @@ def _frozen_copy(network: nn.Module) -> nn.Module:
     target.requires_grad_(False)
     target.eval()
     return target
-
-
-def _network_state(network: nn.Module) -> dict[str, np.ndarray]:
-    return {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
-
-
-def _load_network_state(network: nn.Module, state: dict) -> None:
-    # Arrays from Ray's object store or a checkpoint are read-only; load_state_dict copies anyway, so copy-free is safe.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
 
 
 def _named(table: dict, name: str, what: str):
@@ -245,7 +234,7 @@ class Learner:
 
     def get_target_state(self) -> dict:
         """{pid: {copy name: {tensor name: array}}}."""
-        return {pid: {name: _network_state(t) for name, t in copies.items()} for pid, copies in self.targets.items()}
+        return {pid: {name: network_state(t) for name, t in copies.items()} for pid, copies in self.targets.items()}
 
     def set_target_state(self, state: dict) -> None:
         for pid, copies in state.items():
@@ -254,7 +243,7 @@ class Learner:
                 (name,) = self.targets[pid]
                 copies = {name: copies}
             for name, target_state in copies.items():
-                _load_network_state(_named(self.targets[pid], name, f"target copy of policy '{pid}'"), target_state)
+                load_network_state(_named(self.targets[pid], name, f"target copy of policy '{pid}'"), target_state)
 
     def get_optimizer_state(self) -> dict:
         """{pid: {group name: the optimiser's state_dict}}, trainable groups only."""

@@ -89,13 +89,22 @@ class RLModule(nn.Module):
 
     # -- weights as NumPy (what travels through Ray's object store) --------
     def get_state(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
+        return network_state(self)
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
-        # Arrays from Ray's object store are read-only; load_state_dict copies anyway, so copy-free is safe.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            self.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+        load_network_state(self, state)
+
+
+def network_state(network: nn.Module) -> dict[str, np.ndarray]:
+    """A network's weights as NumPy arrays (what travels through Ray's object store and checkpoints)."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
+
+
+def load_network_state(network: nn.Module, state: dict[str, np.ndarray]) -> None:
+    # Arrays from Ray's object store are read-only; load_state_dict copies anyway, so copy-free is safe.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
 
 
 def import_object(path: str):

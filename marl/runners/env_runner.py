@@ -34,6 +34,8 @@ import torch
 from marl.connectors import PolicyConnectors, build_policy_module
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
+from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
+from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
@@ -42,8 +44,6 @@ from marl.runners.collector import PolicyCollector, check_columns
 from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.module_inputs import AgentStates, ModuleInputs
-from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
-from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 
 ALL = "__all__"
 log = logging.getLogger(__name__)

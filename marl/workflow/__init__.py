@@ -1,23 +1,16 @@
 """Workflow: operators, the records on their edges, the graph, validation, compilation into iterators, YAML form."""
 
+from marl.data.records import SKIP, EvaluationRun, LearnResults, SampledBatch, Stored
 from marl.workflow.evaluation_ops import Evaluate
 from marl.workflow.graph import Workflow, WorkflowError, make_operator
 from marl.workflow.graphs import synchronous_workflow
 from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
 from marl.workflow.protocol import ExecutionContext, Operator
-from marl.data.records import (
-    SKIP,
-    EvaluationRun,
-    LearnResults,
-    SampledBatch,
-    Stored,
-)
 from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
 from marl.workflow.self_play_ops import SnapshotOpponents
 from marl.workflow.table import BUILTIN_OPERATORS, OPERATORS, register_operator
 
 __all__ = [
-    "synchronous_workflow",
     "BUILTIN_OPERATORS",
     "OPERATORS",
     "SKIP",
@@ -43,4 +36,5 @@ __all__ = [
     "WorkflowError",
     "make_operator",
     "register_operator",
+    "synchronous_workflow",
 ]

@@ -14,10 +14,10 @@ start at the read, with the weights this iteration trained.
 
 from __future__ import annotations
 
+from marl.data.records import EVALUATION, SKIP, EvaluationRun
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.workflow.protocol import Operator
-from marl.data.records import EVALUATION, SKIP, EvaluationRun
 
 
 class Evaluate(Operator):

@@ -17,9 +17,9 @@ import copy
 
 import networkx as nx
 
+from marl.data.records import ANY, RECORD_TYPES, REPORT, SKIP, copy_record
 from marl.execution import LocalIterator
 from marl.workflow.protocol import ExecutionContext, Operator, operator_param_names
-from marl.data.records import ANY, RECORD_TYPES, REPORT, SKIP, copy_record
 from marl.workflow.table import OPERATORS
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
+from marl.data.records import ANY, BATCH, EVALUATION, REPORT, RESULTS, SKIP, LearnResults, SampledBatch
 from marl.execution import LocalIterator, SharedMetrics, gather_async, gather_sync, union
 from marl.execution import metrics as m
 from marl.workflow.protocol import ExecutionContext, Operator, policy_list
-from marl.data.records import ANY, BATCH, EVALUATION, REPORT, RESULTS, SKIP, LearnResults, SampledBatch
 
 __all__ = ["ConcatBatches", "Concurrently", "ExecutionContext", "Learn", "LearnResults", "Operator", "Report", "Sample",
            "SyncWeights", "BATCH", "RESULTS", "ANY"]

@@ -10,12 +10,12 @@ import numpy as np
 
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
+from marl.data.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.replay import nstep_transitions
 from marl.replay.joint import joint_transitions
 from marl.workflow.protocol import Operator, policy_list
-from marl.data.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 
 
 class StoreToReplay(Operator):

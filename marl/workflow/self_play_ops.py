@@ -10,8 +10,8 @@ against the pool: `self_play/win_rate`, `draw_rate`, `games` and an Elo-like
 
 from __future__ import annotations
 
-from marl.workflow.protocol import Operator
 from marl.data.records import RESULTS, SKIP
+from marl.workflow.protocol import Operator
 
 
 class SnapshotOpponents(Operator):
