@@ -87,7 +87,10 @@ def cmd_train(args) -> int:
     else:
         config, name = _config_from_args(args)
         run_dir = None
-    echo = None if args.quiet else (lambda line: print(line, flush=True))
+    from marl.logging.live import ProgressDisplay
+
+    display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise
+    echo = display.message if display else None
     if echo and os.environ.get("RAY_ADDRESS") and config.env_runners_cfg.num_env_runners == 0:
         echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")
     fresh = run_dir is None
@@ -96,12 +99,16 @@ def cmd_train(args) -> int:
         run_dir = make_run_dir(name, args.output)
     if echo:
         echo(f"run directory: {run_dir.resolve()}")
+    progress = (lambda result: display.update(run_dir.name, result, config.stop_cfg)) if display else None
     try:
-        train_run(config, run_dir, resume=bool(args.resume), echo=echo)
+        train_run(config, run_dir, resume=bool(args.resume), echo=echo, progress=progress)
     except Exception:
         if fresh and not any(run_dir.iterdir()):
             run_dir.rmdir()  # a run that could not start (say, an unknown env) leaves no empty directory
         raise
+    finally:
+        if display:
+            display.close()
     return 0
 
 

@@ -23,6 +23,7 @@ from marl.algorithms.sections import (
     EnvRunnersSection,
     EvaluationSection,
     LearnersSection,
+    LoggersSection,
     MultiAgentSection,
     StopSection,
     section_fields,
@@ -35,7 +36,7 @@ from marl.policies.self_play import SelfPlay
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
-    "connectors",
+    "connectors", "loggers",
 )
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
 
@@ -113,6 +114,7 @@ class AlgorithmConfig:
         self.stop_cfg = StopSection()
         self.checkpointing_cfg = CheckpointingSection()
         self.connectors_cfg = ConnectorsSection()
+        self.loggers_cfg = LoggersSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
@@ -181,6 +183,10 @@ class AlgorithmConfig:
         """Connector pipelines: env_to_module=[...], module_to_env=[...], learner=[...], policies={pid: {...}};
         each entry a piece name, {name: ..., **settings}, a ConnectorPiece class or object (see marl.connectors.build)."""
         return self._set("connectors", kw)
+
+    def loggers(self, **kw) -> "AlgorithmConfig":
+        """Where a run's metrics go besides result.jsonl: tensorboard, csv, mlflow, wandb (see `LoggersSection`)."""
+        return self._set("loggers", kw)
 
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""

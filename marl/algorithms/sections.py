@@ -137,6 +137,33 @@ class CheckpointingSection:
     checkpoint_at_end: bool = doc("`marl train`: write checkpoint/ when the run stops (a stop criterion, Ctrl-C)", True)
 
 
+@dataclass
+class LoggersSection:
+    tensorboard: bool = doc("write TensorBoard event files into the run directory (step = env steps)", True)
+    csv: bool = doc("write progress.csv (result.jsonl is always written: `--resume` and `marl report` read it)", True)
+    mlflow: bool = doc(
+        "log to MLflow (pip install 'marl[mlflow]'): the resolved config as params and config.yaml, every metric "
+        "with env steps as the step, the final checkpoint as artifacts", False,
+    )
+    mlflow_tracking_uri: str | None = doc(
+        "MLflow tracking server (http://host:5000) or store URI; null: $MLFLOW_TRACKING_URI, else a local file store "
+        "in RUN_DIR/mlruns (`mlflow ui --backend-store-uri RUN_DIR/mlruns`)", None,
+    )
+    mlflow_experiment: str = doc("MLflow experiment the run is logged under", "marl")
+    wandb: bool = doc(
+        "log to Weights & Biases (pip install 'marl[wandb]'): the resolved config, every metric against "
+        "env_steps_total, the final checkpoint as a model artifact", False,
+    )
+    wandb_project: str = doc("W&B project", "marl")
+    wandb_entity: str | None = doc("W&B entity (user or team); null: your default entity", None)
+    wandb_group: str | None = doc("W&B group (`marl experiment` sets the suite's name)", None)
+    wandb_mode: str = doc(
+        "online: stream to the W&B server; offline: write RUN_DIR/wandb only (no network; upload later with "
+        "`wandb sync`)", "online", choices=("online", "offline"),
+    )
+    log_checkpoint: bool = doc("upload the final checkpoint as an artifact (MLflow, W&B)", True)
+
+
 def section_fields(section) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(section)}
 
