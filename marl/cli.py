@@ -4,7 +4,8 @@
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
     marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
     marl envs                                        marl defaults ALGO
-    marl reference [ALGO ...]
+    marl reference [ALGO ...]                        marl experiment SUITE.yaml
+    marl report RUNS_DIR
 """
 
 from __future__ import annotations
@@ -309,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     reference.add_argument("algos", nargs="*", metavar="ALGO", type=str.upper,
                            help="algorithms whose training table to include (default: every algorithm)")
     reference.set_defaults(fn=cmd_reference)
+
+    from marl.experiment.commands import add_parsers as add_experiment_parsers
+
+    add_experiment_parsers(sub)  # marl experiment SUITE.yaml, marl report RUNS_DIR
     return parser
 
 
