@@ -146,8 +146,9 @@ class LoggersSection:
         "with env steps as the step, the final checkpoint as artifacts", False,
     )
     mlflow_tracking_uri: str | None = doc(
-        "MLflow tracking server (http://host:5000) or store URI; null: $MLFLOW_TRACKING_URI, else a local file store "
-        "in RUN_DIR/mlruns (`mlflow ui --backend-store-uri RUN_DIR/mlruns`)", None,
+        "MLflow tracking server (http://host:5000) or store URI (sqlite:///path.db); null: $MLFLOW_TRACKING_URI, else "
+        "a local store in the run directory, RUN_DIR/mlflow.db with RUN_DIR/mlartifacts "
+        "(`mlflow ui --backend-store-uri sqlite:///RUN_DIR/mlflow.db`)", None,
     )
     mlflow_experiment: str = doc("MLflow experiment the run is logged under", "marl")
     wandb: bool = doc(

@@ -1,8 +1,10 @@
 """MLflow: a run's resolved config, every metric (step = env steps) and its final checkpoint.
 
 Enabled with `loggers.mlflow: true`; `loggers.mlflow_tracking_uri` names a tracking
-server (http://host:5000) or store, else $MLFLOW_TRACKING_URI, else a file store in
-RUN_DIR/mlruns. A resumed run (`marl train --resume`, `marl experiment` re-run)
+server (http://host:5000) or store, else $MLFLOW_TRACKING_URI, else a local store in the
+run directory: RUN_DIR/mlflow.db (SQLite: MLflow 3 keeps its plain-file store only behind
+MLFLOW_ALLOW_FILE_STORE) with artifacts in RUN_DIR/mlartifacts; browse it with
+`mlflow ui --backend-store-uri sqlite:///RUN_DIR/mlflow.db`. A resumed run (`marl train --resume`, `marl experiment` re-run)
 continues the same MLflow run: its id is kept in RUN_DIR/loggers.json.
 """
 
@@ -33,16 +35,28 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
 class MLflowLogger:
     def __init__(self, run_dir: Path, config: dict, settings, run_id: str | None = None):
         try:
-            from mlflow.tracking import MlflowClient
+            import mlflow  # noqa: F401
         except ImportError:
             raise ConfigError("loggers.mlflow needs the mlflow package: pip install 'marl[mlflow]'") from None
-        uri = settings.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or (run_dir / "mlruns").resolve().as_uri()
-        self.client = MlflowClient(tracking_uri=uri)
+        uri = settings.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        artifacts = None
+        if not uri:
+            uri = f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
+            artifacts = (run_dir / "mlartifacts").resolve().as_uri()
         self.tracking_uri = uri
+        try:
+            self._open(run_dir, config, settings, run_id, artifacts)
+        except Exception as err:  # an unreachable server, a store MLflow refuses: one line, naming the key
+            raise ConfigError(f"loggers.mlflow: cannot log to '{uri}': {err}".splitlines()[0]) from None
+
+    def _open(self, run_dir: Path, config: dict, settings, run_id: str | None, artifacts: str | None) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
         if run_id is None:
             experiment = self.client.get_experiment_by_name(settings.mlflow_experiment)
             experiment_id = (experiment.experiment_id if experiment is not None
-                             else self.client.create_experiment(settings.mlflow_experiment))
+                             else self.client.create_experiment(settings.mlflow_experiment, artifact_location=artifacts))
             run = self.client.create_run(experiment_id, run_name=run_dir.name, tags={"marl.run_dir": str(run_dir.resolve())})
             self.run_id = run.info.run_id
             from mlflow.entities import Param
