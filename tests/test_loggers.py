@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,9 @@ def test_wandb_offline_logs_config_and_metrics_against_env_steps(tmp_path, monke
                   "training.lr=0.00123")
     run_id = json.loads((run_dir / "loggers.json").read_text())["wandb"]
     (log,) = (run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
+    deadline = time.time() + 60  # W&B's core process may still be writing the log when run.finish() returns
+    while time.time() < deadline and "exit" not in [r.WhichOneof("record_type") for r in _wandb_records(log)]:
+        time.sleep(0.2)
     config, history, artifacts, metrics = {}, [], [], {}
     for record in _wandb_records(log):
         kind = record.WhichOneof("record_type")
