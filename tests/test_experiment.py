@@ -212,13 +212,17 @@ def _fake_runs(root: Path, finals: dict, budget: int = 1000) -> None:
         steps = np.linspace(budget / len(curve), budget, len(curve)).astype(int)
         rows = [{"iteration": i + 1, "env_steps_total": int(s), "episode_return_mean": -1.0,
                  "evaluation/episode_return_mean": float(v)} for i, (s, v) in enumerate(zip(steps, curve))]
-        rows[-1]["evaluation/episode_return_mean"] = float(final)
+        rows[-1]["evaluation/episode_return_mean"] = float(final)  # the last evaluation is the run's score
         (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def test_report_iqm_and_cis_match_rliable_called_directly(tmp_path):
     from rliable import library as rly
     from rliable import metrics
+
+    def rliable_direct(scores, fn):  # rliable resamples with NumPy's global generator: seed it as the report does
+        np.random.seed(0)
+        return rly.get_interval_estimates(scores, fn, reps=500, random_state=np.random.RandomState(0))
 
     from marl.experiment.report import write_report
 
@@ -239,19 +243,18 @@ def test_report_iqm_and_cis_match_rliable_called_directly(tmp_path):
     for t in tasks:  # per task: raw returns, (runs x 1) matrices
         scores = {a: np.array([[finals[(t, a, s)][1]] for s in seeds]) for a in algos}
         for name, fn in (("iqm", metrics.aggregate_iqm), ("mean", metrics.aggregate_mean)):
-            point, ci = rly.get_interval_estimates(scores, lambda x, fn=fn: np.array([fn(x)]), reps=500,
-                                                   random_state=np.random.RandomState(0))
+            point, ci = rliable_direct(scores, lambda x, fn=fn: np.array([fn(x)]))
             for a in algos:
                 assert numbers["tasks"][t][a][name] == pytest.approx([point[a][0], ci[a][0][0], ci[a][1][0]], rel=1e-9)
     # overall: each task min-max normalised over all its runs' curves and finals
     bounds = {}
     for t in tasks:
-        values = [v for (tt, _, _), (curve, final) in finals.items() if tt == t for v in [*curve, final]]
+        values = [v for (tt, _, _), (curve, final) in finals.items() if tt == t for v in [*curve[:-1], final]]
         bounds[t] = (min(values), max(values))
-    scores = {a: np.array([[(finals[(t, a, s)][1] - bounds[t][0]) / (bounds[t][1] - bounds[t][0]) for t in tasks]
+    columns = sorted(tasks)  # the report's task order (its runs directory's)
+    scores = {a: np.array([[(finals[(t, a, s)][1] - bounds[t][0]) / (bounds[t][1] - bounds[t][0]) for t in columns]
                            for s in seeds]) for a in algos}
-    point, ci = rly.get_interval_estimates(scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=500,
-                                           random_state=np.random.RandomState(0))
+    point, ci = rliable_direct(scores, lambda x: np.array([metrics.aggregate_iqm(x)]))
     for a in algos:
         assert numbers["overall"][a]["iqm"] == pytest.approx([point[a][0], ci[a][0][0], ci[a][1][0]], rel=1e-9)
         assert ci[a][0][0] < point[a][0] < ci[a][1][0]  # a real interval, not a degenerate one

@@ -7,7 +7,8 @@ evaluation) read at `points` env-step values from budget/points to the budget, l
 interpolated between evaluations. Per task, IQM and mean are in the task's return units; overall,
 each task's scores are min-max normalised over every run and curve point of that task (as
 marl-eval normalises returns), so tasks weigh alike. 95 % confidence intervals are rliable's
-stratified bootstrap (`rliable.library.get_interval_estimates`, percentile method) over runs.
+stratified bootstrap (`rliable.library.get_interval_estimates`, percentile method) over runs,
+with NumPy's global generator (which rliable resamples with) seeded: the same runs give the same report.
 
 Writes into RUNS_DIR/report/ (or --output):
     results.md               the table: per task and overall, IQM and mean with CIs, per algorithm
@@ -87,15 +88,24 @@ def _ordered(values) -> list:
 
 
 def interval_estimates(score_dict: dict, func, reps: int, seed: int = 0):
-    """rliable's stratified-bootstrap point and 95 % interval estimates (a fixed random state: reproducible)."""
+    """rliable's stratified-bootstrap point and 95 % interval estimates, reproducible.
+
+    rliable's `StratifiedBootstrap` draws its resampled run indices from NumPy's global generator
+    (not from `random_state`), so that generator is seeded for the call and restored after it.
+    """
     import warnings
 
     from rliable import library as rly
 
-    with warnings.catch_warnings():  # arch (rliable's bootstrap) deprecates random_state; rliable passes it
-        warnings.simplefilter("ignore", FutureWarning)
-        return rly.get_interval_estimates(score_dict, func, reps=reps, confidence_interval_size=CI_SIZE,
-                                          random_state=np.random.RandomState(seed))
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with warnings.catch_warnings():  # arch (rliable's bootstrap) deprecates random_state; rliable passes it
+            warnings.simplefilter("ignore", FutureWarning)
+            return rly.get_interval_estimates(score_dict, func, reps=reps, confidence_interval_size=CI_SIZE,
+                                              random_state=np.random.RandomState(seed))
+    finally:
+        np.random.set_state(saved)
 
 
 def aggregate_functions():
@@ -263,9 +273,14 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
     taus = np.linspace(0.0, 1.0, 41)
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        profiles, profile_cis = rly.create_performance_profile(scores, taus, reps=reps)
+    saved = np.random.get_state()
+    np.random.seed(0)  # rliable resamples with NumPy's global generator (see interval_estimates)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            profiles, profile_cis = rly.create_performance_profile(scores, taus, reps=reps)
+    finally:
+        np.random.set_state(saved)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=profile_cis, colors=colours, ax=ax,
                                          xlabel=r"normalised score $\tau$", ylabel=r"fraction of runs with score > $\tau$",

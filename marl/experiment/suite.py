@@ -208,11 +208,14 @@ def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
     suite_overrides = _dotted(data.get("overrides"), f"{where}: 'overrides'")
 
     tasks = _mapping(data["tasks"], f"{where}: 'tasks'")
-    algorithms = _mapping(data["algorithms"], f"{where}: 'algorithms'")
+    algorithms = data["algorithms"]
+    if isinstance(algorithms, list):  # [PPO, MAPPO]: each algorithm with its defaults
+        if not all(isinstance(a, str) for a in algorithms):
+            raise ConfigError(f"{where}: 'algorithms' as a list must hold algorithm names, got {algorithms!r}")
+        algorithms = {a: {} for a in algorithms}
+    algorithms = _mapping(algorithms, f"{where}: 'algorithms'")
     if not tasks or not algorithms:
         raise ConfigError(f"{where}: 'tasks' and 'algorithms' must each name at least one entry")
-    if isinstance(data["algorithms"], list):
-        algorithms = {a: {} for a in data["algorithms"]}
     base = path.resolve().parent
 
     def resolve_file(file, where_):
