@@ -34,10 +34,10 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
 
 class MLflowLogger:
     def __init__(self, run_dir: Path, config: dict, settings, run_id: str | None = None):
-        try:
-            import mlflow  # noqa: F401
-        except ImportError:
-            raise ConfigError("loggers.mlflow needs the mlflow package: pip install 'marl[mlflow]'") from None
+        import importlib.util
+
+        if importlib.util.find_spec("mlflow") is None:
+            raise ConfigError("loggers.mlflow needs the mlflow package: pip install 'marl[mlflow]'")
         uri = settings.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         artifacts = None
         if not uri:
