@@ -276,3 +276,33 @@ def test_report_iqm_and_cis_match_rliable_called_directly(tmp_path):
 def test_report_of_a_directory_without_runs_is_one_line(tmp_path):
     p = cli("report", str(tmp_path), timeout=120)
     assert p.returncode == 2 and "holds no finished run" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY.replace("env_steps: 512", "env_steps: 6400").replace("seeds: 2", "seeds: 1"))
+    out = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", str(suite), "--local", "--output", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not _checkpointed_unfinished(out):
+            time.sleep(0.1)
+        time.sleep(1.0)  # a few iterations past the first checkpoint
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, output[-2000:]
+    assert "[cartpole/PPO/seed_0] interrupted" in output and "re-run the same command to resume" in output
+    run_dir = out / "cartpole/PPO/seed_0"
+    assert not (run_dir / "done.json").exists()
+    kept = len((run_dir / "result.jsonl").read_text().splitlines())
+    p = cli("experiment", str(suite), "--local", "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == list(range(1, 51)) and rows[-1]["env_steps_total"] == 6400
+    assert json.loads((run_dir / "done.json").read_text())["resumed"] is True and kept >= 1

@@ -157,8 +157,10 @@ def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None =
     if not todo:
         return []
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}})
+        # A job (`ray job submit`) or --address joins that cluster; otherwise a local instance, whose workers
+        # inherit this process's environment. Trials put the suite's folder on sys.path for its `imports`.
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address or "local", log_to_driver=False, **({} if address else {"include_dashboard": False}))
     resources = {}
     for spec in todo:
         cfg = spec.config()
