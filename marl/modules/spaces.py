@@ -19,6 +19,18 @@ def observation_part(space: gym.Space) -> gym.Space:
     return space["observation"] if is_masked_space(space) else space
 
 
+def image_layout(shape: tuple) -> str:
+    """'CHW' when the first axis is smaller than both others (e.g. (4, 84, 84)), else 'HWC'
+    (gymnasium's and PettingZoo's convention, e.g. (84, 84, 3) or a (13, 13, 5) grid map)."""
+    return "CHW" if shape[0] < shape[1] and shape[0] < shape[2] else "HWC"
+
+
+def image_space(space: gym.Space) -> gym.spaces.Box | None:
+    """The observation part when it is an image (a Box with 3 axes, (H, W, C) or (C, H, W)), else None."""
+    obs = observation_part(space)
+    return obs if isinstance(obs, gym.spaces.Box) and len(obs.shape) == 3 else None
+
+
 def flat_obs_dim(space: gym.Space) -> int:
     """Width of the flattened observation fed to the module (action mask excluded)."""
     return int(gym.spaces.flatdim(observation_part(space)))
