@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl.connectors.piece import CONTEXT_FIELDS, ConnectorPiece, RowContext
-from marl.modules.spaces import flat_obs_dim, image_layout, image_space, is_masked_space, observation_part
+from marl.modules.spaces import as_image_box, flat_obs_dim, image_layout, image_space, is_masked_space, observation_part
 
 
 class MeanStdFilter:
@@ -114,7 +114,8 @@ class Flatten:
         self.masked = is_masked_space(space)
         self.obs_space = observation_part(space)
         self.dim = flat_obs_dim(space)
-        self.image = image_space(space) if keep_images else None
+        image = image_space(space) if keep_images else None
+        self.image = None if image is None else as_image_box(image)
         if self.image is not None:
             self._dtype = image_dtype(self.image)
             self._flatten = self._stack_images
@@ -318,8 +319,8 @@ class EnvToModulePipeline:
         self.flatten = Flatten(observation_space, keep_images)
         self.pieces = dict(pieces)
         space = observation_space
-        if image_space(space) is not None and not keep_images:  # pieces and module see what the data are: flat
-            space = with_observation(space, flat_box(space))
+        if image_space(space) is not None:  # pieces and module see what the data are: flat, or an image of 3 axes
+            space = with_observation(space, as_image_box(image_space(space)) if keep_images else flat_box(space))
         for piece in self.pieces.values():
             space = piece.transform_space(space, action_space)
         self.output_space = space

@@ -6,7 +6,8 @@ Encoders (`encoder_for(space, model_config)`), chosen from the observation space
 
 - flat Box, Discrete, MultiDiscrete, MultiBinary: `FlatEncoder`, no weights (the
   env->module pipeline already made the flat float32 vector; Discrete is one-hot there);
-- image: a Box with 3 axes, (H, W, C) or (C, H, W) (`marl.modules.spaces.image_layout`):
+- image: a Box with 3 axes, (H, W, C) or (C, H, W) (`marl.modules.spaces.image_layout`), or a
+  uint8 Box with 2 axes (a grey frame, seen as (H, W, 1)):
   `ConvEncoder` — `conv_filters` ([[out_channels, kernel, stride], ...], valid
   padding), `conv_activation`, then flattened; uint8 images are scaled to [0, 1]
   inside the encoder (they travel as uint8). Default stack by the image's smaller side:
@@ -39,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from marl.modules.spaces import image_layout, observation_part
+from marl.modules.spaces import as_image_box, image_layout, image_shape, observation_part
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 ENCODER_KEYS = {"conv_filters", "conv_activation"}
@@ -111,6 +112,7 @@ class ConvEncoder(nn.Module):
 
     def __init__(self, space: gym.spaces.Box, conv_filters=None, activation: str = "relu"):
         super().__init__()
+        space = as_image_box(space)
         self.shape = tuple(int(n) for n in space.shape)
         self.layout = image_layout(self.shape)
         self.scale = 1.0 / 255.0 if space.dtype == np.uint8 else None  # uint8 frames: [0, 255] -> [0, 1] here
@@ -156,7 +158,7 @@ class PartsEncoder(nn.Module):
 
 
 def is_image(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+    return image_shape(space) is not None
 
 
 def encoder_for(space: gym.Space, model_config: dict | None = None) -> nn.Module:
