@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -184,3 +188,42 @@ def test_ppo_with_a_cnn_learns_to_read_the_image():
         assert best >= 7.0, best
     finally:
         algo.stop()
+
+
+# -- a PettingZoo image env through `marl train` ------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+PISTONBALL = ROOT / "scenarios" / "pistonball_cnn.yaml"
+SHORT = ["env_runners.num_envs_per_env_runner=1", "env_runners.rollout_fragment_length=16", "training.train_batch_size=16",
+         "training.minibatch_size=48", "training.num_epochs=1"]
+needs_butterfly = pytest.mark.skipif(
+    importlib.util.find_spec("supersuit") is None or importlib.util.find_spec("pymunk") is None,
+    reason="supersuit/pettingzoo[butterfly] not installed: pip install 'marl[butterfly]'",
+)
+
+
+@needs_butterfly
+def test_pistonball_scenario_samples_uint8_frames_for_a_cnn():
+    from marl.algorithms.scenario import load_scenario
+
+    cfg = load_scenario(PISTONBALL, SHORT)
+    cfg.validate()
+    runner = EnvRunner(cfg, 0)
+    batch = runner.sample()["shared"]
+    assert isinstance(runner.module["shared"].encoder, ConvEncoder)
+    # 32x32 grey frames (SuperSuit), 3 stacked by the frame_stack connector, 6 pistons x 16 steps
+    assert batch[sb.OBS].dtype == np.uint8 and batch[sb.OBS].shape == (6 * 16, 32, 32, 3)
+
+
+@needs_butterfly
+def test_pistonball_trains_through_marl_train_with_a_cnn(tmp_path):
+    from marl import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["train", str(PISTONBALL), *SHORT, "stop.iterations=2", "--quiet", "--output", str(out)]) == 0
+    results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    assert len(results) == 2 and results[-1]["env_steps_total"] == 32
+    losses = {k: v for k, v in results[-1].items() if k.startswith("losses/")}
+    assert losses and all(np.isfinite(v) for v in losses.values()), losses
+    module = marl.load_module(out / "checkpoint", "shared")
+    assert isinstance(module.encoder, ConvEncoder) and module.encoder.convs[0].in_channels == 3

@@ -6,8 +6,9 @@ Encoders (`encoder_for(space, model_config)`), chosen from the observation space
 
 - flat Box, Discrete, MultiDiscrete, MultiBinary: `FlatEncoder`, no weights (the
   env->module pipeline already made the flat float32 vector; Discrete is one-hot there);
-- image: a Box with 3 axes, (H, W, C) or (C, H, W) (`marl.modules.spaces.image_layout`), or a
-  uint8 Box with 2 axes (a grey frame, seen as (H, W, 1)):
+- image: a Box with 3 axes, (H, W, C) or (C, H, W) (`marl.modules.spaces.image_layout`), of
+  uint8 pixels or float feature maps, or a uint8 Box with 2 axes (a grey frame, seen as (H, W, 1));
+  integer-coded boards (Connect Four's int8 planes) stay flat (`marl.modules.spaces.image_shape`):
   `ConvEncoder` — `conv_filters` ([[out_channels, kernel, stride], ...], valid
   padding), `conv_activation`, then flattened; uint8 images are scaled to [0, 1]
   inside the encoder (they travel as uint8). Default stack by the image's smaller side:

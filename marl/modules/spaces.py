@@ -26,11 +26,13 @@ def image_layout(shape: tuple) -> str:
 
 
 def image_shape(box: gym.Space) -> tuple | None:
-    """The image shape of a Box that is an image: 3 axes, (H, W, C) or (C, H, W); or a uint8 Box of
-    2 axes (a grey frame, e.g. after SuperSuit's color_reduction), seen as (H, W, 1). Else None."""
+    """The image shape of a Box that is an image: 3 axes, (H, W, C) or (C, H, W), of uint8 pixels or
+    float feature maps (MAgent2); or a uint8 Box of 2 axes (a grey frame, e.g. after SuperSuit's
+    color_reduction), seen as (H, W, 1). Else None: integer-coded boards (Connect Four's int8
+    planes) stay flat vectors."""
     if not isinstance(box, gym.spaces.Box):
         return None
-    if len(box.shape) == 3:
+    if len(box.shape) == 3 and (box.dtype == np.uint8 or np.issubdtype(box.dtype, np.floating)):
         return tuple(int(n) for n in box.shape)
     if len(box.shape) == 2 and box.dtype == np.uint8:
         return tuple(int(n) for n in box.shape) + (1,)
