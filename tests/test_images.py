@@ -227,3 +227,18 @@ def test_pistonball_trains_through_marl_train_with_a_cnn(tmp_path):
     assert losses and all(np.isfinite(v) for v in losses.values()), losses
     module = marl.load_module(out / "checkpoint", "shared")
     assert isinstance(module.encoder, ConvEncoder) and module.encoder.convs[0].in_channels == 3
+
+
+def test_the_readme_example_module_reuses_the_catalog_on_images():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)\n```", readme, re.S) if "class MyModule" in b]
+    namespace: dict = {}
+    exec(block, namespace)
+    cfg = quadrant_config(num_envs_per_env_runner=1, rollout_fragment_length=4)
+    cfg.multi_agent(policies={"default_policy": {"module_class": namespace["MyModule"]}})
+    cfg.validate()
+    runner = EnvRunner(cfg, 0)
+    assert isinstance(runner.module["default_policy"].encoder, ConvEncoder)
+    assert runner.sample()["default_policy"][sb.OBS].dtype == np.uint8

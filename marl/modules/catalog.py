@@ -46,6 +46,33 @@ from marl.modules.spaces import as_image_box, image_layout, image_shape, observa
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 ENCODER_KEYS = {"conv_filters", "conv_activation"}
 
+# The model options of the default modules (`training.model`, per policy `multi_agent.policies.<pid>.model`):
+# key, type, default, allowed, meaning. The scenario reference prints this table.
+MODEL_OPTIONS = [
+    ("hiddens", "list of int", "the algorithm's `training.model`", "widths >= 1",
+     "hidden layers of each head (policy, value; the Q trunk), after the encoder"),
+    ("activation", "str", "`tanh` (actor-critic), `relu` (Q)", ", ".join(f"`{a}`" for a in ACTIVATIONS),
+     "activation of the head layers"),
+    ("conv_filters", "list or None", "`null`", "`[[out_channels, kernel, stride], ...]`, integers >= 1, leaving >= 1x1",
+     "conv stack of image encoders (valid padding); `null`: by the image's smaller side, >= 64 px "
+     "`[[32, 8, 4], [64, 4, 2], [64, 3, 1]]`, 24-63 px `[[16, 4, 2], [32, 4, 2], [32, 3, 1]]`, "
+     "smaller `[[16, 3, 1], [32, 3, 2]]`"),
+    ("conv_activation", "str", "`relu`", ", ".join(f"`{a}`" for a in ACTIVATIONS), "activation after each conv layer"),
+    ("initial_log_std", "float", "`0.0`", "", "Box actions: initial log std of the Gaussian policy"),
+    ("value_function", "bool", "`true`", "", "actor-critic: false builds a policy-only network (PG)"),
+    ("critic_hiddens", "list of int or None", "`null`", "widths >= 1", "MAPPO: the centralised critic's layers; null: hiddens"),
+    ("dueling", "bool", "`true`", "", "DQN family: dueling Q head"),
+    ("epsilon", "list", "`[[0, 1.0], [10000, 0.05]]`", "`[[env_step, eps], ...]`", "DQN family: epsilon-greedy schedule"),
+]
+MODEL_INTRO = (
+    "What the default modules are built from (`marl.modules.catalog`): an encoder chosen from the "
+    "observation space (flat vectors as they are, Discrete one-hot; images — a Box of (H, W, C) or "
+    "(C, H, W) of uint8 pixels or float maps, or a uint8 grey frame of 2 axes — a conv encoder, uint8 "
+    "scaled to [0, 1] inside the module; Dict/Tuple with images: one encoder per part, concatenated), "
+    "then the heads. Set in `training.model`, per policy in `multi_agent.policies.<pid>.model` "
+    "(over the former), or `PPOConfig().training(model={...})`; an unknown option is rejected."
+)
+
 
 # -- MLP building blocks ---------------------------------------------------------------
 def linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
