@@ -242,3 +242,24 @@ def test_the_readme_example_module_reuses_the_catalog_on_images():
     runner = EnvRunner(cfg, 0)
     assert isinstance(runner.module["default_policy"].encoder, ConvEncoder)
     assert runner.sample()["default_policy"][sb.OBS].dtype == np.uint8
+
+
+def test_frames_stay_uint8_through_ray_runners_and_replay(ray_session):
+    import ray
+
+    algo = (
+        quadrant_config(marl.DQNConfig, num_env_runners=1)
+        .training(num_steps_sampled_before_learning_starts=32, min_env_steps_per_iteration=40,
+                  model={"conv_filters": [[8, 4, 2]], "hiddens": [32]})
+        .build()
+    )
+    try:
+        remote = ray.get(algo.runners.remote[0].sample.remote())["default_policy"]
+        assert remote[sb.OBS].dtype == np.uint8 and remote[sb.OBS].shape[1:] == (16, 16, 1)
+        for _ in range(2):
+            result = algo.train()
+        assert result["counters/learner_updates"] > 0
+        columns = algo.replay_buffers["default_policy"].columns
+        assert columns[sb.OBS].dtype == np.uint8 and columns[sb.NEXT_OBS].dtype == np.uint8
+    finally:
+        algo.stop()
