@@ -9,7 +9,7 @@
 * **env steps/s**: one in-process EnvRunner with the default conv module (PPO) against a
   random-action loop over the same envs (the env's own limit), interleaved chunk by chunk
   as in `sampling.py`; medians over repeats;
-* **peak memory**: the peak resident set (ru_maxrss) of a fresh process that builds the
+* **peak memory**: the peak resident set (VmHWM) of a fresh process that builds the
   envs and samples for `--seconds` — the random loop alone vs the marl runner (which
   also imports torch and holds the conv module).
 
@@ -118,6 +118,19 @@ def peak_child(args, mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def vm_hwm_mb() -> float:
+    """This process's peak resident set (VmHWM). Not ru_maxrss: Linux carries that over fork+exec from the
+    parent, so every child would report at least the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(args) -> None:
     if args.child == "random":
         sys.path.insert(0, str(C.REPO_ROOT / "benchmarks"))
@@ -128,7 +141,7 @@ def child(args) -> None:
     else:
         runner = EnvRunner(runner_config(args), 0)
         steps, elapsed = C.run_for(args.seconds, lambda: runner.sample().env_steps)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = vm_hwm_mb()
     print(json.dumps({"peak_mb": peak_mb, "steps_per_s": steps / elapsed}))
 
 
@@ -159,7 +172,7 @@ def main() -> None:
                    ["marl runner, conv module", C.fmt_num(C.median(ours)), C.spread(ours)],
                    ["ratio marl / raw", f"{C.median(ratios):.3f}", C.spread(ratios)]])
     peaks = [[mode, f"{r['peak_mb']:.0f}", C.fmt_num(r["steps_per_s"])] for mode in ("random", "marl") for r in [peak_child(args, mode)]]
-    C.print_table(["fresh process", "peak RSS MB", "env steps/s"], peaks, "peak memory (ru_maxrss)")
+    C.print_table(["fresh process", "peak RSS MB", "env steps/s"], peaks, "peak memory (VmHWM of a fresh process; both import marl and torch)")
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; the machine is shared: figures vary 10-25 % between runs")
 
 
