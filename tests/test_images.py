@@ -263,3 +263,30 @@ def test_frames_stay_uint8_through_ray_runners_and_replay(ray_session):
         assert columns[sb.OBS].dtype == np.uint8 and columns[sb.NEXT_OBS].dtype == np.uint8
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("agent_id", [False, True])
+def test_qmix_agents_read_frames_through_a_conv_encoder(agent_id):
+    algo = (
+        quadrant_config(marl.QMIXConfig, num_envs_per_env_runner=2, rollout_fragment_length=8)
+        .training(agent_id=agent_id, num_steps_sampled_before_learning_starts=16,
+                  model={"conv_filters": [[8, 4, 2]], "hiddens": [32]})
+        .build()
+    )
+    try:
+        module = algo.learners.local.module["default_policy"]
+        assert isinstance(module.agent.encoder, ConvEncoder)
+        for _ in range(3):
+            result = algo.train()
+        assert result["counters/learner_updates"] > 0
+        columns = algo.replay_buffers["default_policy"].columns
+        assert columns[sb.OBS].dtype == np.uint8 and columns[sb.OBS].shape[1:] == (2, 16, 16, 1)
+        losses = [v for k, v in result.items() if k.startswith("losses/")]
+        assert losses and np.all(np.isfinite(losses))
+        frames = torch.from_numpy(np.full((1, 2, 16, 16, 1), 255, np.uint8))
+        q = module.agent_q_values(frames)[0]
+        acted = module.forward_inference({"obs": frames[0], "agent_index": torch.tensor([0, 1])})["action_dist_inputs"]
+        assert torch.equal(acted.argmax(-1), q.argmax(-1))  # acting and learning read the same network
+        assert agent_id == (not torch.allclose(q[0], q[1]))  # same frame: only the agent id tells them apart
+    finally:
+        algo.stop()
