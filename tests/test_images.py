@@ -290,3 +290,15 @@ def test_qmix_agents_read_frames_through_a_conv_encoder(agent_id):
         assert agent_id == (not torch.allclose(q[0], q[1]))  # same frame: only the agent id tells them apart
     finally:
         algo.stop()
+
+
+def test_model_options_per_policy():
+    cfg = quadrant_config().training(model={"conv_filters": [[8, 4, 2]], "hiddens": [32]}).multi_agent(
+        policies={"p0": {}, "p1": {"model": {"conv_filters": [[4, 3, 1], [4, 3, 1]]}}},
+        policy_mapping_fn={"a0": "p0", "a1": "p1"},
+    )
+    cfg.validate()
+    runner = EnvRunner(cfg, 0)
+    convs = {pid: [c.out_channels for c in runner.module[pid].encoder.convs if isinstance(c, torch.nn.Conv2d)] for pid in ("p0", "p1")}
+    assert convs == {"p0": [8], "p1": [4, 4]}
+    assert runner.module["p1"].pi[0].out_features == 32  # hiddens from training.model, under the policy's own
