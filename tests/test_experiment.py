@@ -306,3 +306,17 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
     rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == list(range(1, 51)) and rows[-1]["env_steps_total"] == 6400
     assert json.loads((run_dir / "done.json").read_text())["resumed"] is True and kept >= 1
+
+
+def test_report_curves_use_training_returns_when_only_the_end_was_evaluated(tmp_path):
+    from marl.experiment.report import read_runs
+
+    d = tmp_path / "t" / "PPO" / "seed_0"
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({"task": "t", "algorithm": "PPO", "seed": 0, "family": "gymnasium"}))
+    (d / "done.json").write_text(json.dumps({"env_steps_total": 300}))
+    rows = [{"iteration": i, "env_steps_total": 100 * i, "episode_return_mean": float(10 * i)} for i in (1, 2, 3)]
+    rows[-1]["evaluation/episode_return_mean"] = 99.0
+    (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run,), unfinished = read_runs(tmp_path)
+    assert list(run.returns) == [10.0, 20.0, 30.0] and run.final == 99.0 and unfinished == []

@@ -26,8 +26,9 @@ def cmd_experiment(args) -> int:
     runs_dir = Path(args.output) if args.output else runs_root() / suite.name
     _save_suite(suite, runs_dir)
     todo, done = pending_runs(suite, runs_dir)
-    with ProgressDisplay(live=False if args.quiet else None, prefix_names=True,
-                         stream=open(os.devnull, "w") if args.quiet else None) as display:
+    with open(os.devnull, "w") as devnull, ProgressDisplay(
+        live=False if args.quiet else None, prefix_names=True, stream=devnull if args.quiet else None
+    ) as display:
         display.message(
             f"suite {suite.name}: {len(suite.runs)} runs ({len(suite.tasks)} tasks x {len(suite.algorithms)} algorithms x "
             f"{len(suite.seeds)} seeds), {suite.env_steps} env steps each; {len(done)} finished, {len(todo)} to run "

@@ -2,8 +2,8 @@
 
 Scores. A run's score is its last evaluation's mean return (`marl experiment` evaluates
 `evaluation.episodes` greedy episodes when the budget is reached); its learning curve is its
-evaluations (`evaluation/episode_return_mean`, or the training return where a suite has no
-evaluation) read at `points` env-step values from budget/points to the budget, linearly
+evaluations (`evaluation/episode_return_mean`; the training return where a suite evaluates only
+at the end) read at `points` env-step values from budget/points to the budget, linearly
 interpolated between evaluations. Per task, IQM and mean are in the task's return units; overall,
 each task's scores are min-max normalised over every run and curve point of that task (as
 marl-eval normalises returns), so tasks weigh alike. 95 % confidence intervals are rliable's
@@ -70,14 +70,17 @@ def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
             unfinished.append(name)
             continue
         rows = read_results(run_dir)
-        key = RETURN_KEY if any(_value(r, RETURN_KEY) is not None for r in rows) else TRAIN_RETURN_KEY
+        evaluations = [_value(r, RETURN_KEY) for r in rows if _value(r, RETURN_KEY) is not None]
+        # The curve: the evaluations, or the training return where the suite evaluated only at the end.
+        key = RETURN_KEY if len(evaluations) >= 2 else TRAIN_RETURN_KEY
         points = [(r["env_steps_total"], _value(r, key)) for r in rows if _value(r, key) is not None]
         if not points:
             unfinished.append(name + " (no return recorded)")
             continue
         steps, returns = (np.array(v, dtype=float) for v in zip(*points))
+        final = evaluations[-1] if evaluations else float(returns[-1])
         runs.append(Run(info["task"], info["algorithm"], int(info["seed"]), info.get("family", "env"), steps, returns,
-                        float(returns[-1])))
+                        float(final)))
     if not runs:
         raise ConfigError(f"'{runs_dir}' holds no finished run of `marl experiment` (no */*/seed_*/done.json)")
     return runs, unfinished
