@@ -123,9 +123,33 @@ def build_module(module_class, observation_space, action_space, model_config: di
             cls = import_object(cls)
         except (ImportError, AttributeError, ValueError) as err:
             raise ValueError(f"module_class '{module_class}' cannot be imported: {err}") from None
+    if isinstance(cls, type):
+        cls, model_config = _builtin_class(cls, model_config)
     if not (isinstance(cls, type) and issubclass(cls, RLModule)):
         raise ValueError(f"module_class {cls!r} is not a subclass of marl.RLModule")
     return cls(observation_space, action_space, model_config)
+
+
+def _builtin_class(cls, model_config: dict | None):
+    """A built-in memoryless module class and `model.recurrent`: the class to build, and its options."""
+    from marl.modules.central_critic import CentralCriticMLP
+    from marl.modules.mlp import ActorCriticMLP
+    from marl.modules.recurrent import RECURRENT_KEYS, RecurrentActorCritic, RecurrentCentralCritic, recurrent_options
+
+    model = dict(model_config or {})
+    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic}
+    builtin = cls.__module__.startswith("marl.modules.")
+    if not builtin or not RECURRENT_KEYS & set(model):
+        return cls, model
+    kind, _, _ = recurrent_options(model)
+    if kind is None:  # memoryless: the recurrent keys mean nothing to it
+        return cls, {k: v for k, v in model.items() if k not in RECURRENT_KEYS}
+    if cls in variants.values():
+        return cls, model
+    if cls not in variants:
+        raise ValueError(f"model.recurrent: {kind} is not available for {cls.__name__} yet; the recurrent defaults "
+                         f"are {sorted(c.__name__ for c in variants)}")
+    return variants[cls], model
 
 
 class MultiRLModule(nn.Module):
