@@ -1,0 +1,272 @@
+"""Recurrent policies: sequences in the learner, the acting/training check, state at evaluation and resume,
+and (slow) tasks only memory solves: Stateless CartPole and the two-agent recall-cue task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import marl
+from marl.algorithms.ppo.loss import ppo_loss
+from marl.data import sample_batch as sb
+from marl.errors import ConfigError
+from marl.learners.sequences import SEQ_LENS, STATE_IN, SequencePlan, add_sequences, sequence_minibatches
+from marl.modules.recurrent import RecurrentActorCritic, RecurrentCentralCritic
+from marl.runners import EnvRunner
+
+MEMORY_ENV = "marl.envs.memory"
+TWO_POLICIES = {"policies": {"p0": {}, "p1": {}}, "policy_mapping_fn": {"agent_0": "p0", "agent_1": "p1"}}
+
+
+def memory_config(algo=marl.PPOConfig, recurrent="lstm", **training):
+    model = {"hiddens": [32], "recurrent": recurrent, "cell_size": 32, "max_seq_len": 8}
+    return (
+        algo()
+        .environment(MEMORY_ENV, env_config={"num_cues": 4, "delay": 4})
+        .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=24)
+        .multi_agent(**TWO_POLICIES)
+        .training(**({"train_batch_size": 384, "minibatch_size": 96, "num_epochs": 8, "lr": 3e-3,
+                      "entropy_coeff": 0.01, "model": model} | training))
+        .debugging(seed=1)
+    )
+
+
+# -- sequences ----------------------------------------------------------------------------------
+def test_sequence_plan_cuts_each_piece_into_chunks_of_at_most_max_seq_len():
+    ends = np.zeros(20, dtype=bool)
+    ends[[4, 7, 19]] = True  # pieces of 5, 3 and 12 rows
+    plan = SequencePlan(ends, 4)
+    np.testing.assert_array_equal(plan.starts, [0, 4, 5, 8, 12, 16])
+    np.testing.assert_array_equal(plan.lens, [4, 1, 3, 4, 4, 4])
+    np.testing.assert_array_equal(plan.rows(np.array([2, 1])), [5, 6, 7, 4])
+    # a batch whose last piece has no end flag (cut mid-piece) still ends a chunk at its last row
+    plan = SequencePlan(np.zeros(6, dtype=bool), 4)
+    np.testing.assert_array_equal(plan.lens, [4, 2])
+
+
+def test_minibatches_shuffle_whole_sequences_and_carry_their_starting_state():
+    ends = np.zeros(30, dtype=bool)
+    ends[[9, 14, 29]] = True
+    plan = SequencePlan(ends, 4)
+    h = np.arange(30, dtype=np.float32)[:, None].repeat(3, 1)  # state_in of each row = its row index
+    batch = sb.SampleBatch({sb.OBS: np.arange(30, dtype=np.float32)[:, None], sb.SEGMENT_END: ends, "state_in.h": h})
+    tensors = add_sequences({sb.OBS: torch.from_numpy(batch[sb.OBS])}, batch, plan, ["h"])
+    seen = []
+    for rows, mb in sequence_minibatches(tensors, plan, minibatch_size=8, num_epochs=2, rng=np.random.default_rng(0)):
+        assert len(mb[SEQ_LENS]) <= 2 and int(mb[SEQ_LENS].sum()) == len(rows) == len(mb[sb.OBS])
+        first = np.r_[0, np.cumsum(mb[SEQ_LENS].numpy())[:-1]]
+        # each sequence's state is the one recorded at its own first row
+        np.testing.assert_array_equal(mb[STATE_IN]["h"][:, 0].numpy(), mb[sb.OBS][first, 0].numpy())
+        seen.extend(rows.tolist())
+    assert sorted(seen) == sorted(list(range(30)) * 2)  # every row once per epoch
+
+
+def _module(cls=RecurrentActorCritic, kind="lstm", **extra):
+    import gymnasium as gym
+
+    torch.manual_seed(0)
+    obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    return cls(obs_space, gym.spaces.Discrete(4), {"hiddens": [16], "recurrent": kind, "cell_size": 8, **extra})
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_padded_steps_contribute_nothing_to_the_loss_or_its_gradient(kind):
+    """A minibatch of sequences of different lengths (padded inside the module) gives exactly the outputs,
+    loss and gradients of running each sequence alone, unpadded."""
+    module = _module(kind=kind)
+    lens = torch.tensor([5, 2, 3])
+    n = int(lens.sum())
+    g = torch.Generator().manual_seed(1)
+    state = {k: torch.randn((3,) + v.shape, generator=g) for k, v in module.get_initial_state().items()}
+    batch = {
+        sb.OBS: torch.randn(n, 3, generator=g), sb.ACTIONS: torch.randint(0, 4, (n,), generator=g),
+        sb.ACTION_LOGP: torch.full((n,), -1.4), sb.VF_PREDS: torch.zeros(n), sb.ADVANTAGES: torch.randn(n, generator=g),
+        sb.VALUE_TARGETS: torch.randn(n, generator=g), SEQ_LENS: lens, STATE_IN: state,
+    }
+
+    class Cfg:
+        clip_param, vf_clip_param, vf_loss_coeff, entropy_coeff = 0.2, 10.0, 0.5, 0.01
+
+    loss, _ = ppo_loss(module, batch, Cfg)
+    module.zero_grad()
+    loss.backward()
+    together = {k: p.grad.clone() for k, p in module.named_parameters()}
+    out_together = module.forward_train(batch)
+
+    # each sequence alone: no padding anywhere; the loss is the row-weighted mean of the pieces' losses
+    module.zero_grad()
+    starts = np.r_[0, np.cumsum(lens.numpy())[:-1]]
+    outs = []
+    for i, (s, length) in enumerate(zip(starts, lens.tolist())):
+        piece = {k: v[s : s + length] for k, v in batch.items() if k not in (SEQ_LENS, STATE_IN)}
+        piece[SEQ_LENS], piece[STATE_IN] = lens[i : i + 1], {k: v[i : i + 1] for k, v in state.items()}
+        piece_loss, _ = ppo_loss(module, piece, Cfg)
+        (piece_loss * length / n).backward()
+        outs.append(module.forward_train(piece))
+    for key in ("action_dist_inputs", "vf_preds"):
+        torch.testing.assert_close(out_together[key], torch.cat([o[key] for o in outs]), rtol=0, atol=1e-6)
+    for name, p in module.named_parameters():
+        torch.testing.assert_close(p.grad, together[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_training_pass_reproduces_what_the_runner_acted_on():
+    """The runner's per-step acting with carried state and the learner's pass over chunks agree row by row,
+    and every agent of every env copy starts its episode from the initial (zero) state."""
+    config = memory_config(algo=marl.MAPPOConfig, recurrent="gru").env_runners(num_envs_per_env_runner=3,
+                                                                               rollout_fragment_length=10)
+    config.validate()
+    runner = EnvRunner(config)
+    batch = sb.SampleBatch.concat([runner.sample()["p0"] for _ in range(3)])
+    module = runner.module["p0"]
+    assert isinstance(module, RecurrentCentralCritic)
+    names = list(module.get_initial_state())
+    start = batch[sb.EPISODE_START]
+    assert start.sum() >= 3 * 4 and (batch[sb.T][start] == 0).all()
+    for name in names:
+        assert not batch[sb.state_in_column(name)][start].any()  # the initial state at each episode start
+        assert batch[sb.state_in_column(name)][~start].any(axis=1).all()  # carried inside episodes
+    plan = SequencePlan(batch[sb.SEGMENT_END], 4)
+    cols = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.STATE, sb.AGENT_INDEX)
+    tensors = add_sequences({k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in cols}, batch, plan, names)
+    out = module.forward_train(tensors)
+    logp = module.action_dist(out["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
+    torch.testing.assert_close(logp, tensors[sb.ACTION_LOGP], rtol=0, atol=1e-5)
+    torch.testing.assert_close(out["vf_preds"], tensors[sb.VF_PREDS], rtol=0, atol=1e-5)
+
+
+class ForgetfulGRU(marl.RLModule):
+    """A user's GRU module whose training pass forgets the state: each row runs alone from zeros."""
+
+    def __init__(self, observation_space, action_space, model_config=None):
+        super().__init__(observation_space, action_space, model_config)
+        self.cell = torch.nn.GRUCell(self.obs_dim, 16)
+        self.pi, self.vf = torch.nn.Linear(16, self.action_dim), torch.nn.Linear(16, 1)
+
+    def get_initial_state(self):
+        return {"h": torch.zeros(16)}
+
+    def _step(self, obs, h):
+        h = self.cell(obs, h)
+        return {"action_dist_inputs": self.pi(h), "vf_preds": self.vf(h).squeeze(-1), "state_out": {"h": h}}
+
+    def forward_train(self, batch):
+        return self._step(batch["obs"], torch.zeros(len(batch["obs"]), 16))
+
+    def forward_exploration(self, batch):
+        with torch.no_grad():
+            return self._step(batch["obs"], batch["state_in"]["h"])
+
+    forward_inference = forward_exploration
+
+
+def test_a_module_whose_training_pass_does_not_reproduce_acting_is_stopped_with_one_clear_line():
+    config = memory_config().multi_agent(policies={"p0": {"module_class": ForgetfulGRU}, "p1": {}})
+    algo = config.build()
+    try:
+        with pytest.raises(ConfigError, match=r"policy 'p0': the stateful module ForgetfulGRU does not reproduce its acting"):
+            algo.train()
+    finally:
+        algo.stop()
+    algo = config.debugging(check_module_state=False).build()  # the user's own choice: it trains (wrongly)
+    try:
+        assert algo.train()["env_steps_total"] > 0
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize(
+    "model, where",
+    [
+        ({"recurrent": "rnn"}, r"'training.model.recurrent' is 'rnn'; allowed: \['lstm', 'gru'\]"),
+        ({"recurrent": "lstm", "cell_size": 0}, r"'training.model.cell_size' is 0; it must be an integer >= 1"),
+        ({"recurrent": "gru", "max_seq_len": 2.5}, r"'training.model.max_seq_len' is 2.5"),
+    ],
+)
+def test_recurrent_options_are_range_checked(model, where):
+    with pytest.raises(ConfigError, match=where):
+        marl.PPOConfig().environment("CartPole-v1").training(model=model).build()
+
+
+def test_a_policys_own_recurrent_options_are_checked_under_its_name():
+    config = memory_config().multi_agent(policies={"p0": {"model": {"cell_size": -3}}, "p1": {}})
+    with pytest.raises(ConfigError, match=r"'multi_agent.policies.p0.model.cell_size' is -3"):
+        config.build()
+
+
+def test_memoryless_default_accepts_recurrent_null_and_stays_memoryless():
+    algo = marl.PPOConfig().environment("CartPole-v1").training(
+        model={"hiddens": [8], "recurrent": None, "cell_size": 4}, train_batch_size=64, minibatch_size=32).build()
+    try:
+        module = algo.learners.local.module["default_policy"]
+        assert type(module).__name__ == "ActorCriticMLP" and module.get_initial_state() == {}
+        algo.train()
+    finally:
+        algo.stop()
+
+
+# -- evaluation, load_module, resume ------------------------------------------------------------
+def test_evaluate_load_module_and_exact_resume_with_a_recurrent_policy(tmp_path):
+    config = memory_config(train_batch_size=96, minibatch_size=48, num_epochs=2).env_runners(
+        num_envs_per_env_runner=2, rollout_fragment_length=7)  # fragments cut episodes (7 steps each) mid-way
+    algo = config.build()
+    try:
+        for _ in range(2):
+            algo.train()
+        algo.save(tmp_path / "ckpt")
+        straight = [algo.train() for _ in range(3)]
+        straight_weights = algo.get_weights()["modules"]
+        algo.restore(tmp_path / "ckpt")
+        resumed = [algo.train() for _ in range(3)]
+        for pid, state in straight_weights.items():
+            for key, value in state.items():
+                np.testing.assert_array_equal(algo.get_weights()["modules"][pid][key], value, err_msg=f"{pid}.{key}")
+        for a, b in zip(straight, resumed):
+            for key in ("env_steps_total", "episode_return_mean", "losses/p0/policy_loss"):
+                assert a.get(key) == b.get(key), key
+        evaluation = algo.evaluate(8, unit="episodes")
+        assert evaluation["evaluation/episodes"] == 8 and evaluation["evaluation/episode_len_mean"] == 6
+        learner_module = algo.learners.local.module["p0"]
+    finally:
+        algo.stop()
+    module = marl.load_module(tmp_path / "ckpt", "p0")
+    assert isinstance(module, RecurrentActorCritic)
+    # acting step by step, feeding state_out back as state_in, is the training pass over the whole sequence
+    obs = torch.randn(6, 5)
+    out, state, rows = None, None, []
+    for t in range(6):
+        batch = {"obs": obs[t : t + 1]} | ({"state_in": state} if state is not None else {})
+        out = module.forward_inference(batch)
+        state, rows = out["state_out"], rows + [out["action_dist_inputs"]]
+    learner_module.set_state(module.get_state())
+    whole = learner_module.forward_train({"obs": obs, SEQ_LENS: torch.tensor([6]),
+                                         STATE_IN: {k: v[None] for k, v in module.get_initial_state().items()}})
+    torch.testing.assert_close(torch.cat(rows), whole["action_dist_inputs"], rtol=0, atol=1e-5)
+
+
+# -- learning (slow) ----------------------------------------------------------------------------
+def _recall_rate(config, iterations: int) -> tuple[float, float]:
+    algo = config.build()
+    try:
+        for _ in range(iterations):
+            result = algo.train()
+            rates = (result["policy_return_mean/p0"], result["policy_return_mean/p1"])
+            if min(rates) >= 0.95:
+                break
+        evaluation = algo.evaluate(64, unit="episodes", explore=False)
+    finally:
+        algo.stop()
+    return (evaluation["evaluation/policy_return_mean/p0"], evaluation["evaluation/policy_return_mean/p1"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo, kind", [(marl.PPOConfig, "lstm"), (marl.MAPPOConfig, "gru")])
+def test_recurrent_policies_recall_the_cue(algo, kind):
+    rates = _recall_rate(memory_config(algo, kind), iterations=40)
+    assert min(rates) >= 0.9, rates
+
+
+@pytest.mark.slow
+def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
+    rates = _recall_rate(memory_config(recurrent=None), iterations=20)  # 4 cues: chance is 0.25
+    assert max(rates) <= 0.4, rates
