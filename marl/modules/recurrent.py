@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from marl.errors import ConfigError
-from marl.modules.mlp import ACTIVATIONS, _layer
+from marl.modules.catalog import ACTIVATIONS, ENCODER_KEYS, FlatEncoder, check_activation, check_hiddens, encoder_for, linear
 from marl.modules.rl_module import RLModule
 
 RECURRENT_KINDS = ("lstm", "gru")
@@ -100,25 +100,28 @@ class RecurrentCore(nn.Module):
         return y, {"h": h.squeeze(0)}
 
 
-def _encoder(n_in: int, hiddens: list[int], activation: str) -> tuple[nn.Sequential, int]:
-    layers: list[nn.Module] = []
-    for width in hiddens:
-        layers += [_layer(n_in, width, 2**0.5), ACTIVATIONS[activation]()]
-        n_in = width
-    return nn.Sequential(*layers), n_in
-
-
 class _Tower(nn.Module):
-    """encoder (MLP) -> recurrent core -> linear head: one of the actor-critic's two networks."""
+    """encoder (`marl.modules.catalog`, from the space) [+ agent one-hot] -> MLP (`hiddens`) -> LSTM/GRU -> linear
+    head: one of the actor-critic's two networks."""
 
-    def __init__(self, n_in: int, hiddens: list[int], activation: str, kind: str, cell_size: int, n_out: int, gain: float):
+    def __init__(self, encoder: nn.Module, extra: int, hiddens: list[int], activation: str, kind: str, cell_size: int,
+                 n_out: int, gain: float):
         super().__init__()
-        self.encoder, width = _encoder(n_in, hiddens, activation)
+        self.encoder = encoder
+        layers: list[nn.Module] = []
+        width = encoder.out_dim + extra
+        for h in hiddens:
+            layers += [linear(width, h, 2**0.5), ACTIVATIONS[activation]()]
+            width = h
+        self.mlp = nn.Sequential(*layers)
         self.core = RecurrentCore(kind, width, cell_size)
-        self.head = _layer(cell_size, n_out, gain)
+        self.head = linear(cell_size, n_out, gain)
 
-    def forward(self, x: torch.Tensor, state: dict, layout) -> tuple[torch.Tensor, dict]:
+    def forward(self, x: torch.Tensor, extra: torch.Tensor | None, state: dict, layout) -> tuple[torch.Tensor, dict]:
         features = self.encoder(x)
+        if extra is not None:
+            features = torch.cat([features, extra], dim=-1)
+        features = self.mlp(features)
         if layout is None:  # acting: one step per row
             y, state_out = self.core(features.unsqueeze(1), state)
             return self.head(y.squeeze(1)), state_out
@@ -134,7 +137,8 @@ class RecurrentActorCritic(RLModule):
     state is the two cores' states: `actor_h`, `critic_h` (+ `actor_c`, `critic_c` for LSTM).
     """
 
-    MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function"} | RECURRENT_KEYS
+    MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function"} | RECURRENT_KEYS | ENCODER_KEYS
+    keeps_image_obs = True  # image observations reach the catalog's conv encoder as they are (uint8)
 
     def __init__(self, observation_space, action_space, model_config=None):
         super().__init__(observation_space, action_space, model_config)
@@ -145,34 +149,34 @@ class RecurrentActorCritic(RLModule):
         kind, cell_size, self.max_seq_len = recurrent_options(cfg)
         if kind is None:
             raise ValueError(f"{type(self).__name__} needs model option 'recurrent' ({' or '.join(RECURRENT_KINDS)})")
-        hiddens = [int(h) for h in cfg.get("hiddens", [64])]
-        activation = cfg.get("activation", "tanh")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation '{activation}' is not one of {sorted(ACTIVATIONS)}")
+        hiddens = check_hiddens(cfg.get("hiddens", [64]))
+        activation = check_activation(cfg.get("activation", "tanh"))
         self.continuous = isinstance(action_space, gym.spaces.Box)
         n_out = self.action_dim // 2 if self.continuous else self.action_dim
-        self.actor = _Tower(self.actor_in_dim(), hiddens, activation, kind, cell_size, n_out, 0.01)
+        self.actor = _Tower(encoder_for(observation_space, cfg), self.extra_dim(), hiddens, activation, kind, cell_size,
+                            n_out, 0.01)
         self.critic = None
         if cfg.get("value_function", True):
-            self.critic = _Tower(self.critic_in_dim(), self.critic_hiddens(hiddens), activation, kind, cell_size, 1, 1.0)
+            self.critic = _Tower(self.critic_encoder(), self.extra_dim(), self.critic_hiddens(hiddens), activation, kind,
+                                 cell_size, 1, 1.0)
         if self.continuous:
             self.log_std = nn.Parameter(torch.full((n_out,), float(cfg.get("initial_log_std", 0.0))))
         self._names = {"actor": self.actor.core.state_names}
         if self.critic is not None:
             self._names["critic"] = self.critic.core.state_names
 
-    # what the two towers read (the central-critic variant overrides the critic's)
-    def actor_in_dim(self) -> int:
-        return self.obs_dim
+    # what the two towers read (the central-critic variant overrides the critic's and adds agent ids)
+    def critic_encoder(self) -> nn.Module:
+        return encoder_for(self.observation_space, self.model_config)
 
-    def critic_in_dim(self) -> int:
-        return self.obs_dim
+    def extra_dim(self) -> int:
+        return 0
+
+    def extra_input(self, batch) -> torch.Tensor | None:
+        return None
 
     def critic_hiddens(self, hiddens: list[int]) -> list[int]:
         return hiddens
-
-    def actor_input(self, batch) -> torch.Tensor:
-        return batch["obs"]
 
     def critic_input(self, batch) -> torch.Tensor | None:
         return batch["obs"]
@@ -191,7 +195,8 @@ class RecurrentActorCritic(RLModule):
         seq_lens = batch.get("seq_lens")
         layout = None if seq_lens is None else sequence_positions(seq_lens)
         rows = len(batch["obs"]) if seq_lens is None else len(seq_lens)
-        logits, actor_out = self.actor(self.actor_input(batch), self._state(batch, "actor", rows), layout)
+        extra = self.extra_input(batch)
+        logits, actor_out = self.actor(batch["obs"], extra, self._state(batch, "actor", rows), layout)
         if self.continuous:
             dist_inputs = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
         else:
@@ -201,7 +206,7 @@ class RecurrentActorCritic(RLModule):
         if self.critic is not None:
             critic_x = self.critic_input(batch) if values else None
             if critic_x is not None:
-                v, critic_out = self.critic(critic_x, self._state(batch, "critic", rows), layout)
+                v, critic_out = self.critic(critic_x, extra, self._state(batch, "critic", rows), layout)
                 out["vf_preds"] = v.squeeze(-1)
                 state_out.update({f"critic_{n}": s for n, s in critic_out.items()})
             else:  # greedy acting reads no critic input: its state stays as it was
@@ -239,23 +244,19 @@ class RecurrentCentralCritic(RecurrentActorCritic):
         super().__init__(observation_space, action_space, cfg)
         self.inputs = ("obs", "action_mask", "state") + (("agent_index",) if self._agent_id else ())
 
-    def actor_in_dim(self) -> int:
-        return self.obs_dim + (self._num_agents if self._agent_id else 0)
+    def critic_encoder(self):
+        return FlatEncoder(self._state_dim)
 
-    def critic_in_dim(self) -> int:
-        return self._state_dim + (self._num_agents if self._agent_id else 0)
+    def extra_dim(self) -> int:
+        return self._num_agents if self._agent_id else 0
+
+    def extra_input(self, batch):
+        if not self._agent_id:
+            return None
+        return torch.nn.functional.one_hot(batch["agent_index"].long(), self._num_agents).to(torch.float32)
 
     def critic_hiddens(self, hiddens):
-        return [int(h) for h in self.model_config.get("critic_hiddens") or hiddens]
-
-    def _with_id(self, x: torch.Tensor, batch) -> torch.Tensor:
-        if not self._agent_id:
-            return x
-        one_hot = torch.nn.functional.one_hot(batch["agent_index"].long(), self._num_agents).to(x.dtype)
-        return torch.cat([x, one_hot], dim=-1)
-
-    def actor_input(self, batch):
-        return self._with_id(batch["obs"], batch)
+        return check_hiddens(self.model_config.get("critic_hiddens") or hiddens, "critic_hiddens")
 
     def critic_input(self, batch):
-        return self._with_id(batch["state"], batch) if "state" in batch else None
+        return batch["state"] if "state" in batch else None
