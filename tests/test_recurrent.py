@@ -270,3 +270,45 @@ def test_recurrent_policies_recall_the_cue(algo, kind):
 def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
     rates = _recall_rate(memory_config(recurrent=None), iterations=20)  # 4 cues: chance is 0.25
     assert max(rates) <= 0.4, rates
+
+
+def test_algorithms_without_recurrent_modules_say_so_in_one_line():
+    with pytest.raises(ConfigError, match=r"'training.model.recurrent: gru' is not available with QMLP yet"):
+        marl.DQNConfig().environment("CartPole-v1").training(model={"recurrent": "gru"}).build()
+
+
+def test_mixed_trains_a_recurrent_ppo_policy_beside_a_dqn_policy():
+    from marl.algorithms.scenario import load_scenario
+    from tests.test_mixed import SCENARIO, SMALL
+
+    model = "training.algorithms.predator.model={hiddens: [32], recurrent: lstm, cell_size: 16, max_seq_len: 8}"
+    algo = load_scenario(SCENARIO, SMALL + [model]).build()
+    try:
+        assert isinstance(algo.learners.local.module["predator"], RecurrentActorCritic)
+        before = {k: v.copy() for k, v in algo.get_weights()["modules"]["predator"].items()}
+        for _ in range(2):
+            result = algo.train()
+        assert result["losses/predator/num_sgd_steps"] > 0
+        after = algo.get_weights()["modules"]["predator"]
+        assert any(not np.array_equal(before[k], after[k]) for k in before if "core" in k)  # the LSTM learns
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("algo", [marl.APPOConfig, marl.IMPALAConfig, marl.A2CConfig])
+def test_recurrent_policies_train_with_other_on_policy_algorithms(algo):
+    """V-trace (APPO, IMPALA) and A2C run on the sequences too: the acting check passes and the cores learn."""
+    config = (algo().environment(MEMORY_ENV).env_runners(num_envs_per_env_runner=4, rollout_fragment_length=12)
+              .multi_agent(**TWO_POLICIES).training(model={"hiddens": [16], "recurrent": "gru", "cell_size": 8})
+              .debugging(seed=1))
+    if algo is marl.A2CConfig:
+        config.training(train_batch_size=48, min_env_steps_per_iteration=96)
+    run = config.build()
+    try:
+        before = {k: v.copy() for k, v in run.get_weights()["modules"]["p0"].items()}
+        for _ in range(2):
+            run.train()
+        after = run.get_weights()["modules"]["p0"]
+        assert any(not np.array_equal(before[k], after[k]) for k in before if "core" in k)
+    finally:
+        run.stop()

@@ -235,11 +235,13 @@ class AlgorithmConfig:
                 if pid not in ids:
                     raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
         from marl.connectors.build import check_policies
-        from marl.modules.recurrent import RECURRENT_KEYS, recurrent_options
+        from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 
         for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
-            own = RECURRENT_KEYS & set(spec.model)
-            recurrent_options(self.model_for(pid), f"multi_agent.policies.{pid}.model" if own else "training.model")
+            where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
+            kind, _, _ = recurrent_options(self.model_for(pid), where)
+            if kind is not None:
+                check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
         check_policies(self)
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:

@@ -56,6 +56,29 @@ def recurrent_options(model: dict, where: str = "model") -> tuple[str | None, in
     return kind, values["cell_size"], values["max_seq_len"]
 
 
+def check_recurrent_support(module_class, what: str) -> None:
+    """A built-in module class that has no recurrent variant yet (the Q modules of DQN, VDN, QMIX): one clear line."""
+    from marl.modules.rl_module import import_object
+
+    cls = module_class
+    if isinstance(cls, str):
+        try:
+            cls = import_object(cls)
+        except (ImportError, AttributeError, ValueError):
+            return  # building the module reports it
+    if cls is None or not isinstance(cls, type) or not cls.__module__.startswith("marl.modules."):
+        return  # the default actor-critic, or a user's module: it reads the options itself
+    if cls.__name__ not in RECURRENT_DEFAULTS and cls.__name__ not in RECURRENT_DEFAULTS.values():
+        raise ConfigError(
+            f"{what} is not available with {cls.__name__} yet: recurrent cores come with "
+            f"{sorted(RECURRENT_DEFAULTS)} (PPO, MAPPO, APPO, IMPALA, A2C, PG); DQN, VDN and QMIX have none so far"
+        )
+
+
+# the built-in memoryless classes (by name) -> their recurrent variants
+RECURRENT_DEFAULTS = {"ActorCriticMLP": "RecurrentActorCritic", "CentralCriticMLP": "RecurrentCentralCritic"}
+
+
 # -- sequence layout ------------------------------------------------------------------------
 def sequence_positions(seq_lens: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     """(position of each row in the padded [S * T] layout, S, T) of rows laid out as sequences end to end."""

@@ -28,6 +28,12 @@ The contract runners rely on (one screen):
   (it advances only when the agent acts), never shared between agents or env
   copies, saved with the runner's checkpoint state. Batches of stateful modules
   carry `state_in.<name>` and `episode_start` columns (`marl.data.sample_batch`).
+  In `forward_train` a stateful module gets whole sequences laid end to end:
+  `seq_lens` (int64 [S]) and `state_in` {name: [S, ...]} the state entering each
+  sequence (chunks of at most `model.max_seq_len` steps of one agent's trajectory,
+  `marl.learners.sequences`); it must return one output row per input row, as
+  acting step by step would have (checked on the first update,
+  `debugging.check_module_state`). `marl.modules.recurrent` has the pieces.
 """
 
 from __future__ import annotations
