@@ -312,3 +312,16 @@ def test_recurrent_policies_train_with_other_on_policy_algorithms(algo):
         assert any(not np.array_equal(before[k], after[k]) for k in before if "core" in k)
     finally:
         run.stop()
+
+
+def test_marl_train_and_evaluate_the_stateless_cartpole_scenario(tmp_path):
+    """The scenario trains through `marl train` and its recurrent checkpoint plays through `marl evaluate`."""
+    from tests.test_cli import run
+
+    out = tmp_path / "run"
+    train = run("train", "scenarios/stateless_cartpole_lstm.yaml", "stop.iterations=1", "training.num_epochs=1",
+                "--output", str(out), "--quiet")
+    assert train.returncode == 0, train.stderr
+    evaluate = run("evaluate", str(out / "checkpoint"), "--episodes", "2")
+    assert evaluate.returncode == 0, evaluate.stderr
+    assert "default_policy" in evaluate.stdout
