@@ -110,19 +110,30 @@ def test_padded_steps_contribute_nothing_to_the_loss_or_its_gradient(kind):
         torch.testing.assert_close(p.grad, together[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
-def test_training_pass_reproduces_what_the_runner_acted_on():
-    """The runner's per-step acting with carried state and the learner's pass over chunks agree row by row,
-    and every agent of every env copy starts its episode from the initial (zero) state."""
+@pytest.mark.parametrize("env", ["memory", "staggered"])
+def test_training_pass_reproduces_what_the_runner_acted_on(env):
+    """The runner's per-step acting with carried state and the learner's pass over chunks agree row by row
+    (so no state leaked between agents or env copies, and none was lost at fragment cuts), and every agent
+    of every env copy starts its episode from the initial (zero) state, also where agents of one episode
+    end at different steps (`staggered_test`: three agents, each ending at its own step)."""
     config = memory_config(algo=marl.MAPPOConfig, recurrent="gru").env_runners(num_envs_per_env_runner=3,
                                                                                rollout_fragment_length=10)
+    pid = "p0"
+    if env == "staggered":
+        import tests.test_module_state  # noqa: F401  (registers staggered_test)
+
+        config.environment("staggered_test", env_config={}).multi_agent(policies={"shared": {}},
+                                                                         policy_mapping_fn=lambda agent, episode: "shared")
+        pid = "shared"
     config.validate()
     runner = EnvRunner(config)
-    batch = sb.SampleBatch.concat([runner.sample()["p0"] for _ in range(3)])
-    module = runner.module["p0"]
+    batch = sb.SampleBatch.concat([runner.sample()[pid] for _ in range(3)])
+    module = runner.module[pid]
     assert isinstance(module, RecurrentCentralCritic)
     names = list(module.get_initial_state())
     start = batch[sb.EPISODE_START]
     assert start.sum() >= 3 * 4 and (batch[sb.T][start] == 0).all()
+    assert len(np.unique(batch[sb.ENV_INDEX])) == 3
     for name in names:
         assert not batch[sb.state_in_column(name)][start].any()  # the initial state at each episode start
         assert batch[sb.state_in_column(name)][~start].any(axis=1).all()  # carried inside episodes
