@@ -174,7 +174,7 @@ class Learner:
                 stats = self._step_group(pid, group, module, minibatch, cfg, targets)
                 for key in per_row:  # rows back in batch order (the last epoch's values win)
                     if key in stats:
-                        per_row[key][rows] = stats.pop(key).detach().numpy()
+                        per_row[key][rows.numpy() if torch.is_tensor(rows) else rows] = stats.pop(key).detach().numpy()
                 acc = sums[group.name]
                 for key, value in stats.items():
                     value = value.detach()
@@ -194,7 +194,8 @@ class Learner:
         return out
 
     def _row_minibatches(self, tensors: dict, n: int, plan):
-        """(rows, minibatch) of each SGD step of a memoryless module: rows shuffled once per epoch."""
+        """(rows, minibatch) of each SGD step of a memoryless module: rows shuffled once per epoch (`rows`: a slice
+        or the row indices as a tensor, turned into NumPy only where per-row stats need them)."""
         size = min(plan.minibatch_size or n, n)
         for _ in range(plan.num_epochs):
             if plan.num_epochs == 1 and size == n:
@@ -204,7 +205,7 @@ class Learner:
             order = torch.from_numpy(self.rng.permutation(n))
             shuffled = {k: t[order] for k, t in tensors.items()}
             for start in range(0, n, size):
-                yield order[start : start + size].numpy(), {k: t[start : start + size] for k, t in shuffled.items()}
+                yield order[start : start + size], {k: t[start : start + size] for k, t in shuffled.items()}
 
     def _step_group(self, pid: str, group: ParamGroup, module, minibatch: dict, cfg, targets: dict) -> dict:
         """One SGD step of one group: its loss, zero_grad, backward, clip, Adam step; returns the loss stats."""
