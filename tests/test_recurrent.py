@@ -368,3 +368,30 @@ def test_ppo_with_an_lstm_balances_stateless_cartpole():
 def test_the_same_ppo_without_memory_cannot_balance_stateless_cartpole():
     curve = _stateless_cartpole(None, 100_000)
     assert max(r for _, r in curve) < 200, curve
+
+
+def test_two_data_parallel_learners_shard_whole_sequences_and_match_one_learner(ray_session):
+    from marl.learners import LearnerGroup
+    from tests.test_learners_ddp import assert_same_weights, cartpole, replica_weights
+
+    def config(num_learners):
+        model = {"hiddens": [16], "recurrent": "lstm", "cell_size": 8, "max_seq_len": 16}
+        return cartpole(num_learners).environment("StatelessCartPole-v1").training(model=model)
+
+    runner = EnvRunner(config(2), 0)
+    specs = runner.specs
+    single, ddp = LearnerGroup(config(0), specs), LearnerGroup(config(2), specs)
+    runner.set_weights(single.get_weights())  # sampled with the learners' weights (the first update checks it)
+    batches = [runner.sample().batch for _ in range(2)]
+    runner.stop()
+    try:
+        for batch in batches:
+            stats_single = single.update(batch)["default_policy"]
+            stats_ddp = ddp.update(batch)["default_policy"]
+            rank0, rank1 = replica_weights(ray_session, ddp)
+            assert_same_weights(rank0, rank1, exact=True)
+            assert_same_weights(rank0, single.get_weights()["modules"], exact=False)
+            for key in ("policy_loss", "vf_loss"):
+                assert stats_ddp[key] == pytest.approx(stats_single[key], rel=1e-3, abs=1e-5), key
+    finally:
+        ddp.stop()
