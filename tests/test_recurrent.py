@@ -395,3 +395,18 @@ def test_two_data_parallel_learners_shard_whole_sequences_and_match_one_learner(
                 assert stats_ddp[key] == pytest.approx(stats_single[key], rel=1e-3, abs=1e-5), key
     finally:
         ddp.stop()
+
+
+def test_a_recurrent_policy_on_images_gets_the_catalogs_conv_encoder_before_its_core():
+    import gymnasium as gym
+
+    from marl.modules import build_module
+    from marl.modules.catalog import ConvEncoder
+
+    space = gym.spaces.Box(0, 255, (12, 12, 3), np.uint8)
+    module = build_module(None, space, gym.spaces.Discrete(3), {"recurrent": "gru", "cell_size": 8, "hiddens": [16]})
+    assert isinstance(module, RecurrentActorCritic) and isinstance(module.actor.encoder, ConvEncoder)
+    frames = torch.randint(0, 256, (5, 12, 12, 3), dtype=torch.uint8)
+    out = module.forward_train({"obs": frames, SEQ_LENS: torch.tensor([3, 2]),
+                                STATE_IN: {k: torch.zeros(2, 8) for k in module.get_initial_state()}})
+    assert out["action_dist_inputs"].shape == (5, 3) and out["vf_preds"].shape == (5,)
