@@ -410,3 +410,19 @@ def test_a_recurrent_policy_on_images_gets_the_catalogs_conv_encoder_before_its_
     out = module.forward_train({"obs": frames, SEQ_LENS: torch.tensor([3, 2]),
                                 STATE_IN: {k: torch.zeros(2, 8) for k in module.get_initial_state()}})
     assert out["action_dist_inputs"].shape == (5, 3) and out["vf_preds"].shape == (5,)
+
+
+def test_a_recurrent_policy_trains_in_a_turn_based_env_with_action_masks():
+    """Connect Four (AEC turns, masked actions): each player's state advances only on its own turns, and the
+    training pass over its sequences still reproduces acting (the first update's check passes)."""
+    config = (marl.PPOConfig().environment("pettingzoo.classic.connect_four_v3")
+              .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=20)
+              .training(train_batch_size=80, minibatch_size=40, num_epochs=2,
+                        model={"hiddens": [16], "recurrent": "lstm", "cell_size": 8, "max_seq_len": 4})
+              .debugging(seed=0))
+    algo = config.build()
+    try:
+        result = algo.train()
+        assert result["losses/default_policy/num_sgd_steps"] > 0
+    finally:
+        algo.stop()
