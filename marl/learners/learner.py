@@ -150,9 +150,11 @@ class Learner:
         tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
         plan = self.minibatching[pid]
         sequences = None
-        if pid in self.max_seq_len:  # a stateful module trains on chunks of its trajectory pieces
+        # (Replayed sequences of recurrent VDN/QMIX agents are one row each, with their starting states: plain rows here.)
+        names = seq.state_names(module) if pid in self.max_seq_len else []
+        if names and sb.state_in_column(names[0]) in batch:  # a stateful module trains on chunks of its trajectory pieces
             sequences = seq.SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len[pid])
-            tensors = seq.add_sequences(tensors, batch, sequences, seq.state_names(module))
+            tensors = seq.add_sequences(tensors, batch, sequences, names)
             if self._check_state.pop(pid, False):
                 seq.check_acting_matches_training(pid, module, tensors)
         tensors = algo.prepare(module, tensors, cfg)

@@ -146,8 +146,11 @@ def _builtin_class(cls, model_config: dict | None):
     from marl.modules.mlp import ActorCriticMLP
     from marl.modules.recurrent import RECURRENT_KEYS, RecurrentActorCritic, RecurrentCentralCritic, recurrent_options
 
+    from marl.modules.joint_q import JointQModule
+    from marl.modules.recurrent_q import RecurrentJointQ
+
     model = dict(model_config or {})
-    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic}
+    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic, JointQModule: RecurrentJointQ}
     builtin = cls.__module__.startswith("marl.modules.")
     if not builtin or not RECURRENT_KEYS & set(model):
         return cls, model
