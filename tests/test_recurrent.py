@@ -120,7 +120,9 @@ def test_training_pass_reproduces_what_the_runner_acted_on(env):
                                                                                rollout_fragment_length=10)
     pid = "p0"
     if env == "staggered":
-        import tests.test_module_state  # noqa: F401  (registers staggered_test)
+        import importlib
+
+        importlib.import_module("tests.test_module_state")  # registers staggered_test
 
         config.environment("staggered_test", env_config={}).multi_agent(policies={"shared": {}},
                                                                          policy_mapping_fn=lambda agent, episode: "shared")
@@ -284,7 +286,7 @@ def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
 
 
 def test_algorithms_without_recurrent_modules_say_so_in_one_line():
-    with pytest.raises(ConfigError, match=r"'training.model.recurrent: gru' is not available with QMLP yet"):
+    with pytest.raises(ConfigError, match=r"'training.model.recurrent: gru' is not available with QMLP yet.*DQN has none"):
         marl.DQNConfig().environment("CartPole-v1").training(model={"recurrent": "gru"}).build()
 
 
@@ -426,3 +428,94 @@ def test_a_recurrent_policy_trains_in_a_turn_based_env_with_action_masks():
         assert result["losses/default_policy/num_sgd_steps"] > 0
     finally:
         algo.stop()
+
+
+# -- recurrent VDN/QMIX: sequence replay --------------------------------------------------------
+def qmix_memory_config(recurrent="gru", **training):
+    model = {"hiddens": [32], "recurrent": recurrent, "cell_size": 32, "max_seq_len": 8}
+    return (
+        marl.QMIXConfig()
+        .environment(MEMORY_ENV, env_config={"num_cues": 4, "delay": 4})
+        .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=12)
+        .training(**({"model": model, "train_batch_size": 32, "num_steps_sampled_before_learning_starts": 64,
+                      "replay_capacity": 5000, "epsilon": [[0, 1.0], [20000, 0.05]], "target_network_update_freq": 400,
+                      "lr": 1e-3} | training))
+        .debugging(seed=1)
+    )
+
+
+def test_qmix_replays_chunks_of_joint_steps_with_their_starting_states():
+    from marl.replay.joint import STATE
+    from marl.replay.sequences import SEQ_MASK, joint_sequences, state_start_column
+
+    config = qmix_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
+    config.validate()
+    runner = EnvRunner(config)
+    batch = runner.sample()["default_policy"]
+    chunks = joint_sequences(batch, [0, 1], 4, ["h"])
+    obs, mask, h0 = chunks[sb.OBS], chunks[SEQ_MASK], chunks[state_start_column("h")]
+    assert obs.shape[1:3] == (4, 2) and h0.shape[1:] == (2, 32) and chunks[STATE].shape[:2] == (len(chunks), 4)
+    assert int(mask.sum()) == len(batch) // 2  # every joint step once, padding masked
+    assert not obs[mask == 0].any()  # zero-padded
+    # a chunk starting an episode starts from zeros; one inside an episode from the carried (non-zero) state
+    starts = batch[sb.EPISODE_START]
+    assert (~h0.any(axis=(1, 2))).sum() >= starts.sum() // 2 and h0.any(axis=(1, 2)).any()
+
+
+def test_padded_steps_count_for_nothing_in_the_recurrent_qmix_loss():
+    from marl.algorithms.mixing.loss import mixing_loss
+    from marl.replay.sequences import joint_sequences
+
+    config = qmix_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
+    config.validate()
+    runner = EnvRunner(config)
+    module = runner.module["default_policy"]
+    chunks = joint_sequences(runner.sample()["default_policy"], [0, 1], 4, ["h"])
+    chunks["weights"] = np.ones(len(chunks), np.float32)
+    assert (chunks["seq_mask"] == 0).any()
+
+    class Cfg:
+        gamma, double_q, td_error_loss = 0.99, True, "mse"
+
+    def loss_and_grads(columns):
+        module.zero_grad()
+        loss, stats = mixing_loss(module, {k: torch.from_numpy(v) for k, v in columns.items()}, Cfg)
+        loss.backward()
+        return loss.detach(), {k: p.grad.clone() for k, p in module.named_parameters() if p.grad is not None}
+
+    loss, grads = loss_and_grads(chunks.columns)
+    garbage = {k: v.copy() for k, v in chunks.items()}
+    pad = garbage["seq_mask"] == 0
+    rng = np.random.default_rng(0)
+    for name in ("obs", "next_obs", "state", "next_state"):
+        garbage[name][pad] = rng.normal(size=garbage[name][pad].shape)
+    garbage["rewards"][pad] = 5.0
+    garbage["actions"][pad] = 3
+    other_loss, other_grads = loss_and_grads(garbage)
+    torch.testing.assert_close(other_loss, loss, rtol=0, atol=1e-6)
+    for name, grad in grads.items():
+        torch.testing.assert_close(other_grads[name], grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def _qmix_recall_rate(config, iterations: int) -> float:
+    """Greedy recall rate per agent (team return / 2) over 64 episodes after training."""
+    algo = config.build()
+    try:
+        for i in range(iterations):
+            result = algo.train()
+            if i >= 20 and result.get("episode_return_mean", 0) >= 1.9:
+                break
+        evaluation = algo.evaluate(64, unit="episodes")
+    finally:
+        algo.stop()
+    return evaluation["evaluation/episode_return_mean"] / 2
+
+
+@pytest.mark.slow
+def test_qmix_with_gru_agents_recalls_the_cue():
+    assert _qmix_recall_rate(qmix_memory_config("gru"), iterations=45) >= 0.9
+
+
+@pytest.mark.slow
+def test_qmix_with_memoryless_agents_cannot_beat_chance_on_the_recall_task():
+    assert _qmix_recall_rate(qmix_memory_config(None), iterations=25) <= 0.4  # 4 cues: chance is 0.25
