@@ -285,8 +285,8 @@ def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
     assert max(rates) <= 0.4, rates
 
 
-def test_algorithms_without_recurrent_modules_say_so_in_one_line():
-    with pytest.raises(ConfigError, match=r"'training.model.recurrent: gru' is not available with QMLP yet.*DQN has none"):
+def test_a_recurrent_q_network_with_n_step_targets_is_one_clear_line():
+    with pytest.raises(ConfigError, match=r"'training.n_step' is 3; a recurrent Q network \('training.model.recurrent: gru'\)"):
         marl.DQNConfig().environment("CartPole-v1").training(model={"recurrent": "gru"}).build()
 
 
@@ -519,3 +519,52 @@ def test_qmix_with_gru_agents_recalls_the_cue():
 @pytest.mark.slow
 def test_qmix_with_memoryless_agents_cannot_beat_chance_on_the_recall_task():
     assert _qmix_recall_rate(qmix_memory_config(None), iterations=25) <= 0.4  # 4 cues: chance is 0.25
+
+
+def dqn_memory_config(recurrent="gru", **training):
+    model = {"hiddens": [32], "recurrent": recurrent, "cell_size": 32, "max_seq_len": 8}
+    return (
+        marl.DQNConfig()
+        .environment(MEMORY_ENV, env_config={"num_cues": 4, "delay": 4})
+        .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=12)
+        .multi_agent(**TWO_POLICIES)
+        .training(**({"model": model, "n_step": 1, "train_batch_size": 32, "num_steps_sampled_before_learning_starts": 64,
+                      "replay_capacity": 5000, "epsilon": [[0, 1.0], [20000, 0.05]], "target_network_update_freq": 400,
+                      "lr": 1e-3, "training_intensity": None} | training))
+        .debugging(seed=1)
+    )
+
+
+def test_padded_steps_count_for_nothing_in_the_recurrent_dqn_loss():
+    from marl.algorithms.dqn.loss import dqn_loss
+    from marl.replay.sequences import SEQ_MASK, agent_sequences, state_start_column
+
+    config = dqn_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
+    config.validate()
+    runner = EnvRunner(config)
+    module = runner.module["p0"]
+    batch = runner.sample()["p0"]
+    chunks = agent_sequences(batch, 4, ["h"])
+    assert chunks[sb.OBS].shape[1] == 4 and chunks[state_start_column("h")].shape[1:] == (32,)
+    assert int(chunks[SEQ_MASK].sum()) == len(batch) and (chunks[SEQ_MASK] == 0).any()
+    chunks["weights"] = np.ones(len(chunks), np.float32)
+
+    class Cfg:
+        gamma, double_q, td_error_loss = 0.99, True, "huber"
+
+    def loss_and_grads(columns):
+        module.zero_grad()
+        loss, _ = dqn_loss(module, {k: torch.from_numpy(v) for k, v in columns.items()}, Cfg, target=module)
+        loss.backward()
+        return loss.detach(), {k: p.grad.clone() for k, p in module.named_parameters() if p.grad is not None}
+
+    loss, grads = loss_and_grads(chunks.columns)
+    garbage = {k: v.copy() for k, v in chunks.items()}
+    pad = garbage[SEQ_MASK] == 0
+    garbage[sb.OBS][pad] = 7.0
+    garbage[sb.NEXT_OBS][pad] = -3.0
+    garbage[sb.REWARDS][pad] = 5.0
+    other_loss, other_grads = loss_and_grads(garbage)
+    torch.testing.assert_close(other_loss, loss, rtol=0, atol=1e-6)
+    for name, grad in grads.items():
+        torch.testing.assert_close(other_grads[name], grad, rtol=1e-5, atol=1e-7, msg=name)

@@ -242,6 +242,12 @@ class AlgorithmConfig:
             kind, _, _ = recurrent_options(self.model_for(pid), where)
             if kind is not None:
                 check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
+                n_step = getattr(self.training_for(pid), "n_step", 1)
+                if self.replay_buffer_config_for(pid) is not None and n_step != 1:
+                    raise ConfigError(
+                        f"'training.n_step' is {n_step}; a recurrent Q network ('{where}.recurrent: {kind}') learns from "
+                        "1-step targets over replayed sequences: set training.n_step=1"
+                    )
         check_policies(self)
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:

@@ -71,13 +71,13 @@ def check_recurrent_support(module_class, what: str) -> None:
     if cls.__name__ not in RECURRENT_DEFAULTS and cls.__name__ not in RECURRENT_DEFAULTS.values():
         raise ConfigError(
             f"{what} is not available with {cls.__name__} yet: recurrent cores come with "
-            f"{sorted(RECURRENT_DEFAULTS)} (PPO, MAPPO, APPO, IMPALA, A2C, PG, VDN, QMIX); DQN has none so far"
+            f"{sorted(RECURRENT_DEFAULTS)} (PPO, MAPPO, APPO, IMPALA, A2C, PG, DQN, VDN, QMIX)"
         )
 
 
 # the built-in memoryless classes (by name) -> their recurrent variants
 RECURRENT_DEFAULTS = {"ActorCriticMLP": "RecurrentActorCritic", "CentralCriticMLP": "RecurrentCentralCritic",
-                      "JointQModule": "RecurrentJointQ"}
+                      "JointQModule": "RecurrentJointQ", "QMLP": "RecurrentQ"}
 
 
 # -- sequence layout ------------------------------------------------------------------------

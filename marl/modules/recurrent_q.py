@@ -25,6 +25,68 @@ from marl.modules.recurrent import RECURRENT_KEYS, RecurrentCore, recurrent_opti
 from marl.modules.rl_module import RLModule
 
 
+class RecurrentQ(RLModule):
+    """DQN's recurrent Q network: encoder -> MLP -> LSTM/GRU -> Q head, epsilon-greedy acting like `QMLP`.
+
+    Replay holds chunks of one agent's steps (`marl.replay.sequences.agent_sequences`)."""
+
+    MODEL_KEYS = AGENT_KEYS | RECURRENT_KEYS
+
+    def __init__(self, observation_space, action_space, model_config=None):
+        super().__init__(observation_space, action_space, model_config)
+        cfg = self.model_config
+        unknown = set(cfg) - self.MODEL_KEYS
+        if unknown:
+            raise ValueError(f"unknown Q-model option(s) {sorted(unknown)}; allowed: {sorted(self.MODEL_KEYS)}")
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"Q-learning needs a Discrete action space, got {action_space}")
+        kind, cell_size, self.max_seq_len = recurrent_options(cfg)
+        hiddens = check_hiddens(cfg.get("hiddens", [64]))
+        activation = check_activation(cfg.get("activation", "relu"))
+        self.encoder = encoder_for(observation_space, cfg)
+        layers: list[nn.Module] = []
+        width = self.encoder.out_dim
+        for h in hiddens:
+            layers += [linear(width, h, 2**0.5), ACTIVATIONS[activation]()]
+            width = h
+        self.mlp = nn.Sequential(*layers)
+        self.core = RecurrentCore(kind, width, cell_size)
+        self.q_head = linear(cell_size, self.action_dim, 1.0)
+        self.epsilon_schedule = cfg.get("epsilon", [[0, 1.0], [10000, 0.05]])
+        self.epsilon = float(piecewise_linear(self.epsilon_schedule, 0))
+
+    def set_exploration_step(self, env_steps: int) -> None:
+        self.epsilon = float(piecewise_linear(self.epsilon_schedule, env_steps))
+
+    def get_initial_state(self):
+        return self.core.initial_state()
+
+    def _step(self, batch, epsilon: float):
+        x = self.encoder(batch["obs"])
+        state = batch.get("state_in") or {n: torch.zeros(len(x), self.core.cell_size) for n in self.core.state_names}
+        y, state_out = self.core(self.mlp(x).unsqueeze(1), state)
+        q = self.q_head(y.squeeze(1))
+        return {"action_dist_inputs": QMLP._greedy_logits(self, q, batch, epsilon), "state_out": state_out}
+
+    def forward_exploration(self, batch):
+        with torch.inference_mode():
+            return self._step(batch, self.epsilon)
+
+    def forward_inference(self, batch):
+        with torch.inference_mode():
+            return self._step(batch, 0.0)
+
+    def forward_train(self, batch):
+        raise NotImplementedError("RecurrentQ trains through q_sequences (DQN's sequence loss)")
+
+    def q_sequences(self, obs: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
+        """obs [B, T, ...] from states {name: [B, cell]} -> Q values [B, T, actions]."""
+        b, t = obs.shape[:2]
+        x = self.mlp(self.encoder(obs.reshape((b * t,) + tuple(obs.shape[2:])))).view(b, t, -1)
+        y, _ = self.core(x, state)
+        return self.q_head(y)
+
+
 class RecurrentJointQ(RLModule):
     """Per-agent recurrent Q network shared by the group, plus the group's mixer."""
 

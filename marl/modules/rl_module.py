@@ -147,10 +147,11 @@ def _builtin_class(cls, model_config: dict | None):
     from marl.modules.recurrent import RECURRENT_KEYS, RecurrentActorCritic, RecurrentCentralCritic, recurrent_options
 
     from marl.modules.joint_q import JointQModule
-    from marl.modules.recurrent_q import RecurrentJointQ
+    from marl.modules.q_mlp import QMLP
+    from marl.modules.recurrent_q import RecurrentJointQ, RecurrentQ
 
     model = dict(model_config or {})
-    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic, JointQModule: RecurrentJointQ}
+    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic, JointQModule: RecurrentJointQ, QMLP: RecurrentQ}
     builtin = cls.__module__.startswith("marl.modules.")
     if not builtin or not RECURRENT_KEYS & set(model):
         return cls, model

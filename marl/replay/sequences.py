@@ -24,6 +24,33 @@ def state_start_column(name: str) -> str:
     return f"{STATE_START}.{name}"
 
 
+def _chunks(plan, rows_of: dict, length: int) -> dict:
+    s = len(plan)
+    rows = plan.rows(np.arange(s))
+    seq = np.repeat(np.arange(s), plan.lens)
+    step = np.arange(len(rows)) - np.repeat(np.cumsum(plan.lens) - plan.lens, plan.lens)
+    out = {}
+    for name, values in rows_of.items():
+        padded = np.zeros((s, length) + values.shape[1:], values.dtype)
+        padded[seq, step] = values[rows]
+        out[name] = padded
+    return out
+
+
+def agent_sequences(batch: SampleBatch, max_seq_len: int, state_names: list[str]) -> SampleBatch:
+    """Chunks of each agent's trajectory pieces (DQN with a recurrent Q network)."""
+    from marl.learners.sequences import SequencePlan
+
+    plan = SequencePlan(batch[sb.SEGMENT_END], max_seq_len)
+    names = [sb.OBS, sb.ACTIONS, sb.NEXT_OBS, sb.REWARDS, sb.TERMINATEDS, sb.NEXT_ACTION_MASK, sb.ACTION_MASK]
+    columns = {k: batch[k] for k in names if k in batch}
+    columns[SEQ_MASK] = np.ones(len(batch), np.float32)
+    out = _chunks(plan, columns, max_seq_len)
+    for name in state_names:
+        out[state_start_column(name)] = batch[sb.state_in_column(name)][plan.starts]
+    return SampleBatch(out)
+
+
 def joint_sequences(batch: SampleBatch, agent_indices: list[int], max_seq_len: int, state_names: list[str]) -> SampleBatch:
     from marl.learners.sequences import SequencePlan
 

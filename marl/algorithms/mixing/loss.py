@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from marl.algorithms.dqn.loss import weighted_td_loss
+from marl.algorithms.dqn.loss import masked_td_loss, weighted_td_loss
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 from marl.replay.joint import NEXT_STATE, STATE
@@ -67,19 +67,6 @@ def recurrent_mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=No
         q_tot_next = target.mix(q_next.reshape(b * length, n), batch[NEXT_STATE].reshape(b * length, -1)).view(b, length)
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + cfg.gamma * not_done * q_tot_next
-    td_error = (q_tot - y) * mask
-    if cfg.td_error_loss == "huber":
-        per_step = torch.nn.functional.huber_loss(q_tot, y, reduction="none", delta=1.0)
-    else:
-        per_step = 0.5 * (q_tot - y).pow(2)
-    valid = mask.sum(1).clamp(min=1.0)
-    per_row = (per_step * mask).sum(1) / valid  # each sequence's mean over its real steps
-    loss = (batch[REPLAY_WEIGHTS] * per_row).mean()
-    stats = {
-        "loss": loss,
-        "q_tot_mean": (q_tot * mask).sum() / mask.sum(),
-        "target_mean": (y * mask).sum() / mask.sum(),
-        "td_error_abs_mean": td_error.abs().sum() / mask.sum(),
-        "td_error": (td_error.abs().sum(1) / valid).detach(),  # per sequence: its replay priority
-    }
+    loss, td_stats = masked_td_loss(q_tot, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
+    stats = {"loss": loss, "q_tot_mean": (q_tot * mask).sum() / mask.sum().clamp(min=1.0), **td_stats}
     return loss, stats
