@@ -1,7 +1,8 @@
-"""VDN/QMIX with recurrent agents (`model.recurrent: gru|lstm`): each agent's Q network is
-encoder -> MLP -> LSTM/GRU -> Q head, shared by the group, mixed as in `JointQModule`.
+"""Recurrent Q networks (`model.recurrent: gru|lstm`): encoder -> MLP -> LSTM/GRU -> Q head.
+DQN's `RecurrentQ`; VDN/QMIX's `RecurrentJointQ`, one such agent network shared by the group,
+mixed as in `JointQModule`.
 
-Replay holds sequences (`marl.replay.sequences`): chunks of at most `max_seq_len` joint
+Replay holds sequences (`marl.replay.sequences`): chunks of at most `max_seq_len` (joint)
 steps of one episode, each with the agents' states recorded at its first step
 (stored-state replay as in R2D2, without burn-in: the stored state comes from the
 weights that acted, which may be a few updates old). The loss runs the agent network
