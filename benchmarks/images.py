@@ -4,30 +4,32 @@
 
 * **memory per stored frame**: a DQN runner's batch on the downscaled Pistonball
   (obs and next_obs columns) put into a replay buffer, bytes per stored row of each
-  column: frames kept as uint8 by the default (conv) module, and flattened to float32
+  column, and the pickled batch per row (what a remote runner puts in Ray's object store): frames kept as uint8 by the default (conv) module, and flattened to float32
   for a module that does not take images (`keeps_image_obs = False`, what marl did before);
 * **env steps/s**: one in-process EnvRunner with the default conv module (PPO) against a
   random-action loop over the same envs (the env's own limit), interleaved chunk by chunk
   as in `sampling.py`; medians over repeats;
-* **peak memory**: the peak resident set (ru_maxrss) of a fresh process that builds the
+* **peak memory**: the peak resident set (VmHWM) of a fresh process that builds the
   envs and samples for `--seconds` — the random loop alone vs the marl runner (which
   also imports torch and holds the conv module).
 
-The env is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) downscaled
-with SuperSuit's `resize_v1` to size x size x 3 uint8 — what `scenarios/pistonball_cnn.yaml` trains.
+The env is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) made grey and
+downscaled by SuperSuit (`color_reduction_v0`, `resize_v1`) to size x size uint8, with marl's
+`frame_stack` connector (k=3): size x size x 3 uint8 module inputs, as `scenarios/pistonball_cnn.yaml`.
+The random loop steps the same SuperSuit-wrapped envs (the wrappers' cost is the env's own).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import resource
 import subprocess
 import sys
 import time
 
 import _common as C
-import numpy as np
 
 import marl
 from marl.data import sample_batch as sb
@@ -44,7 +46,8 @@ def make_pistonball(config: dict):
 
     config = dict(config)
     size = int(config.pop("size", 32))
-    return supersuit.resize_v1(pistonball_v6.parallel_env(continuous=False, **config), size, size)
+    grey = supersuit.color_reduction_v0(pistonball_v6.parallel_env(continuous=False, **config), "B")
+    return supersuit.resize_v1(grey, size, size)
 
 
 register_env(ENV, make_pistonball)
@@ -60,6 +63,7 @@ def runner_config(args, algo=marl.PPOConfig, module_class=None):
         .environment(ENV, env_config=env_config(args))
         .env_runners(num_envs_per_env_runner=args.envs, rollout_fragment_length=args.fragment)
         .multi_agent(policies={"shared": {"module_class": module_class} if module_class else {}}, policy_mapping_fn={"*": "shared"})
+        .connectors(env_to_module=[{"name": "frame_stack", "k": 3}])
         .debugging(seed=0)
     )
     cfg.validate()
@@ -82,8 +86,9 @@ def frame_memory(args) -> list[list]:
         obs, nxt = buffer.columns[sb.OBS], buffer.columns[sb.NEXT_OBS]
         per_row = (obs.nbytes + nxt.nbytes) / len(buffer)
         all_cols = sum(c.nbytes for c in buffer.columns.values()) / len(buffer)
+        payload = len(pickle.dumps(batch, protocol=5)) / len(batch)  # what a remote runner ships per row (Ray pickles numpy as is)
         rows.append([label, f"{obs.dtype} {obs.shape[1:]}", f"{obs.nbytes / len(buffer):,.0f}", f"{per_row:,.0f}", f"{all_cols:,.0f}",
-                     f"{1e9 / all_cols / 1e3:,.0f}k"])
+                     f"{1e9 / all_cols / 1e3:,.0f}k", f"{payload:,.0f}"])
     return rows
 
 
@@ -113,6 +118,19 @@ def peak_child(args, mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def vm_hwm_mb() -> float:
+    """This process's peak resident set (VmHWM). Not ru_maxrss: Linux carries that over fork+exec from the
+    parent, so every child would report at least the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(args) -> None:
     if args.child == "random":
         sys.path.insert(0, str(C.REPO_ROOT / "benchmarks"))
@@ -123,7 +141,7 @@ def child(args) -> None:
     else:
         runner = EnvRunner(runner_config(args), 0)
         steps, elapsed = C.run_for(args.seconds, lambda: runner.sample().env_steps)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = vm_hwm_mb()
     print(json.dumps({"peak_mb": peak_mb, "steps_per_s": steps / elapsed}))
 
 
@@ -141,9 +159,10 @@ def main() -> None:
         child(args)
         return
     print(f"images benchmark: {C.machine_line()}")
-    print(f"pistonball_v6, {args.pistons} pistons, frames {args.size}x{args.size}x3 uint8; {args.envs} env copies, fragment {args.fragment}")
+    print(f"pistonball_v6, {args.pistons} pistons, grey {args.size}x{args.size} frames, 3 stacked (uint8); "
+          f"{args.envs} env copies, fragment {args.fragment}")
     t0 = time.perf_counter()
-    C.print_table(["stored as", "obs", "obs B/row", "obs+next_obs B/row", "all columns B/row", "rows per GB"], frame_memory(args),
+    C.print_table(["stored as", "obs", "obs B/row", "obs+next_obs B/row", "all columns B/row", "rows per GB", "sample payload B/row"], frame_memory(args),
                   "memory per stored frame (DQN replay rows)")
     print("\nenv steps/s (interleaved):", flush=True)
     raw, ours = rates(args)
@@ -153,7 +172,7 @@ def main() -> None:
                    ["marl runner, conv module", C.fmt_num(C.median(ours)), C.spread(ours)],
                    ["ratio marl / raw", f"{C.median(ratios):.3f}", C.spread(ratios)]])
     peaks = [[mode, f"{r['peak_mb']:.0f}", C.fmt_num(r["steps_per_s"])] for mode in ("random", "marl") for r in [peak_child(args, mode)]]
-    C.print_table(["fresh process", "peak RSS MB", "env steps/s"], peaks, "peak memory (ru_maxrss)")
+    C.print_table(["fresh process", "peak RSS MB", "env steps/s"], peaks, "peak memory (VmHWM of a fresh process; both import marl and torch)")
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; the machine is shared: figures vary 10-25 % between runs")
 
 

@@ -242,3 +242,63 @@ def test_the_readme_example_module_reuses_the_catalog_on_images():
     runner = EnvRunner(cfg, 0)
     assert isinstance(runner.module["default_policy"].encoder, ConvEncoder)
     assert runner.sample()["default_policy"][sb.OBS].dtype == np.uint8
+
+
+def test_frames_stay_uint8_through_ray_runners_and_replay(ray_session):
+    import ray
+
+    algo = (
+        quadrant_config(marl.DQNConfig, num_env_runners=1)
+        .training(num_steps_sampled_before_learning_starts=32, min_env_steps_per_iteration=40,
+                  model={"conv_filters": [[8, 4, 2]], "hiddens": [32]})
+        .build()
+    )
+    try:
+        remote = ray.get(algo.runners.remote[0].sample.remote())["default_policy"]
+        assert remote[sb.OBS].dtype == np.uint8 and remote[sb.OBS].shape[1:] == (16, 16, 1)
+        for _ in range(2):
+            result = algo.train()
+        assert result["counters/learner_updates"] > 0
+        columns = algo.replay_buffers["default_policy"].columns
+        assert columns[sb.OBS].dtype == np.uint8 and columns[sb.NEXT_OBS].dtype == np.uint8
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("agent_id", [False, True])
+def test_qmix_agents_read_frames_through_a_conv_encoder(agent_id):
+    algo = (
+        quadrant_config(marl.QMIXConfig, num_envs_per_env_runner=2, rollout_fragment_length=8)
+        .training(agent_id=agent_id, num_steps_sampled_before_learning_starts=16,
+                  model={"conv_filters": [[8, 4, 2]], "hiddens": [32]})
+        .build()
+    )
+    try:
+        module = algo.learners.local.module["default_policy"]
+        assert isinstance(module.agent.encoder, ConvEncoder)
+        for _ in range(3):
+            result = algo.train()
+        assert result["counters/learner_updates"] > 0
+        columns = algo.replay_buffers["default_policy"].columns
+        assert columns[sb.OBS].dtype == np.uint8 and columns[sb.OBS].shape[1:] == (2, 16, 16, 1)
+        losses = [v for k, v in result.items() if k.startswith("losses/")]
+        assert losses and np.all(np.isfinite(losses))
+        frames = torch.from_numpy(np.full((1, 2, 16, 16, 1), 255, np.uint8))
+        q = module.agent_q_values(frames)[0]
+        acted = module.forward_inference({"obs": frames[0], "agent_index": torch.tensor([0, 1])})["action_dist_inputs"]
+        assert torch.equal(acted.argmax(-1), q.argmax(-1))  # acting and learning read the same network
+        assert agent_id == (not torch.allclose(q[0], q[1]))  # same frame: only the agent id tells them apart
+    finally:
+        algo.stop()
+
+
+def test_model_options_per_policy():
+    cfg = quadrant_config().training(model={"conv_filters": [[8, 4, 2]], "hiddens": [32]}).multi_agent(
+        policies={"p0": {}, "p1": {"model": {"conv_filters": [[4, 3, 1], [4, 3, 1]]}}},
+        policy_mapping_fn={"a0": "p0", "a1": "p1"},
+    )
+    cfg.validate()
+    runner = EnvRunner(cfg, 0)
+    convs = {pid: [c.out_channels for c in runner.module[pid].encoder.convs if isinstance(c, torch.nn.Conv2d)] for pid in ("p0", "p1")}
+    assert convs == {"p0": [8], "p1": [4, 4]}
+    assert runner.module["p1"].pi[0].out_features == 32  # hiddens from training.model, under the policy's own

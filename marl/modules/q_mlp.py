@@ -41,7 +41,9 @@ def piecewise_linear(schedule: list, t: float) -> float:
 class QMLP(RLModule):
     keeps_image_obs = True
 
-    def __init__(self, observation_space, action_space, model_config=None):
+    def __init__(self, observation_space, action_space, model_config=None, *, extra_inputs: int = 0):
+        """`extra_inputs`: width of features joined to the encoded observation before the trunk (a caller's
+        own, e.g. JointQModule's agent-id one-hot on images), passed as `extra_features` / `extra`."""
         super().__init__(observation_space, action_space, model_config)
         unknown = set(self.model_config) - MODEL_KEYS
         if unknown:
@@ -57,7 +59,7 @@ class QMLP(RLModule):
         self.encoder = encoder_for(observation_space, self.model_config)
         self.core = core_for(self.encoder.out_dim, self.model_config)
         self._direct = isinstance(self.encoder, FlatEncoder) and isinstance(self.core, IdentityCore)
-        self.trunk, trunk_out = q_trunk(self.core.out_dim, hiddens, activation)
+        self.trunk, trunk_out = q_trunk(self.core.out_dim + int(extra_inputs), hiddens, activation)
         self.act = ACTIVATIONS[activation]()
         self.advantage = q_head(trunk_out, n)
         self.value = q_head(trunk_out, 1) if self.dueling else None
@@ -66,9 +68,11 @@ class QMLP(RLModule):
     def set_exploration_step(self, env_steps: int) -> None:
         self.epsilon = float(piecewise_linear(self.epsilon_schedule, env_steps))
 
-    def q_values(self, obs: torch.Tensor, fast: bool = False) -> torch.Tensor:
+    def q_values(self, obs: torch.Tensor, fast: bool = False, extra: torch.Tensor | None = None) -> torch.Tensor:
         run = _functional if fast else (lambda seq, x: seq(x))
         h = obs if self._direct else self.core(self.encoder(obs))
+        if extra is not None:
+            h = torch.cat([h, extra.to(h.dtype)], dim=-1)
         if self.trunk is not None:
             h = self.act(run(self.trunk, h))
         adv = run(self.advantage, h)
@@ -93,10 +97,10 @@ class QMLP(RLModule):
 
     def forward_exploration(self, batch):
         with torch.inference_mode():
-            q = self.q_values(batch["obs"], fast=True)
+            q = self.q_values(batch["obs"], fast=True, extra=batch.get("extra_features"))
             return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon)}
 
     def forward_inference(self, batch):
         with torch.inference_mode():
-            q = self.q_values(batch["obs"], fast=True)
+            q = self.q_values(batch["obs"], fast=True, extra=batch.get("extra_features"))
             return {"action_dist_inputs": self._greedy_logits(q, batch, 0.0)}
