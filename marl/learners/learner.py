@@ -11,6 +11,8 @@ per-row (DQN: TD errors for replay priorities). Everything else (epochs,
 minibatches, clipping, versions, target updates, observation-filter state) is
 here, shared by all algorithms. Each policy has its own parts, training section
 and optimisers, so one learner can update a PPO policy and a DQN policy side by side.
+A stateful (recurrent) module trains on sequences: chunks of its trajectory pieces,
+shuffled whole (`marl.learners.sequences`), checked once against its acting pass.
 """
 
 from __future__ import annotations
