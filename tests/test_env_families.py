@@ -185,3 +185,120 @@ def test_a_bad_wrapper_in_a_scenario_is_one_line_from_the_cli(tmp_path):
     p = run_cli("train", str(scenario), "--output", str(tmp_path / "run"))
     assert p.returncode != 0 and "Traceback" not in p.stderr
     assert "'environment.wrappers[0].resize_v1'" in p.stderr
+
+
+# -- VMAS: one batched env per runner ---------------------------------------------------
+
+def vmas_config(algo: str = "MAPPO", num_envs: int = 4, **env_config):
+    import marl
+
+    cfg = (getattr(marl, f"{algo}Config")()
+           .environment("vmas.balance", env_config={"n_agents": 3, "max_steps": 20, **env_config})
+           .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=10)
+           .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+           .debugging(seed=0))
+    cfg.validate()
+    return cfg
+
+
+@needs("vmas", "vmas")
+def test_a_vmas_runner_steps_one_batch_of_worlds():
+    from marl.runners.group import EnvRunnerGroup
+    from marl.runners.vector_env_runner import VectorEnvRunner
+
+    group = EnvRunnerGroup(vmas_config(num_envs=4))
+    runner = group.local
+    assert isinstance(runner, VectorEnvRunner)
+    assert runner.batch.num_envs == 4 and [v.batch for v in runner.envs] == [runner.batch] * 4
+    calls = []
+    step = runner.batch.env.step
+    runner.batch.env.step = lambda actions: calls.append([tuple(a.shape) for a in actions]) or step(actions)
+    batch = runner.sample().batch
+    assert len(calls) == 10 and calls[0] == [(4, 2)] * 3  # one VMAS call per lockstep step, all 4 worlds in it
+    rows = batch.policy_batches["default_policy"]
+    assert batch.env_steps == 40 and len(rows) == 120  # 4 worlds x 10 steps x 3 agents
+    state = runner.get_state()
+    VectorEnvRunner(vmas_config(num_envs=4), 0).set_state(state)  # restores (fresh episodes: VMAS cannot replay)
+    runner.stop()
+
+
+@needs("vmas", "vmas")
+def test_vmas_discrete_actions():
+    from marl.runners.vector_env_runner import VectorEnvRunner
+
+    runner = VectorEnvRunner(vmas_config("PPO", num_envs=3, continuous_actions=False), 0)
+    assert runner.envs[0].action_space("agent_0").n == 9
+    batch = runner.sample().batch.policy_batches["default_policy"]
+    actions = batch["actions"]
+    assert actions.shape == (90,) and actions.min() >= 0 and actions.max() < 9
+
+
+@needs("vmas", "vmas")
+def test_unknown_vmas_scenario_is_one_line():
+    with pytest.raises(EnvError, match=r"unknown VMAS scenario 'vmas.balanse' \(did you mean vmas.balance"):
+        make_env("vmas.balanse")
+
+
+@needs("vmas", "vmas")
+def test_vmas_balance_trains_with_mappo_through_marl_train(tmp_path):
+    """The shipped scenario, shortened: MAPPO runs on VectorEnvRunner and the metrics add up."""
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=3200", "training.train_batch_size=1600",
+                "env_runners.num_envs_per_env_runner=16", "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    last = results[-1]
+    assert len(results) == 2 and last["env_steps_total"] == 3200 and last["agent_steps_total"] == 3 * 3200
+    assert all(np.isfinite(r["episode_return_mean"]) and 0 < r["episode_len_mean"] <= 100 for r in results)
+    assert np.isfinite(last["losses/shared/vf_loss"])
+
+
+@pytest.mark.slow
+@needs("vmas", "vmas")
+def test_vmas_balance_mappo_learns(tmp_path):
+    """32k env steps of the shipped scenario: the package stops falling (an untrained team scores about -30)."""
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=32000", "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    returns = [json.loads(line)["episode_return_mean"] for line in (out / "result.jsonl").read_text().splitlines()]
+    assert returns[0] < -20, returns  # the yardstick: what an untrained team scores
+    assert np.mean(returns[-2:]) > -12, returns
+
+
+# -- agents that die mid-episode ------------------------------------------------------
+
+@needs("pymunk", "butterfly")
+def test_knights_archers_zombies_agents_die_mid_episode_and_every_agent_step_is_counted():
+    from marl.algorithms.ppo import PPOConfig
+
+    cfg = (PPOConfig().environment("pettingzoo.butterfly.knights_archers_zombies_v11",
+                                   env_config={"max_cycles": 300, "spawn_delay": 5})
+           .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=200)
+           .training(train_batch_size=400, minibatch_size=200, num_epochs=1).debugging(seed=0))
+    algo = cfg.build()
+    try:
+        sampled = algo.runners.local.sample()
+        rows = sampled.batch.policy_batches["default_policy"]
+        eps, agent, t = rows["eps_id"], rows["agent_index"], rows["t"]
+        died_early = 0
+        for e in np.unique(eps):
+            in_episode = eps == e
+            last_t = t[in_episode].max()
+            for a in np.unique(agent[in_episode]):
+                ts = np.sort(t[in_episode & (agent == a)])
+                assert np.array_equal(ts, np.arange(ts[0], ts[0] + len(ts))), "an agent's steps have a gap"
+                ended = rows["terminateds"][in_episode & (agent == a)]
+                assert ended.sum() <= 1 and (ended.sum() == 0 or ended[np.argmax(t[in_episode & (agent == a)])])
+                if ended.any() and ts[-1] < last_t:
+                    died_early += 1  # terminated while others played on: no rows for it afterwards
+        assert died_early > 0, "no agent died mid-episode in 400 env steps: the test does not test anything"
+        assert sampled.batch.env_steps == 400 and len(rows) < 4 * 400  # dead agents add no rows
+        result = algo.train()
+        assert result["agent_steps_total"] == result["counters/agent_steps_sampled"] < 4 * result["env_steps_total"]
+        assert np.isfinite(result["losses/default_policy/policy_loss"])
+    finally:
+        algo.stop()
