@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         "envs", help="list env families and names",
         description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
     )
-    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium"), help="list only this kind")
+    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas"), help="list only this kind")
     envs.add_argument(
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import MODULE first (one that calls marl.register_env); repeatable",

@@ -302,3 +302,63 @@ def test_knights_archers_zombies_agents_die_mid_episode_and_every_agent_step_is_
         assert np.isfinite(result["losses/default_policy/policy_loss"])
     finally:
         algo.stop()
+
+
+# -- MAgent2 through the PettingZoo path ------------------------------------------------
+
+@needs("magent2", "magent2")
+def test_magent2_battle_trains_red_against_blue():
+    from marl.algorithms.ppo import PPOConfig
+
+    cfg = (PPOConfig().environment("magent2.environments.battle_v4", env_config={"map_size": 15, "max_cycles": 20})
+           .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=20)
+           .multi_agent(policies=["red", "blue"], policy_mapping_fn=lambda agent, episode: agent.split("_")[0])
+           .training(train_batch_size=20, minibatch_size=256, num_epochs=1).debugging(seed=0))
+    algo = cfg.build()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["counters/agent_steps_sampled/red"] > 0 and result["counters/agent_steps_sampled/blue"] > 0
+    assert np.isfinite(result["losses/red/policy_loss"]) and np.isfinite(result["losses/blue/policy_loss"])
+
+
+@needs("magent2", "magent2")
+def test_magent2_gather_makes_and_steps():
+    env = make_env("magent2.environments.gather_v5", {"max_cycles": 3})
+    assert len(env.possible_agents) == 495 and env.observation_space("omnivore_0").shape == (15, 15, 5)
+    obs, _ = env.reset(seed=0)
+    obs, rew, terms, _, _ = env.step({a: 0 for a in obs})
+    assert len(rew) == 495 and terms[ALL] is False
+
+
+# -- LBF and RWARE through `marl train`, no user code -------------------------------------
+
+@pytest.mark.slow
+@needs("lbforaging", "lbforaging")
+def test_ippo_learns_lbforaging_8x8_2p_2f(tmp_path):
+    """scenarios/lbforaging_ippo.yaml: a mean team return >= 0.8 within 150k env steps
+    (random agents score about 0.2; seed 0 got there at about 76k here)."""
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "scenarios/lbforaging_ippo.yaml", "stop.episode_return_mean=0.8", "--output", str(out), "--quiet",
+                timeout=900)
+    assert p.returncode == 0, p.stderr
+    last = json.loads((out / "result.jsonl").read_text().splitlines()[-1])
+    assert last["episode_return_mean"] >= 0.8 and last["env_steps_total"] <= 150_000, last
+
+
+@pytest.mark.slow
+@needs("rware", "rware")
+def test_rware_trains_through_marl_train_with_no_scenario(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "--algo", "PPO", "--env", "rware:rware-tiny-2ag-v2", "stop.iterations=2",
+                "training.train_batch_size=1000", "training.minibatch_size=500", "training.num_epochs=2",
+                "env_runners.num_envs_per_env_runner=4", "env_runners.rollout_fragment_length=125", "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    assert results[-1]["env_steps_total"] == 2000 and results[-1]["agent_steps_total"] == 4000
+    assert np.isfinite(results[-1]["losses/default_policy/vf_loss"])
