@@ -6,7 +6,8 @@ Three sides, measured interleaved in alternating chunks of equal work (one
 `rollout_fragment_length` of lockstep steps), the medians over repeats shown:
 
 * VMAS alone: one `vmas.make_env(num_envs=K)` stepped with pre-generated random
-  action tensors; worlds that end are reset with `reset_at` (what any user loop does);
+  action tensors; worlds that end are reset with `reset_at`, then one observation pass
+  for all worlds (the cheap way; `reset_at` returning observations recomputes them per world);
 * marl (batched): `VectorEnvRunner.sample()` (what `marl train` uses for `vmas.*`):
   one VMAS env of K worlds, MAPPO's columns (values, log-probs, global state),
   one policy shared by the agents;
@@ -65,8 +66,10 @@ class VmasAlone:
             self.i = (self.i + 1) % self.POOL
             _obs, _rew, terminated, truncated, _info = env.step(self.pool[self.i])
             done = (terminated | truncated).nonzero().flatten().tolist()
-            for k in done:
-                env.reset_at(k)
+            for k in done:  # reset the ended worlds, then one observation pass for all (as marl does)
+                env.reset_at(k, return_observations=False)
+            if done:
+                env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
         return steps * self.num_envs
 
 

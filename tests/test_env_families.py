@@ -362,3 +362,25 @@ def test_rware_trains_through_marl_train_with_no_scenario(tmp_path):
     results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
     assert results[-1]["env_steps_total"] == 2000 and results[-1]["agent_steps_total"] == 4000
     assert np.isfinite(results[-1]["losses/default_policy/vf_loss"])
+
+
+@needs("vmas", "vmas")
+def test_vmas_worlds_that_end_restart_from_their_reset_observation():
+    from marl.envs.vmas import VmasBatch
+
+    batch = VmasBatch("vmas.balance", {"n_agents": 2, "max_steps": 3}, num_envs=3, seed=0)
+    for view in batch.views:
+        view.reset()
+    noop = [{a: np.zeros(2, np.float32) for a in batch.agents}] * 3
+    for step in range(3):
+        batch.step(noop)
+        results = [view.step(noop[0]) for view in batch.views]
+    assert all(r[2][ALL] and r[3][ALL] for r in results)  # max_steps reached: every world ended
+    final = results[0][0]["agent_0"].copy()
+    fresh = [view.reset()[0]["agent_0"] for view in batch.views]
+    (now,) = batch.env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
+    for k in range(3):
+        np.testing.assert_allclose(fresh[k], now[0][k].numpy())  # what the reset world shows now
+    assert not np.allclose(final, fresh[0])
+    with pytest.raises(EnvError, match="stepped on its own"):
+        batch.views[0].step(noop[0])

@@ -10,8 +10,8 @@ A runner does not make K Python copies of the env: `VmasBatch` makes ONE VMAS en
 each world through the `MultiAgentEnv` protocol to the runner's per-copy bookkeeping.
 `VmasBatch.step(actions)` stacks the K worlds' actions into one tensor per agent and steps
 every world in one call; each view then hands out its row of the results (NumPy views
-of the result tensors: no copy on CPU). A world whose episode ended is reset on its own
-(`reset_at`). `marl.runners.vector_env_runner.VectorEnvRunner` drives this.
+of the result tensors: no copy on CPU; the runner's batches are NumPy). The worlds whose
+episode ended are reset right after the step (`reset_at` each, one observation pass for all). `marl.runners.vector_env_runner.VectorEnvRunner` drives this.
 
 Randomness: VMAS keeps its own generator, seeded once per batch (from `debugging.seed`
 and the runner), so per-world reset seeds are not used and an episode cannot be replayed
@@ -97,6 +97,7 @@ class VmasBatch:
         self.views = [VmasWorld(self, k) for k in range(num_envs)]
         self.result = None  # the last step's (obs, rewards, terminated, truncated) as NumPy, per agent
         self._fresh = [False] * num_envs  # world k's row of `result` not handed out yet
+        self._reset_obs, self._reset_ready = None, set()  # worlds reset right after the last step (_reset_early)
 
     def step(self, actions: list[dict]) -> None:
         """Steps every world; `actions[k]` is world k's {agent: action} (a missing one: a no-op)."""
@@ -113,8 +114,28 @@ class VmasBatch:
             [_to_numpy(o) for o in obs], [_to_numpy(r) for r in rewards], _to_numpy(terminated), _to_numpy(truncated)
         )
         self._fresh = [True] * self.num_envs
+        self._reset_early(np.flatnonzero(self.result[2] | self.result[3]))
+
+    def _reset_early(self, ended) -> None:
+        """Resets the worlds that just ended, with ONE observation pass for all of them.
+
+        `reset_at(k)` alone recomputes every world's observations; at hundreds of worlds
+        that per-world pass cost more than the step itself. The runner's `reset()` of such
+        a world then hands out the observation computed here (until the next batch step).
+        """
+        self._reset_obs, self._reset_ready = None, set()
+        if len(ended) == 0:
+            return
+        for k in ended:
+            self.env.reset_at(int(k), return_observations=False)
+        (obs,) = self.env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
+        self._reset_obs = [_to_numpy(o) for o in obs]
+        self._reset_ready = {int(k) for k in ended}
 
     def reset_world(self, k: int) -> ObsDict:
+        if k in self._reset_ready:  # reset right after the step that ended it
+            self._reset_ready.discard(k)
+            return {a: o[k] for a, o in zip(self.agents, self._reset_obs)}
         obs = self.env.reset_at(k)
         return {a: _to_numpy(o[k]) for a, o in zip(self.agents, obs)}
 
