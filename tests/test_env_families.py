@@ -384,3 +384,19 @@ def test_vmas_worlds_that_end_restart_from_their_reset_observation():
     assert not np.allclose(final, fresh[0])
     with pytest.raises(EnvError, match="stepped on its own"):
         batch.views[0].step(noop[0])
+
+
+@needs("Box2D", "sisl")
+def test_sisl_multiwalker_samples_continuous_actions():
+    from marl.algorithms.ppo import PPOConfig
+
+    cfg = (PPOConfig().environment("pettingzoo.sisl.multiwalker_v9", env_config={"max_cycles": 50})
+           .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=30).debugging(seed=0))
+    cfg.validate()
+    algo = cfg.build()
+    try:
+        rows = algo.runners.local.sample().batch.policy_batches["default_policy"]
+    finally:
+        algo.stop()
+    assert rows["actions"].shape[1:] == (4,) and rows["actions"].dtype == np.float32
+    assert 0 < len(rows) <= 3 * 60  # three walkers, fewer rows once one falls
