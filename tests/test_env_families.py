@@ -382,6 +382,7 @@ def test_vmas_worlds_that_end_restart_from_their_reset_observation():
     for k in range(3):
         np.testing.assert_allclose(fresh[k], now[0][k].numpy())  # what the reset world shows now
     assert not np.allclose(final, fresh[0])
+    np.testing.assert_allclose(batch.views[1].state()[: fresh[1].size], fresh[1])  # the global state follows the reset
     with pytest.raises(EnvError, match="stepped on its own"):
         batch.views[0].step(noop[0])
 

@@ -11,7 +11,8 @@ each world through the `MultiAgentEnv` protocol to the runner's per-copy bookkee
 `VmasBatch.step(actions)` stacks the K worlds' actions into one tensor per agent and steps
 every world in one call; each view then hands out its row of the results (NumPy views
 of the result tensors: no copy on CPU; the runner's batches are NumPy). The worlds whose
-episode ended are reset right after the step (`reset_at` each, one observation pass for all). `marl.runners.vector_env_runner.VectorEnvRunner` drives this.
+episode ended are reset right after the step (`reset_at` each, one observation pass for all).
+`state()` (MAPPO's global state) is every agent's observation joined, built for all worlds at once. `marl.runners.vector_env_runner.VectorEnvRunner` drives this.
 
 Randomness: VMAS keeps its own generator, seeded once per batch (from `debugging.seed`
 and the runner), so per-world reset seeds are not used and an episode cannot be replayed
@@ -98,6 +99,10 @@ class VmasBatch:
         self.result = None  # the last step's (obs, rewards, terminated, truncated) as NumPy, per agent
         self._fresh = [False] * num_envs  # world k's row of `result` not handed out yet
         self._reset_obs, self._reset_ready = None, set()  # worlds reset right after the last step (_reset_early)
+        # Global state of every world (centralised critics): the agents' observations joined, one row per world,
+        # built with one concatenate per step instead of one per world; a world's row is replaced when it resets.
+        self._state_dim = sum(int(np.prod(self.obs_spaces[a].shape)) for a in self.agents)
+        self.states = np.zeros((num_envs, self._state_dim), np.float32)
 
     def step(self, actions: list[dict]) -> None:
         """Steps every world; `actions[k]` is world k's {agent: action} (a missing one: a no-op)."""
@@ -114,6 +119,7 @@ class VmasBatch:
             [_to_numpy(o) for o in obs], [_to_numpy(r) for r in rewards], _to_numpy(terminated), _to_numpy(truncated)
         )
         self._fresh = [True] * self.num_envs
+        self.states = np.concatenate([o.reshape(self.num_envs, -1) for o in self.result[0]], axis=1, dtype=np.float32)
         self._reset_early(np.flatnonzero(self.result[2] | self.result[3]))
 
     def _reset_early(self, ended) -> None:
@@ -135,9 +141,11 @@ class VmasBatch:
     def reset_world(self, k: int) -> ObsDict:
         if k in self._reset_ready:  # reset right after the step that ended it
             self._reset_ready.discard(k)
-            return {a: o[k] for a, o in zip(self.agents, self._reset_obs)}
-        obs = self.env.reset_at(k)
-        return {a: _to_numpy(o[k]) for a, o in zip(self.agents, obs)}
+            obs = {a: o[k] for a, o in zip(self.agents, self._reset_obs)}
+        else:
+            obs = {a: _to_numpy(o[k]) for a, o in zip(self.agents, self.env.reset_at(k))}
+        self.states[k] = np.concatenate([o.reshape(-1) for o in obs.values()])
+        return obs
 
     def world_result(self, k: int) -> StepResult:
         if not self._fresh[k]:
@@ -191,6 +199,10 @@ class VmasWorld(MultiAgentEnv):
         if self.batch.num_envs == 1:  # a lone world (e.g. `make_env("vmas.balance")`) steps itself
             self.batch.step([actions])
         return self.batch.world_result(self.index)
+
+    def state(self) -> np.ndarray:
+        """Every agent's observation of this world, joined in agent order (computed batched by VmasBatch)."""
+        return self.batch.states[self.index]
 
     def np_random_source(self):
         return None
