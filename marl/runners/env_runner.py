@@ -105,9 +105,9 @@ class EnvRunner:
             mask_dim = self.module[pid].action_dim if conn.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(
-                conn.obs_dim, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
+                conn.obs_shape, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
                 state_dim=state_spec["dim"] if state_spec else None, module_state=self.module_inputs[pid].initial_state,
-            )
+                obs_dtype=conn.obs_dtype)
 
         self.weights_version = 0
         self._steps_sampled = 0
