@@ -237,6 +237,8 @@ def test_vmas_discrete_actions():
 def test_unknown_vmas_scenario_is_one_line():
     with pytest.raises(EnvError, match=r"unknown VMAS scenario 'vmas.balanse' \(did you mean vmas.balance"):
         make_env("vmas.balanse")
+    with pytest.raises(EnvError, match=r"env 'vmas.balance': env_config has keys the scenario does not use .*n_agent"):
+        make_env("vmas.balance", {"n_agent": 3})
 
 
 @needs("vmas", "vmas")

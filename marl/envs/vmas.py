@@ -22,6 +22,7 @@ from a checkpoint: a restored run starts fresh episodes.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from typing import Any
 
 import gymnasium
@@ -79,14 +80,23 @@ class VmasBatch:
         options = {k: config.pop(k) for k in _VMAS_OPTIONS if k in config}
         self.continuous = bool(options.get("continuous_actions", True))
         try:
-            self.env = vmas.make_env(
-                scenario, num_envs=num_envs, device=options.get("device", "cpu"),
-                continuous_actions=self.continuous, max_steps=options.get("max_steps", DEFAULT_MAX_STEPS),
-                seed=seed, clamp_actions=bool(options.get("clamp_actions", True)), terminated_truncated=True,
-                **config,
-            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.env = vmas.make_env(
+                    scenario, num_envs=num_envs, device=options.get("device", "cpu"),
+                    continuous_actions=self.continuous, max_steps=options.get("max_steps", DEFAULT_MAX_STEPS),
+                    seed=seed, clamp_actions=bool(options.get("clamp_actions", True)), terminated_truncated=True,
+                    **config,
+                )
         except TypeError as err:
             raise EnvError(f"env {name!r} rejected its env_config: {err}") from err
+        for w in caught:
+            if "passed but not used by the scenario" in str(w.message):  # VMAS only warns: a typo would go unseen
+                raise EnvError(
+                    f"env {name!r}: env_config has keys the scenario does not use ({str(w.message).split(' passed')[0]}); "
+                    f"env_config takes the scenario's kwargs and VMAS's {list(_VMAS_OPTIONS)}"
+                )
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self.name = name
         self.num_envs = num_envs
         self.agents = [a.name for a in self.env.agents]
