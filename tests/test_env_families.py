@@ -403,3 +403,55 @@ def test_sisl_multiwalker_samples_continuous_actions():
         algo.stop()
     assert rows["actions"].shape[1:] == (4,) and rows["actions"].dtype == np.float32
     assert 0 < len(rows) <= 3 * 60  # three walkers, fewer rows once one falls
+
+
+def test_an_agent_that_spawns_mid_episode_acts_from_then_on_and_is_counted():
+    import gymnasium
+    from pettingzoo.utils.env import ParallelEnv
+
+    from marl import register_env
+    from marl.algorithms.ppo import PPOConfig
+
+    class Spawning(ParallelEnv):
+        """agent_0 acts for 8 steps; agent_1 appears at step 3 and leaves at step 6."""
+
+        metadata = {"name": "spawning"}
+        possible_agents = ["agent_0", "agent_1"]
+
+        def observation_space(self, agent):
+            return gymnasium.spaces.Box(0, 10, (1,), np.float32)
+
+        def action_space(self, agent):
+            return gymnasium.spaces.Discrete(2)
+
+        def _obs(self):
+            return {a: np.array([self.t], np.float32) for a in self.agents}
+
+        def reset(self, seed=None, options=None):
+            self.t, self.agents = 0, ["agent_0"]
+            return self._obs(), {a: {} for a in self.agents}
+
+        def step(self, actions):
+            assert set(actions) == set(self.agents)
+            self.t += 1
+            rewards = {a: 1.0 for a in self.agents}
+            terms = {a: (a == "agent_1" and self.t == 6) or self.t == 8 for a in self.agents}
+            truncs = dict.fromkeys(self.agents, False)
+            obs = self._obs()
+            self.agents = [a for a in self.agents if not terms[a]]
+            if self.t == 3:
+                self.agents.append("agent_1")
+                obs["agent_1"] = np.array([self.t], np.float32)
+            return obs, rewards, terms, truncs, {a: {} for a in obs}
+
+    register_env("spawning", lambda cfg: Spawning())
+    algo = (PPOConfig().environment("spawning").env_runners(num_envs_per_env_runner=1, rollout_fragment_length=8)
+            .training(train_batch_size=8, minibatch_size=8, num_epochs=1).debugging(seed=0)).build()
+    try:
+        sampled = algo.runners.local.sample()
+    finally:
+        algo.stop()
+    rows = sampled.batch.policy_batches["default_policy"]
+    t, agent = rows["t"], rows["agent_index"]
+    assert list(t[agent == 0]) == list(range(8)) and list(t[agent == 1]) == [3, 4, 5]
+    assert len(rows) == 11 and rows["terminateds"][agent == 1][-1]  # 8 + 3 agent steps; agent_1 ended at step 6
