@@ -1,6 +1,6 @@
 """Envs the MPE suites register (imported by `imports: [mpe_envs]` in a suite file).
 
-simple_speaker_listener_padded: MPE's speaker-listener with SuperSuit's padding, so both agents
+simple_speaker_listener_padded (needs SuperSuit: the `butterfly` extra, in `dev`): MPE's speaker-listener with SuperSuit's padding, so both agents
 have the same spaces (speaker: 3 -> 11 observation floats, zeros appended; 3 -> 5 actions, the
 two extra ones act as action 0). Every algorithm then trains one shared policy over both agents
 (an agent-id one-hot tells them apart), which value decomposition (QMIX) needs: its agents form one
