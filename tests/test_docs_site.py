@@ -78,6 +78,6 @@ def test_tutorial_code_runs(page, tmp_path, monkeypatch):
     exec(compile(block, page, "exec"), namespace)
     result = namespace["result"]
     if page == "custom_env.md":
-        assert result["episode_return_mean"] > 11.5  # random play scores 10 (of 20): the players learnt to agree
+        assert result["episode_return_mean"] > 15.0  # random play scores 10 (of 20): the players learnt to agree
     else:
         assert result["env_steps_total"] >= 512 and "losses/default_policy/vf_loss" in result
