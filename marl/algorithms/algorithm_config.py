@@ -233,6 +233,11 @@ class AlgorithmConfig:
         from marl.connectors.build import check_policies
 
         check_policies(self)
+        if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
+            raise ConfigError(
+                "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "
+                ">= 1 (1: one sampling process), or overlap=false to sample in-process"
+            )
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
             raise ConfigError(

@@ -46,6 +46,13 @@ class EnvRunnersSection:
     num_cpus_per_env_runner: float = doc("CPUs Ray reserves for each runner actor", 1.0, min=0)
     observation_filter: str = doc("observation normalisation: none | mean_std", "none", choices=("none", "mean_std"))
     max_runner_restarts: int = doc("runner crashes tolerated before the run stops", 100, min=0)
+    overlap: bool = doc(
+        "sample the next round on the runner actors while the learner trains on this one (the default graph's "
+        "sample node runs mode=overlap): one round of policy lag, which PPO/MAPPO/A2C/PG correct with the ratio to "
+        "the behaviour policy's recorded log-probs; needs num_env_runners >= 1 (1: one sampling process beside the "
+        "learner); false: strictly synchronous sampling (debugging, bit-identical resume)",
+        False,
+    )
 
 
 @dataclass
