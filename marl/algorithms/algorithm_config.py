@@ -233,6 +233,10 @@ class AlgorithmConfig:
         from marl.connectors.build import check_policies
 
         check_policies(self)
+        if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
+            from marl.learners.device import check_gpus_available
+
+            check_gpus_available(self.learners_cfg.num_gpus_per_learner)
         if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
             raise ConfigError(
                 "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "

@@ -77,6 +77,12 @@ class LearnersSection:
     )
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
     num_threads: int = doc("torch threads in the learner (1 is fastest for small MLPs on few cores)", 1, min=1)
+    num_gpus_per_learner: float = doc(
+        "GPUs of each learner (0: the CPU); > 0: modules and optimisers on CUDA, each update's batch moved there once "
+        "(pinned memory), env runners stay on the CPU; with num_learners > 1 gradients are averaged over NCCL; "
+        "a ConfigError where torch cannot use CUDA",
+        0.0, min=0,
+    )
 
 
 @dataclass

@@ -25,6 +25,7 @@ from torch import nn
 from marl.connectors import LearnerConnectors, build_policy_module
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.learners.adam import make_adam
+from marl.learners.device import learner_device, to_device
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
 from marl.modules.rl_module import load_network_state, network_state
@@ -78,7 +79,9 @@ class Learner:
             torch.manual_seed(int(seed) + 1)
         self.rng = np.random.default_rng(None if seed is None else int(seed) + 2)
         self.specs = specs
+        self.device = learner_device(config.learners_cfg.num_gpus_per_learner)
         self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in specs.items()})
+        self.module.to(self.device)  # before the optimisers and target copies are made: they follow the parameters
         self.policies_to_train = config.trained_policy_ids(list(specs))
         self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
         self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
@@ -137,7 +140,8 @@ class Learner:
         batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
         batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
-        tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
+        # Moved to the learner's device once per update (a no-op on the CPU), never per minibatch.
+        tensors = to_device({k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}, self.device)
         tensors = algo.prepare(module, tensors, cfg)
         module.train()
         n = len(batch)
@@ -155,7 +159,8 @@ class Learner:
             else:
                 # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
                 order = torch.from_numpy(self.rng.permutation(n))
-                shuffled = {k: t[order] for k, t in tensors.items()}
+                on_device = order.to(self.device) if self.device.type != "cpu" else order
+                shuffled = {k: t[on_device] for k, t in tensors.items()}
             for start in range(0, n, size):
                 minibatch = {k: t[start : start + size] for k, t in shuffled.items()}
                 for group in groups:  # declared order: a later group's loss sees the earlier groups' new weights
@@ -165,7 +170,7 @@ class Learner:
                     for key in per_row:  # rows back in batch order (the last epoch's values win)
                         if key in stats:
                             rows = slice(start, start + size) if order is None else order[start : start + size].numpy()
-                            per_row[key][rows] = stats.pop(key).detach().numpy()
+                            per_row[key][rows] = stats.pop(key).detach().cpu().numpy()
                     acc = sums[group.name]
                     for key, value in stats.items():
                         value = value.detach()
