@@ -13,7 +13,9 @@ iteration, 5 epochs of 512-row minibatches, lr 1e-3, [128, 128] tanh, parameters
 IPPO is marl's PPO with one shared policy. Measured from outside each process (compare_rllib.py's
 machinery): env steps/s including learning (from the build to the last result), process start to the
 first result, peak memory (PSS summed over the process tree), and the return at equal env steps
-(mean of the per-iteration returns over the last 20 % of the budget, summed over agents on both sides).
+(mean of the per-iteration returns over the last 20 % of the budget, summed over agents on both sides);
+and simple_spread's own random-action rate over 8 envs (sampling.py's loop), before and after the runs,
+against which the IPPO rows give the share of the raw env rate (overlap target: >= 0.9).
 BenchMARL runs with OMP_NUM_THREADS=1 and one torch thread, like marl.
 """
 
@@ -35,12 +37,22 @@ ALGOS = {"MAPPO": ("mappo_spread", "mappo_spread"), "IPPO": ("ppo_spread", "ippo
 TARGETS = {"steps_per_s": 5.0, "startup": 2.0, "memory": 4 / 3}
 
 
+def raw_env_rate(seconds: float) -> float:
+    """simple_spread's random-action rate over 8 envs made by marl.make_env (sampling.py's loop), in this process."""
+    from sampling import SPREAD_CONFIG, RandomLoop
+
+    loop = RandomLoop("mpe2.simple_spread_v3", SPREAD_CONFIG, 8, inline=False, seed=0)
+    steps, elapsed = C.run_for(seconds, lambda: loop.run(64))
+    return steps / elapsed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--algos", default="MAPPO,IPPO")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--env-steps", type=int, default=20_480, help="env-step budget of every run (10 iterations)")
     ap.add_argument("--sides", default="marl,marl overlap,BenchMARL")
+    ap.add_argument("--raw-seconds", type=float, default=5.0, help="seconds of the raw env-rate loop, before and after")
     ap.add_argument("--benchmarl-python", default=str(DEFAULT_BENCHMARL_PY))
     ap.add_argument("--log-dir", default=None)
     ap.add_argument("--json", default=None)
@@ -63,9 +75,11 @@ def main() -> None:
     budget = ["--max-env-steps", str(args.env_steps)]
     runs: list[Run] = [Run(**r) for path in args.merge for r in json.loads(Path(path).read_text())["runs"]]
     t_all = time.time()
-    for algo in [a.strip() for a in args.algos.split(",") if a.strip()]:
-        marl_task, bm_task = ALGOS[algo]
-        for seed in range(args.seeds):
+    raw = [raw_env_rate(args.raw_seconds)]  # simple_spread's own random-action rate, before and after the runs
+    print(f"  raw env rate (random actions, 8 envs): {raw[0]:,.0f} env steps/s", flush=True)
+    for seed in range(args.seeds):  # seed-major: an interrupted invocation still has whole seeds of every algorithm
+        for algo in [a.strip() for a in args.algos.split(",") if a.strip()]:
+            marl_task, bm_task = ALGOS[algo]
             sides = [
                 ("marl", MARL_PY, "marl_tasks.py", marl_task, ["--runners", "0", *budget, "--max-train-s", "3600"]),
                 ("marl overlap", MARL_PY, "marl_tasks.py", marl_task, ["--overlap", *budget, "--max-train-s", "3600"]),
@@ -80,6 +94,7 @@ def main() -> None:
                 print("FAILED, see " + run.log if run.failed else
                       f"{run.env_steps():,} env steps, {run.steps_per_s():,.0f}/s, first result {run.startup_s():.1f} s, "
                       f"peak {fmt_mb(run.peak_pss)}, return at end {fmt(run.return_at_end(args.env_steps))}", flush=True)
+    raw.append(raw_env_rate(args.raw_seconds))
 
     rows = []
     for r in runs:
@@ -113,12 +128,23 @@ def main() -> None:
                           "met" if C.median(m_ret) >= min(b_ret) else "MISSED"])
     C.print_table(["figure (median over seeds)", "marl", "BenchMARL", "marl better by", "target", "verdict"], table,
                   title="marl vs BenchMARL (times and memory: BenchMARL / marl; throughput: marl / BenchMARL)")
+    raw_rate = sum(raw) / len(raw)
+    rows = []
+    for algo in ALGOS:
+        for side in ("marl", "marl overlap", "BenchMARL"):
+            rates = [r.steps_per_s() for r in runs if r.task == algo and r.side == side and not r.failed]
+            if rates:
+                rows.append([f"{algo} ({side})", fmt(C.median(rates)), fmt(C.median(rates) / raw_rate),
+                             ">= 0.9" if (algo, side) == ("IPPO", "marl overlap") else ""])
+    C.print_table(["env steps/s incl. learning (median)", "rate", "/ raw env rate", "target"], rows,
+                  title=f"Against simple_spread's own random-action rate, 8 envs, measured in this invocation: "
+                        f"{' / '.join(f'{x:,.0f}' for x in raw)} env steps/s (before / after)")
     print(f"\ntotal {time.time() - t_all:.0f} s; load avg now {os.getloadavg()[0]:.2f}")
     if args.json:
         data = [{**{k: getattr(r, k) for k in ("side", "task", "seed", "t_spawn", "t_end", "rc", "peak_pss", "peak_rss",
                                                   "peak_procs", "log", "load")}, "events": r.events} for r in runs]
         Path(args.json).write_text(json.dumps({"machine": C.machine_line(), "args": vars(args), "runs": data,
-                                               "table": table}, indent=1))
+                                               "table": table, "raw_env_rate": raw}, indent=1))
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def ppo_cartpole():
 def test_overlapped_ppo_lags_exactly_one_update_and_learns_cartpole(ray_session):
     algo = ppo_cartpole().build()
     try:
-        results = [algo.train() for _ in range(8)]
+        results = [algo.train() for _ in range(10)]
     finally:
         algo.stop()
     assert results[0]["perf/policy_lag_max"] == 0  # the first round was sampled before any update
@@ -107,6 +107,7 @@ def test_overlapped_ppo_lags_exactly_one_update_and_learns_cartpole(ray_session)
     assert returns[-1] >= 150 and returns[-1] > 4 * returns[0], returns
 
 
+@pytest.mark.slow
 def test_overlapped_run_resumes_exactly_and_dqn_overlaps_replay_learning(ray_session, tmp_path):
     config = ppo_cartpole().env_runners(num_envs_per_env_runner=4, rollout_fragment_length=32).training(
         train_batch_size=128, minibatch_size=64, num_epochs=2)
