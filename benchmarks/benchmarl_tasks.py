@@ -30,6 +30,10 @@ from _events import emit  # noqa: E402
 
 emit("started")
 
+import os  # noqa: E402
+
+os.environ["TQDM_DISABLE"] = "1"  # its progress bar writes '\r' lines into stdout's event lines
+
 import torch  # noqa: E402
 import torchrl.envs.libs.pettingzoo as tr_pz  # noqa: E402
 
