@@ -50,7 +50,8 @@ class EnvRunnersSection:
         "sample the next round on the runner actors while the learner trains on this one (the default graph's "
         "sample node runs mode=overlap): one round of policy lag, which PPO/MAPPO/A2C/PG correct with the ratio to "
         "the behaviour policy's recorded log-probs; needs num_env_runners >= 1 (1: one sampling process beside the "
-        "learner); false: strictly synchronous sampling (debugging, bit-identical resume)",
+        "learner); rounds of half a train batch (rollout_fragment_length = train_batch_size / (2 x envs)) keep PPO's "
+        "learning per env step where synchronous sampling has it; false: strictly synchronous sampling (the default)",
         False,
     )
 
