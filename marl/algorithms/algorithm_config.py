@@ -255,6 +255,15 @@ class AlgorithmConfig:
                         "1-step targets over replayed sequences: set training.n_step=1"
                     )
         check_policies(self)
+        if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
+            from marl.learners.device import check_gpus_available
+
+            check_gpus_available(self.learners_cfg.num_gpus_per_learner)
+        if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
+            raise ConfigError(
+                "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "
+                ">= 1 (1: one sampling process), or overlap=false to sample in-process"
+            )
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
             raise ConfigError(
