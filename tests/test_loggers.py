@@ -48,6 +48,7 @@ def test_mlflow_logs_config_metrics_at_env_steps_and_the_checkpoint(tmp_path):
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "checkpoint"} <= artifacts
     assert "checkpoint/manifest.json" in {a.path for a in client.list_artifacts(run.info.run_id, "checkpoint")}
+    assert (tmp_path / "mlartifacts").is_dir() and not (Path.cwd() / "mlruns").exists()  # artifacts beside the store
 
     # A resumed run continues the same MLflow run; rows from before the checkpoint are not logged twice.
     rows = _train(run_dir, iterations=5, resume=True)

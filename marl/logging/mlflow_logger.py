@@ -39,10 +39,11 @@ class MLflowLogger:
         if importlib.util.find_spec("mlflow") is None:
             raise ConfigError("loggers.mlflow needs the mlflow package: pip install 'marl[mlflow]'")
         uri = settings.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        artifacts = None
         if not uri:
             uri = f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
-            artifacts = (run_dir / "mlartifacts").resolve().as_uri()
+        artifacts = None
+        if uri.startswith("sqlite:///"):  # a local store: a new experiment's artifacts go beside the database
+            artifacts = (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()  # not ./mlruns
         self.tracking_uri = uri
         try:
             self._open(run_dir, config, settings, run_id, artifacts)
