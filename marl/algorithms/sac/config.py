@@ -16,6 +16,7 @@ from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, al
 from marl.algorithms.sections import ConfigError, doc
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import ParamGroup, TargetCopy
+from marl.modules.q_mlp import piecewise_linear
 
 
 @dataclass
@@ -133,3 +134,13 @@ class SACConfig(AlgorithmConfig):
         from marl.algorithms.sac.workflow import sac_workflow
 
         return sac_workflow(self, self.algo_name.lower(), joint=self.joint_replay())
+
+
+def check_schedule(schedule, key: str) -> None:
+    """A [[env_step, value], ...] schedule of non-negative values, or one clear line naming the key."""
+    try:
+        piecewise_linear(schedule, 0)
+    except (TypeError, ValueError, IndexError):
+        raise ConfigError(f"'{key}' must be a list of [env_step, value] pairs, got {schedule!r}") from None
+    if any(float(v) < 0 for _, v in schedule):
+        raise ConfigError(f"'{key}' values must be >= 0, got {schedule!r}")

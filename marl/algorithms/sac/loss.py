@@ -19,6 +19,7 @@ the buffer as priorities.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -64,6 +65,21 @@ def _discrete_policy(module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return logp.exp(), logp
 
 
+@contextlib.contextmanager
+def frozen(parameters):
+    """The actor's loss differentiates Q with respect to the action only: the graph built inside
+    records no gradient path into the critics' weights (they are another group's), which halves
+    the backward pass."""
+    params = [p for p in parameters if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
 def td_terms(qs: list[torch.Tensor], y: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, dict]:
     """sum_j mean(w * 0.5 (q_j - y)^2), with the mean |TD error| over critics per row (replay priorities)."""
     loss = sum((weights * 0.5 * (q - y).pow(2)).mean() for q in qs)
@@ -99,7 +115,8 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
     alpha = module.log_alpha.detach().exp()
     if module.continuous:
         actions, logp = policy_sample(module, obs)
-        q = torch.min(torch.stack(module.q_values(obs, actions)), 0).values
+        with frozen(module.critic_parameters()):
+            q = torch.min(torch.stack(module.q_values(obs, actions)), 0).values
         loss = (alpha * logp - q).mean()
         return loss, {"loss": loss, "logp_mean": logp.mean()}
     probs, logp = _discrete_policy(module, obs)
