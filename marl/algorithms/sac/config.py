@@ -23,8 +23,9 @@ from marl.modules.q_mlp import piecewise_linear
 class ReplayActorCriticTraining:
     """What the off-policy actor-critics share: discounting, replay, the update ratio and the target copies."""
 
-    actor_lr: float = doc("Adam learning rate of the actor", 1e-3, min=0)
-    critic_lr: float = doc("Adam learning rate of the critics", 1e-3, min=0)
+    lr: float = doc("Adam learning rate of every parameter group without a rate of its own", 1e-3, min=0)
+    actor_lr: float | None = doc("Adam learning rate of the actor; null: lr", None, min=0)
+    critic_lr: float | None = doc("Adam learning rate of the critics; null: lr", None, min=0)
     adam_eps: float = doc("Adam epsilon", 1e-8, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     train_batch_size: int = doc("replayed transitions per policy per learner update", 256, min=1)
@@ -52,7 +53,7 @@ class ReplayActorCriticTraining:
 
 @dataclass
 class SACTraining(ReplayActorCriticTraining):
-    alpha_lr: float = doc("Adam learning rate of the temperature (log alpha)", 1e-3, min=0)
+    alpha_lr: float | None = doc("Adam learning rate of the temperature (log alpha); null: lr", None, min=0)
     initial_alpha: float = doc("temperature alpha at the start (the entropy bonus's weight)", 1.0, min=1e-8)
     target_entropy: float | None = doc(
         "entropy alpha steers the policy to, per agent; null: -action dims (Box), "
@@ -61,17 +62,23 @@ class SACTraining(ReplayActorCriticTraining):
     discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.5, min=0, max=1)
 
 
+def group_lr(cfg, group: str) -> float:
+    """`<group>_lr` where set, else the shared `lr`."""
+    own = getattr(cfg, f"{group}_lr")
+    return float(cfg.lr if own is None else own)
+
+
 class SACParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
     per_row_stats = ("td_error",)
 
     def param_groups(self, cfg):
         return [
-            ParamGroup("critic", critic_loss, lr=cfg.critic_lr, eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("critic", critic_loss, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.critic_parameters()),
-            ParamGroup("actor", actor_loss, lr=cfg.actor_lr, eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("actor", actor_loss, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.actor_parameters()),
-            ParamGroup("alpha", alpha_loss, lr=cfg.alpha_lr, eps=cfg.adam_eps, params=lambda m: [m.log_alpha]),
+            ParamGroup("alpha", alpha_loss, lr=group_lr(cfg, "alpha"), eps=cfg.adam_eps, params=lambda m: [m.log_alpha]),
         ]
 
     def target_copies(self, cfg):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmParts
-from marl.algorithms.sac.config import ReplayActorCriticTraining, SACConfig, check_schedule
+from marl.algorithms.sac.config import ReplayActorCriticTraining, SACConfig, check_schedule, group_lr
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS
 from marl.algorithms.sections import doc
 from marl.algorithms.td3.loss import ACTOR_TARGET, actor_loss, critic_loss
@@ -35,9 +35,9 @@ class TD3Parts(AlgorithmParts):
 
     def param_groups(self, cfg):
         return [
-            ParamGroup("critic", critic_loss, lr=cfg.critic_lr, eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("critic", critic_loss, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.critic_parameters()),
-            ParamGroup("actor", actor_loss, lr=cfg.actor_lr, eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("actor", actor_loss, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.actor_parameters(), every=int(cfg.policy_delay)),
         ]
 
