@@ -268,3 +268,58 @@ def test_the_graph_is_dqns_with_polyak_per_round():
     assert graph.nodes["update_target"]["params"]["tau"] == pytest.approx(polyak_per_round(0.005, 8))
     assert polyak_per_round(0.005, 8) == pytest.approx(1 - 0.995**8)
     assert marl.MASACConfig().environment("mpe2.simple_spread_v3").default_workflow().graph.nodes["store"]["params"]["joint"] is True
+
+
+# -- exact resume -----------------------------------------------------------------------------------------
+def test_sac_with_prioritised_replay_resumes_bit_identically(tmp_path):
+    """Replay contents and priorities, three optimisers, the target critics, the torch generator the policy
+    samples its reparameterised actions from: all in the checkpoint."""
+    def config():
+        return (
+            marl.SACConfig()
+            .environment("Pendulum-v1")
+            .env_runners(rollout_fragment_length=8)
+            .training(train_batch_size=16, training_intensity=8, num_steps_sampled_before_learning_starts=32,
+                      min_env_steps_per_iteration=48, prioritized_replay=True, replay_capacity=500,
+                      model={"hiddens": [16, 16], "activation": "relu"})
+            .debugging(seed=3)
+        )
+
+    def weights(algo):
+        return algo.get_weights()["modules"]
+
+    algo = config().build()
+    try:
+        for _ in range(3):
+            algo.train()
+        algo.save(tmp_path / "ckpt")
+        straight = [algo.train() for _ in range(3)]
+        expected = weights(algo)
+        priorities = algo.replay_buffers["default_policy"].get_state()
+    finally:
+        algo.stop()
+    algo = marl.Algorithm.from_checkpoint(tmp_path / "ckpt")
+    try:
+        resumed = [algo.train() for _ in range(3)]
+        got = weights(algo)
+        resumed_priorities = algo.replay_buffers["default_policy"].get_state()
+    finally:
+        algo.stop()
+    for key in expected["default_policy"]:
+        np.testing.assert_array_equal(expected["default_policy"][key], got["default_policy"][key], err_msg=key)
+    assert "log_alpha" in expected["default_policy"]
+    for a, b in zip(straight, resumed):
+        for key in ("env_steps_total", "episode_return_mean", "losses/default_policy/critic/loss", "losses/default_policy/alpha/alpha"):
+            np.testing.assert_equal(a.get(key), b.get(key), err_msg=key)
+    _assert_same_tree(priorities, resumed_priorities)
+
+
+def _assert_same_tree(a, b, where="buffer"):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _assert_same_tree(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    else:
+        assert a == b, where
