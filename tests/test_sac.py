@@ -323,3 +323,29 @@ def _assert_same_tree(a, b, where="buffer"):
         np.testing.assert_array_equal(a, b, err_msg=where)
     else:
         assert a == b, where
+
+
+# -- the scenarios run ----------------------------------------------------------------------------------
+SMALL = ["training.num_steps_sampled_before_learning_starts=50", "training.min_env_steps_per_iteration=100",
+         "training.train_batch_size=16", "training.training_intensity=4", "env_runners.num_envs_per_env_runner=2"]
+
+
+@pytest.mark.parametrize("scenario, extra", [
+    ("simple_spread_continuous_masac.yaml", ["training.shared_actor=false"]),  # an actor per agent
+    ("simple_spread_continuous_maddpg.yaml", []),
+    ("multiwalker_masac.yaml", []),
+])
+def test_group_scenarios_train_with_joint_replay(scenario, extra):
+    if scenario.startswith("multiwalker"):
+        pytest.importorskip("Box2D", reason="multiwalker needs the sisl extra: pip install 'marl[sisl]'")
+    algo = marl.load_scenario(f"scenarios/{scenario}", SMALL + extra).build()
+    try:
+        algo.train()
+        result = algo.train()
+        buffer = algo.replay_buffers["default_policy"]
+        assert len(buffer) == result["env_steps_total"]  # one joint row per env step, not one per agent
+        assert result["counters/learner_updates"] > 0 and math.isfinite(result["losses/default_policy/critic/loss"])
+        if "training.shared_actor=false" in extra:
+            assert len(algo.learners.local.module["default_policy"].actors) == 3
+    finally:
+        algo.stop()
