@@ -295,7 +295,10 @@ def test_sac_with_prioritised_replay_resumes_bit_identically(tmp_path):
         algo.save(tmp_path / "ckpt")
         straight = [algo.train() for _ in range(3)]
         expected = weights(algo)
-        priorities = algo.replay_buffers["default_policy"].get_state()
+        buffer = algo.replay_buffers["default_policy"]
+        # the critics' TD errors became priorities: no longer all equal to the initial max priority
+        assert len(np.unique(buffer.sum_tree[np.arange(len(buffer))])) > 1
+        priorities = buffer.get_state()
     finally:
         algo.stop()
     algo = marl.Algorithm.from_checkpoint(tmp_path / "ckpt")
