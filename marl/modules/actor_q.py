@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from marl.modules.distributions import Categorical
-from marl.modules.mlp import ACTIVATIONS, mlp
+from marl.modules.catalog import check_activation, check_hiddens, mlp
 from marl.modules.q_mlp import piecewise_linear
 from marl.modules.rl_module import RLModule
 from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
@@ -61,11 +61,9 @@ class ActorQModule(RLModule):
             raise ValueError("centralised critics (MASAC/MADDPG) need Box actions; discrete actions: use SAC per agent")
         self.shared_actor = bool(cfg.get("shared_actor", True))
         self.agent_id = bool(cfg.get("agent_id", False)) and self.shared_actor and self.group_size > 1
-        hiddens = [int(h) for h in cfg.get("hiddens", [256, 256])]
-        critic_hiddens = [int(h) for h in cfg.get("critic_hiddens") or hiddens]
-        activation = cfg.get("activation", "relu")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation '{activation}' is not one of {sorted(ACTIVATIONS)}")
+        hiddens = check_hiddens(cfg.get("hiddens", [256, 256]))
+        critic_hiddens = check_hiddens(cfg.get("critic_hiddens") or hiddens, "critic_hiddens")
+        activation = check_activation(cfg.get("activation", "relu"))
 
         # env agent index -> place in the group (one-hot position, which actor); decentralised: place 0
         place = np.zeros(max(indices) + 1 if indices else 1, dtype=np.int64)
