@@ -163,7 +163,7 @@ def test_discrete_sac_targets_are_expectations_over_the_policy():
         q = torch.minimum(*(c(batch[sb.OBS]) for c in module.critics))
         expected = (logp.exp() * (0.3 * logp - q)).sum(-1).mean()
     assert actor.item() == pytest.approx(expected.item(), rel=1e-5)
-    assert sac.target_entropy(module, cfg) == pytest.approx(0.5 * math.log(4))
+    assert sac.target_entropy(module, cfg) == pytest.approx(0.1 * math.log(4))
 
 
 # -- TD3 -------------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_discrete_sac_cartpole_reaches_450_within_100k_env_steps():
     config = (
         marl.SACConfig()
         .environment("CartPole-v1")
-        .training(gamma=0.95, training_intensity=128, tau=0.05, n_step=3, discrete_target_entropy_scale=0.1,
+        .training(gamma=0.95, training_intensity=128, tau=0.05, n_step=3,
                   model={"hiddens": [64, 64], "activation": "relu"})
         .debugging(seed=0)
     )

@@ -59,7 +59,7 @@ class SACTraining(ReplayActorCriticTraining):
         "entropy alpha steers the policy to, per agent; null: -action dims (Box), "
         "discrete_target_entropy_scale * log(actions) (Discrete)", None,
     )
-    discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.5, min=0, max=1)
+    discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.1, min=0, max=1)
 
 
 def group_lr(cfg, group: str) -> float:
