@@ -208,11 +208,11 @@ def test_missing_algo_rejected(tmp_path):
 
 
 def test_unknown_algo_rejected_naming_available(tmp_path):
-    path = _write(tmp_path, "algo: SAC\nenvironment: {env: CartPole-v1}\n")
+    path = _write(tmp_path, "algo: NOSUCHALGO\nenvironment: {env: CartPole-v1}\n")
     with pytest.raises(ConfigError) as info:
         load_scenario(path)
     msg = str(info.value)
-    assert "SAC" in msg and "PPO" in msg
+    assert "NOSUCHALGO" in msg and "PPO" in msg and "SAC" in msg
 
 
 def test_algo_name_case_insensitive(tmp_path):

@@ -1,0 +1,3 @@
+from marl.algorithms.maddpg.config import MADDPGConfig
+
+__all__ = ["MADDPGConfig"]

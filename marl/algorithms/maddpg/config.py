@@ -1,0 +1,45 @@
+"""MADDPGConfig: deterministic decentralised actors, a centralised critic per cooperative group (Lowe et al. 2017).
+
+TD3's machinery with one critic, no target smoothing and an actor update on every
+step by default (`twin_q`, `target_noise`, `policy_delay` turn TD3's tricks back on);
+the groups, joint replay and shared or per-agent actors are MASAC's
+(`marl.algorithms.masac.config`). Each actor's gradient goes through the joint
+action in which every agent acts with its current actor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.masac.config import CentralisedGroups, GroupTraining
+from marl.algorithms.sections import EnvRunnersSection, doc
+from marl.algorithms.td3.config import TD3Config, TD3Training
+
+
+@dataclass
+class MADDPGTraining(TD3Training, GroupTraining):
+    twin_q: bool = doc("two critics; targets use their minimum (TD3's clipped double Q); MADDPG has one", False)
+    policy_delay: int = doc("critic updates per actor update", 1, min=1)
+    target_noise: float = doc("std of the noise added to the target actors' actions (TD3's smoothing); 0: none", 0.0, min=0)
+    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update", 256, min=1)
+    replay_capacity: int = doc("joint transitions each group's buffer holds", 100_000, min=1)
+    num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 2000, min=0)
+    training_intensity: float | None = doc(
+        "replayed joint transitions per sampled env step (train_batch_size of them per update); null: one update per sampling round",
+        64, min=0,
+    )
+    exploration_noise: list = doc(
+        "std of the Gaussian noise added to actions while sampling, as a schedule [[env_step, sigma], ...], "
+        "linear between points (actions in [-1, 1])",
+        default_factory=lambda: [[0, 0.5], [50000, 0.1]],
+    )
+
+
+class MADDPGConfig(CentralisedGroups, TD3Config):
+    algo_name = "MADDPG"
+    training_section_cls = MADDPGTraining
+
+    def __init__(self):
+        super().__init__()
+        self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
+        self._groups_cache: dict = {}

@@ -1,0 +1,3 @@
+from marl.algorithms.masac.config import MASACConfig
+
+__all__ = ["MASACConfig"]

@@ -1,0 +1,69 @@
+"""MASACConfig: SAC with decentralised actors and a centralised critic per cooperative group.
+
+Each policy is one group: the agents mapped to it. Its critics value the group's
+joint observation and joint action at one env step, Q(o_1..o_n, a_1..a_n), learnt
+from joint transitions (`store_to_replay(joint=true)`, `marl.replay.joint`: the
+team reward is the sum of the group's rewards); each agent acts from its own
+observation. `shared_actor` shares one actor across the group (with a one-hot of
+the agent's place when `agent_id`), else each agent has its own. Map every agent
+to one policy for one centralised group; agents mapped to different policies
+are different groups, each with its own critic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.mixing.config import MixingConfig
+from marl.algorithms.sac.config import SACConfig, SACTraining
+from marl.algorithms.sections import EnvRunnersSection, doc
+
+
+@dataclass
+class GroupTraining:
+    shared_actor: bool = doc("one actor shared by the group's agents; false: an actor per agent", True)
+    agent_id: bool = doc("a shared actor reads a one-hot of the agent's place in its group too", True)
+
+
+@dataclass
+class MASACTraining(SACTraining, GroupTraining):
+    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update", 256, min=1)
+    replay_capacity: int = doc("joint transitions each group's buffer holds", 100_000, min=1)
+    num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 2000, min=0)
+    training_intensity: float | None = doc(
+        "replayed joint transitions per sampled env step (train_batch_size of them per update); null: one update per sampling round",
+        64, min=0,
+    )
+
+
+class CentralisedGroups:
+    """What MASAC and MADDPG add to their single-agent configs: groups, joint replay, group module options."""
+
+    def group_agent_indices(self, policy_id: str) -> list[int]:
+        """The env agent indices (positions in `possible_agents`) of the agents mapped to a policy."""
+        if not hasattr(self, "_groups_cache"):
+            self._groups_cache = {}
+        return MixingConfig.group_agent_indices(self, policy_id)
+
+    def joint_replay(self) -> bool:
+        return True
+
+    def group_options(self, policy_id: str) -> dict:
+        t = self.training_cfg
+        return {"agent_indices": self.group_agent_indices(policy_id), "shared_actor": t.shared_actor, "agent_id": t.agent_id}
+
+    def model_for(self, policy_id: str) -> dict:
+        model = super().model_for(policy_id)
+        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+            model.update(self.group_options(policy_id))
+        return model
+
+
+class MASACConfig(CentralisedGroups, SACConfig):
+    algo_name = "MASAC"
+    training_section_cls = MASACTraining
+
+    def __init__(self):
+        super().__init__()
+        self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
+        self._groups_cache: dict = {}

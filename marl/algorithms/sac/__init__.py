@@ -1,0 +1,3 @@
+from marl.algorithms.sac.config import SACConfig
+
+__all__ = ["SACConfig"]

@@ -1,0 +1,153 @@
+"""SACConfig: soft actor-critic for Box (tanh-squashed Gaussian) and Discrete actions, per policy.
+
+Three parameter groups on the learner seam, updated in this order on every replayed
+minibatch: `critic` (twin Q), `actor`, `alpha` (the learned temperature); one target copy,
+`critic`, Polyak-averaged by the graph's `update_target` node. The graph is DQN's
+(sample -> store -> replay -> learn -> update_priorities -> update_target -> sync_weights).
+TD3, MASAC and MADDPG build on this config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, alpha_loss, critic_loss
+from marl.algorithms.sections import ConfigError, doc
+from marl.data import sample_batch as sb
+from marl.learners.param_groups import ParamGroup, TargetCopy
+from marl.modules.q_mlp import piecewise_linear
+
+
+@dataclass
+class ReplayActorCriticTraining:
+    """What the off-policy actor-critics share: discounting, replay, the update ratio and the target copies."""
+
+    lr: float = doc("Adam learning rate of every parameter group without a rate of its own", 1e-3, min=0)
+    actor_lr: float | None = doc("Adam learning rate of the actor; null: lr", None, min=0)
+    critic_lr: float | None = doc("Adam learning rate of the critics; null: lr", None, min=0)
+    adam_eps: float = doc("Adam epsilon", 1e-8, min=0)
+    gamma: float = doc("discount factor", 0.99, min=0, max=1)
+    train_batch_size: int = doc("replayed transitions per policy per learner update", 256, min=1)
+    n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
+    twin_q: bool = doc("two critics; targets and the actor use their minimum (clipped double Q)", True)
+    grad_clip: float | None = doc("max global gradient norm of each parameter group; null: no clipping", None, min=0)
+    tau: float = doc("Polyak weight of the target critics per learner update (applied once per sampling round)", 0.005, min=0, max=1)
+    training_intensity: float | None = doc(
+        "replayed transitions per sampled env step (train_batch_size of them per update); null: one update per sampling round",
+        256, min=0,
+    )
+    num_steps_sampled_before_learning_starts: int = doc("transitions a policy's buffer holds before it is replayed", 1000, min=0)
+    min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 1000, min=0)
+    replay_capacity: int = doc("transitions each policy's buffer holds", 100_000, min=1)
+    prioritized_replay: bool = doc("prioritised replay (proportional, on the critics' TD errors) instead of uniform", False)
+    prioritized_replay_alpha: float = doc("how much priorities shape sampling (0: uniform)", 0.6, min=0)
+    prioritized_replay_beta: float = doc("initial importance-weight exponent", 0.4, min=0, max=1)
+    prioritized_replay_beta_final: float = doc("importance-weight exponent after annealing", 1.0, min=0, max=1)
+    prioritized_replay_beta_annealing_steps: int = doc("transitions added over which beta anneals; 0: constant", 50_000, min=0)
+    model: dict = doc(
+        "actor and critic options: hiddens, critic_hiddens (default: hiddens), activation",
+        default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"},
+    )
+
+
+@dataclass
+class SACTraining(ReplayActorCriticTraining):
+    alpha_lr: float | None = doc("Adam learning rate of the temperature (log alpha); null: lr", None, min=0)
+    initial_alpha: float = doc("temperature alpha at the start (the entropy bonus's weight)", 1.0, min=1e-8)
+    target_entropy: float | None = doc(
+        "entropy alpha steers the policy to, per agent; null: -action dims (Box), "
+        "discrete_target_entropy_scale * log(actions) (Discrete)", None,
+    )
+    discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.1, min=0, max=1)
+
+
+def group_lr(cfg, group: str) -> float:
+    """`<group>_lr` where set, else the shared `lr`."""
+    own = getattr(cfg, f"{group}_lr")
+    return float(cfg.lr if own is None else own)
+
+
+class SACParts(AlgorithmParts):
+    loss_columns = LOSS_COLUMNS
+    per_row_stats = ("td_error",)
+
+    def param_groups(self, cfg):
+        return [
+            ParamGroup("critic", critic_loss, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+                       params=lambda m: m.critic_parameters()),
+            ParamGroup("actor", actor_loss, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+                       params=lambda m: m.actor_parameters()),
+            ParamGroup("alpha", alpha_loss, lr=group_lr(cfg, "alpha"), eps=cfg.adam_eps, params=lambda m: [m.log_alpha]),
+        ]
+
+    def target_copies(self, cfg):
+        return [TargetCopy(CRITIC_TARGET, of=lambda m: m.critics)]
+
+
+class SACConfig(AlgorithmConfig):
+    algo_name = "SAC"
+    training_section_cls = SACTraining
+    default_module_class = "marl.modules.actor_q:ActorQModule"
+    sample_columns = frozenset({sb.NEXT_OBS})  # transitions; no values, no log-probs
+    deterministic = False  # TD3/MADDPG: a deterministic actor with exploration noise
+
+    def __init__(self):
+        super().__init__()
+        # The actor acts in [-1, 1]; the piece maps its actions to the env's bounds.
+        self.environment_cfg.unsquash_actions = True
+        # One env copy, short fragments: each sampling round is followed by its share of updates
+        # (training_intensity), so learning follows the data closely.
+        self.env_runners_cfg.num_envs_per_env_runner = 1
+        self.env_runners_cfg.rollout_fragment_length = 8
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.environment_cfg.unsquash_actions:
+            raise ConfigError(
+                f"'environment.unsquash_actions' must stay true for {self.algo_name}: its actor acts in [-1, 1] "
+                "and the piece maps those actions to the env's Box bounds"
+            )
+
+    def model_for(self, policy_id: str) -> dict:
+        model = super().model_for(policy_id)
+        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+            model.setdefault("twin_q", self.training_cfg.twin_q)
+            model.update(self.module_options())
+        return model
+
+    def module_options(self) -> dict:
+        return {"initial_alpha": self.training_cfg.initial_alpha}
+
+    def replay_buffer_config(self) -> dict:
+        t = self.training_cfg
+        return {
+            "capacity": t.replay_capacity,
+            "prioritized": t.prioritized_replay,
+            "alpha": t.prioritized_replay_alpha,
+            "beta": t.prioritized_replay_beta,
+            "beta_final": t.prioritized_replay_beta_final,
+            "beta_annealing_steps": t.prioritized_replay_beta_annealing_steps,
+        }
+
+    def algorithm_parts(self):
+        return SACParts()
+
+    def joint_replay(self) -> bool:
+        """Store one transition per group and env step (centralised critics), not one per agent."""
+        return False
+
+    def default_workflow(self):
+        from marl.algorithms.sac.workflow import sac_workflow
+
+        return sac_workflow(self, self.algo_name.lower(), joint=self.joint_replay())
+
+
+def check_schedule(schedule, key: str) -> None:
+    """A [[env_step, value], ...] schedule of non-negative values, or one clear line naming the key."""
+    try:
+        piecewise_linear(schedule, 0)
+    except (TypeError, ValueError, IndexError):
+        raise ConfigError(f"'{key}' must be a list of [env_step, value] pairs, got {schedule!r}") from None
+    if any(float(v) < 0 for _, v in schedule):
+        raise ConfigError(f"'{key}' values must be >= 0, got {schedule!r}")

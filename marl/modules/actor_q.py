@@ -1,0 +1,163 @@
+"""ActorQModule: actor(s) plus Q(s, a) critic(s), the module of SAC, TD3, MASAC and MADDPG.
+
+The actor reads one agent's observation and acts:
+- stochastic (SAC): Box -> a tanh-squashed Gaussian (`SquashedGaussian`), Discrete -> a categorical;
+- deterministic (TD3, MADDPG): Box -> tanh(actor(o)) plus exploration noise whose std follows the
+  `exploration_noise` schedule ([[env_step, sigma], ...]) while sampling (`NoisyDeterministic`).
+Box actions live in [-1, 1]; the `unsquash_actions` piece maps them to the env's bounds.
+
+The critics (two with `twin_q`) value a state-action pair. Decentralised (no `agent_indices`):
+Q(o, a) of one agent, or for Discrete actions Q(o, .) over all actions. Centralised (MASAC,
+MADDPG: `agent_indices` names the group's env agents, filled in by their configs): Q(s, a_1..a_n)
+over the joined observations and actions of the group at one env step (`marl.replay.joint`).
+A group's agents share one actor (`shared_actor`, with a one-hot of the agent's place in the
+group when `agent_id`) or each has its own.
+
+The learner trains three parameter groups (`actor_parameters`, `critic_parameters`, `log_alpha`)
+and keeps target copies of `critics` (and of `actors` for the deterministic family).
+
+model options: hiddens, critic_hiddens (default: hiddens), activation, deterministic, twin_q,
+exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from marl.modules.distributions import Categorical
+from marl.modules.catalog import check_activation, check_hiddens, mlp
+from marl.modules.q_mlp import piecewise_linear
+from marl.modules.rl_module import RLModule
+from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
+
+MODEL_KEYS = {
+    "hiddens", "critic_hiddens", "activation", "deterministic", "twin_q", "exploration_noise", "initial_alpha",
+    "shared_actor", "agent_id", "agent_indices",
+}
+
+
+class ActorQModule(RLModule):
+    def __init__(self, observation_space, action_space, model_config=None):
+        super().__init__(observation_space, action_space, model_config)
+        cfg = self.model_config
+        unknown = set(cfg) - MODEL_KEYS
+        if unknown:
+            raise ValueError(f"unknown actor-critic model option(s) {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        if not self.continuous and not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"SAC/TD3 need a Box or Discrete action space, got {action_space}")
+        self.deterministic = bool(cfg.get("deterministic", False))
+        if self.deterministic and not self.continuous:
+            raise ValueError(f"a deterministic actor (TD3/MADDPG) needs a Box action space, got {action_space}; use SAC for Discrete")
+        indices = cfg.get("agent_indices")
+        self.central = bool(indices)
+        self.group_size = len(indices) if indices else 1
+        if self.central and not self.continuous:
+            raise ValueError("centralised critics (MASAC/MADDPG) need Box actions; discrete actions: use SAC per agent")
+        self.shared_actor = bool(cfg.get("shared_actor", True))
+        self.agent_id = bool(cfg.get("agent_id", False)) and self.shared_actor and self.group_size > 1
+        hiddens = check_hiddens(cfg.get("hiddens", [256, 256]))
+        critic_hiddens = check_hiddens(cfg.get("critic_hiddens") or hiddens, "critic_hiddens")
+        activation = check_activation(cfg.get("activation", "relu"))
+
+        # env agent index -> place in the group (one-hot position, which actor); decentralised: place 0
+        place = np.zeros(max(indices) + 1 if indices else 1, dtype=np.int64)
+        if indices:
+            place[list(indices)] = np.arange(self.group_size)
+        self.register_buffer("group_place", torch.from_numpy(place), persistent=False)
+        needs_index = self.agent_id or (not self.shared_actor and self.group_size > 1)
+        self.inputs = ("obs", "action_mask", "agent_index") if needs_index else ("obs", "action_mask")
+
+        self.act_dim = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
+        actor_in = self.obs_dim + (self.group_size if self.agent_id else 0)
+        actor_out = self.act_dim * (2 if self.continuous and not self.deterministic else 1)
+        n_actors = 1 if self.shared_actor else self.group_size
+        self.actors = nn.ModuleList(mlp(actor_in, hiddens, actor_out, activation, out_gain=0.01) for _ in range(n_actors))
+        if self.continuous:
+            critic_in, critic_out = self.group_size * (self.obs_dim + self.act_dim), 1
+        else:
+            critic_in, critic_out = self.obs_dim, self.act_dim
+        twin = bool(cfg.get("twin_q", True))
+        self.critics = nn.ModuleList(mlp(critic_in, critic_hiddens, critic_out, activation, out_gain=1.0) for _ in range(2 if twin else 1))
+        if self.deterministic:
+            self.noise_schedule = cfg.get("exploration_noise", [[0, 0.1]])
+            piecewise_linear(self.noise_schedule, 0)  # fail early on a malformed schedule
+            self.sigma = float(piecewise_linear(self.noise_schedule, 0))
+            self.action_dist = NoisyDeterministic
+        else:
+            alpha = float(cfg.get("initial_alpha", 1.0))
+            if alpha <= 0:
+                raise ValueError(f"model.initial_alpha must be > 0, got {alpha}")
+            self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
+            self.action_dist = SquashedGaussian if self.continuous else Categorical
+
+    # -- parameter groups -----------------------------------------------------
+    def actor_parameters(self):
+        return self.actors.parameters()
+
+    def critic_parameters(self):
+        return self.critics.parameters()
+
+    # -- acting: one row per agent --------------------------------------------
+    def set_exploration_step(self, env_steps: int) -> None:
+        if self.deterministic:
+            self.sigma = float(piecewise_linear(self.noise_schedule, env_steps))
+
+    def _row_places(self, batch) -> torch.Tensor | None:
+        if "agent_index" not in batch:
+            return None
+        return self.group_place[batch["agent_index"].long()]
+
+    def actor_rows(self, obs: torch.Tensor, places: torch.Tensor | None, actors: nn.ModuleList | None = None) -> torch.Tensor:
+        """Raw actor outputs of rows [R, obs_dim] whose agents sit at `places` [R] in the group."""
+        actors = self.actors if actors is None else actors
+        if self.agent_id:
+            obs = torch.cat([obs, nn.functional.one_hot(places, self.group_size).to(obs.dtype)], dim=-1)
+        if len(actors) == 1:
+            return actors[0](obs)
+        every = torch.stack([actor(obs) for actor in actors])  # [n_actors, R, out]: few agents, one pass each
+        return every[places, torch.arange(obs.shape[0])]
+
+    def _dist_inputs(self, raw: torch.Tensor, batch, sigma: float) -> torch.Tensor:
+        if self.deterministic:
+            action = torch.tanh(raw)
+            return torch.cat([action, torch.full_like(action, sigma)], dim=-1)
+        if self.continuous:
+            return raw
+        return self.apply_action_mask(raw, batch)
+
+    def forward_train(self, batch):
+        raw = self.actor_rows(batch["obs"], self._row_places(batch))
+        return {"action_dist_inputs": self._dist_inputs(raw, batch, self.sigma if self.deterministic else 0.0)}
+
+    def forward_exploration(self, batch):
+        with torch.inference_mode():
+            raw = self.actor_rows(batch["obs"], self._row_places(batch))
+            return {"action_dist_inputs": self._dist_inputs(raw, batch, self.sigma if self.deterministic else 0.0)}
+
+    def forward_inference(self, batch):
+        with torch.inference_mode():
+            raw = self.actor_rows(batch["obs"], self._row_places(batch))
+            return {"action_dist_inputs": self._dist_inputs(raw, batch, 0.0)}
+
+    # -- learning: [B, n, ...] per env step of the group (n = 1 decentralised) --
+    def group_actor(self, obs: torch.Tensor, actors: nn.ModuleList | None = None) -> torch.Tensor:
+        """Raw actor outputs [B, n, out] of the group's observations [B, n, obs_dim] (agents in group order)."""
+        b, n = obs.shape[:2]
+        places = torch.arange(n).repeat(b)
+        return self.actor_rows(obs.reshape(b * n, -1), places, actors).view(b, n, -1)
+
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None, critics: nn.ModuleList | None = None) -> list[torch.Tensor]:
+        """Each critic's Q: Box, obs [B, n, obs_dim] and actions [B, n, act_dim] -> [B];
+        Discrete, obs [B, 1, obs_dim] -> [B, actions] (actions unused)."""
+        critics = self.critics if critics is None else critics
+        b = obs.shape[0]
+        if self.continuous:
+            x = torch.cat([obs.reshape(b, -1), actions.reshape(b, -1)], dim=-1)
+            return [critic(x).squeeze(-1) for critic in critics]
+        return [critic(obs.reshape(b, -1)) for critic in critics]

@@ -1,0 +1,102 @@
+"""SAC, TD3, MASAC, MADDPG learn: each run stops as soon as it reaches its threshold (slow tests)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+import marl
+from marl.algorithms import config_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+pytestmark = pytest.mark.slow
+
+
+def train_until(config, threshold: float, max_env_steps: int, what: str) -> float:
+    """Trains until the iteration's mean episode return reaches `threshold`; fails past `max_env_steps`."""
+    algo = config.build()
+    best = -math.inf
+    try:
+        while True:
+            result = algo.train()
+            value = result.get("episode_return_mean", math.nan)
+            if not math.isnan(value):
+                best = max(best, value)
+            if best >= threshold:
+                return best
+            if result["env_steps_total"] >= max_env_steps:
+                pytest.fail(f"{what} reached only {best:.1f} (needs {threshold}) in {result['env_steps_total']} env steps")
+    finally:
+        algo.stop()
+
+
+def test_sac_pendulum_reaches_minus_250_within_20k_env_steps():
+    train_until(marl.load_scenario(ROOT / "scenarios/pendulum_sac.yaml"), -250, 20_000, "SAC on Pendulum-v1")
+
+
+def test_sac_defaults_reach_minus_300_on_pendulum_within_25k_env_steps():
+    """A user's first try, `marl train --algo SAC --env Pendulum-v1`: the algorithm's defaults alone."""
+    config = config_from_dict({"algo": "SAC", "environment": {"env": "Pendulum-v1"}}, ["debugging.seed=1"])
+    train_until(config, -300, 25_000, "SAC's defaults on Pendulum-v1")
+
+
+def test_td3_pendulum_reaches_minus_250_within_30k_env_steps():
+    train_until(marl.load_scenario(ROOT / "scenarios/pendulum_td3.yaml"), -250, 30_000, "TD3 on Pendulum-v1")
+
+
+@pytest.mark.xfail(reason="measured here: discrete SAC plateaus at 280-330 on CartPole-v1 (greedy and sampled) "
+                          "within 60k env steps; issue 15 leaves this open", strict=False)
+def test_discrete_sac_cartpole_reaches_450_within_100k_env_steps():
+    config = (
+        marl.SACConfig()
+        .environment("CartPole-v1")
+        .training(gamma=0.95, training_intensity=128, tau=0.05, n_step=3,
+                  model={"hiddens": [64, 64], "activation": "relu"})
+        .debugging(seed=0)
+    )
+    train_until(config, 450, 100_000, "discrete SAC on CartPole-v1")
+
+
+def test_two_agent_pendulum_summed_return_reaches_minus_500_within_40k_env_steps():
+    """Two independent pendulums, each agent mapped to its own policy (RLlib's CI: -800 within 500k)."""
+    from tests.two_pendulums import register
+
+    config = (
+        marl.load_scenario(ROOT / "scenarios/pendulum_sac.yaml")
+        .environment(register())
+        .multi_agent(policies=["p0", "p1"], policy_mapping_fn={"pendulum_0": "p0", "pendulum_1": "p1"})
+    )
+    train_until(config, -500, 40_000, "SAC on two pendulums (summed)")
+
+
+def _beats_untrained(path: str, margin: float, max_env_steps: int, what: str) -> None:
+    """Greedy evaluation on the same seeds before and during training (summed over the agents)."""
+    config = marl.load_scenario(ROOT / path).evaluation(evaluation_duration=20)
+    algo = config.build()
+    try:
+        untrained = algo.evaluate()["evaluation/episode_return_mean"]
+        best = -math.inf
+        while True:
+            result = algo.train()
+            if result["iteration"] % 10 == 0:
+                best = max(best, algo.evaluate()["evaluation/episode_return_mean"])
+                if best >= untrained + margin:
+                    return
+            if result["env_steps_total"] >= max_env_steps:
+                pytest.fail(f"{what}: greedy {best:.1f} against {untrained:.1f} untrained after {result['env_steps_total']} env steps")
+    finally:
+        algo.stop()
+
+
+def test_masac_simple_spread_continuous_beats_its_untrained_self_by_15():
+    _beats_untrained("scenarios/simple_spread_continuous_masac.yaml", 15, 200_000, "MASAC on simple_spread (continuous)")
+
+
+def test_maddpg_simple_spread_continuous_beats_its_untrained_self_by_15():
+    _beats_untrained("scenarios/simple_spread_continuous_maddpg.yaml", 15, 200_000, "MADDPG on simple_spread (continuous)")
