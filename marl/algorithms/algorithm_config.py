@@ -25,6 +25,7 @@ from marl.algorithms.sections import (
     LearnersSection,
     MultiAgentSection,
     StopSection,
+    check_relations,
     section_fields,
     update_section,
 )
@@ -223,6 +224,8 @@ class AlgorithmConfig:
 
     # -- what the runtime asks of a config -----------------------------------
     def validate(self) -> None:
+        for name in SECTION_NAMES:  # keys bounded by other keys, now that every key is set
+            check_relations(getattr(self, name + "_cfg"), name)
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
         ids = list(self.policy_specs())

@@ -16,7 +16,7 @@ class IMPALATraining:
     adam_eps: float = doc("Adam epsilon", 1e-7, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     train_batch_size: int = doc("env steps per learner update (fragments are concatenated up to it)", 500, min=1)
-    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", None, min=1)
+    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", None, min=1, at_most="train_batch_size")
     num_epochs: int = doc("passes over each train batch", 1, min=1)
     vtrace_clip_rho_threshold: float = doc("rho-bar: clip of the importance ratio in the value targets", 1.0, min=0)
     vtrace_clip_c_threshold: float = doc("c-bar: clip of the trace-cutting ratio", 1.0, min=0)

@@ -18,7 +18,7 @@ class PPOTraining:
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     gae_lambda: float = doc("GAE lambda", 0.95, min=0, max=1)
     train_batch_size: int = doc("env steps per learner update", 4096, min=1)
-    minibatch_size: int = doc("agent rows per SGD minibatch", 64, min=1)
+    minibatch_size: int = doc("agent rows per SGD minibatch", 64, min=1, at_most="train_batch_size")
     num_epochs: int = doc("passes over each train batch", 10, min=1)
     clip_param: float = doc("PPO ratio clip epsilon", 0.2, min=0)
     vf_clip_param: float = doc("clip of the value prediction change", 10.0, min=0)
