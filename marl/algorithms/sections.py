@@ -62,6 +62,11 @@ class EnvRunnersSection:
     num_cpus_per_env_runner: float = doc("CPUs Ray reserves for each runner actor", 1.0, min=0)
     observation_filter: str = doc("observation normalisation: none | mean_std", "none", choices=("none", "mean_std"))
     max_runner_restarts: int = doc("runner crashes tolerated before the run stops", 100, min=0)
+    resource_wait_s: float = doc(
+        "seconds a run joined to a cluster (RAY_ADDRESS) waits for it to provide the CPUs its runners and learners "
+        "ask for (an autoscaling cluster adds nodes) before it fails; a local Ray short of CPUs fails at once",
+        300.0, min=0,
+    )
 
 
 @dataclass
