@@ -41,6 +41,7 @@ from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector, check_columns
+from marl.runners.env_checks import BoundaryCheck
 from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.module_inputs import AgentStates, ModuleInputs
@@ -123,6 +124,7 @@ class EnvRunner:
         # state}) and the actions since.
         self._episode_starts: list[dict | None] = [None] * self.num_envs
         self._replay: list[list[dict]] = [[] for _ in range(self.num_envs)]
+        self._boundary = BoundaryCheck(env0)  # unknown agents and misshapen observations: always, cheaply
         self._checkers = None
         if config.debugging_cfg.validate_env:
             self._checkers = [EnvChecker(env, self._label(k)) for k, env in enumerate(self.envs)]
@@ -152,6 +154,7 @@ class EnvRunner:
             raise EnvStepError(f"{self._label(k)} raised in reset(seed={seed}): {type(err).__name__}: {err}") from err
         if self._checkers is not None:
             self._checkers[k].check_reset(obs)
+        self._boundary.reset(obs, lambda: self._label(k))
         self._obs[k] = obs
         self._episode_starts[k] = start
         self._replay[k] = []
@@ -209,7 +212,10 @@ class EnvRunner:
             if agent_states is not None:
                 state_in, episode_start = agent_states.gather(envs_idx, agents)
             build = self.module_inputs[pid]
-            inputs, obs, mask = build(raw_obs, rows, agent_idx, global_state, state_in, episode_start)
+            try:
+                inputs, obs, mask = build(raw_obs, rows, agent_idx, global_state, state_in, episode_start)
+            except (ValueError, TypeError) as err:  # name the misshapen observation, not NumPy's complaint
+                raise self._boundary.shape_error(raw_obs, agents, self._label(envs_idx[0]), err) or err
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -290,6 +296,7 @@ class EnvRunner:
             episode.t += 1
             if checkers is not None:
                 checkers[k].check_step(actions[k], obs, rewards, terminateds, truncateds, episode.t)
+            self._boundary.step(obs, rewards, terminateds, truncateds, lambda: self._label(k), episode.t)
             pending = self._pending[k]
             returns = episode.agent_returns
             for agent, r in rewards.items():
