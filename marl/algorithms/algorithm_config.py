@@ -102,6 +102,9 @@ class AlgorithmConfig:
     # "on_policy" from the concatenated fresh samples (the training section has `train_batch_size`),
     # "replay" from the policy's own replay buffer (the training section has DQN's replay keys), None: it cannot.
     mixed_family: str | None = None
+    # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
+    # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
+    batch_in_agent_steps = False
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()

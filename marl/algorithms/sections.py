@@ -52,7 +52,11 @@ class EnvironmentSection:
 class EnvRunnersSection:
     num_env_runners: int = doc("remote EnvRunner actors; 0 samples in-process", 0, min=0)
     num_envs_per_env_runner: int = doc("env copies stepped in lockstep by each runner", 8, min=1)
-    rollout_fragment_length: int = doc("env steps per env copy in one sample() call", 128, min=1)
+    rollout_fragment_length: int = doc(
+        "env steps per env copy in one sample() call; with many agents, algorithms whose train_batch_size counts agent "
+        "steps take fewer, so one call brings at most its share of a train batch (or as many rows as a single-agent env)",
+        128, min=1,
+    )
     batch_mode: str = doc(
         "truncate_episodes: a fragment is rollout_fragment_length steps, open episodes are cut and bootstrapped; "
         "complete_episodes: after those steps each env copy plays its episode to the end, so no episode is cut "

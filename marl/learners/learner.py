@@ -24,6 +24,7 @@ from torch import nn
 
 from marl.connectors import LearnerConnectors, build_policy_module
 from marl.data import MultiAgentBatch, SampleBatch
+from marl.data.sample_batch import table_index
 from marl.learners.adam import make_adam
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
@@ -134,10 +135,13 @@ class Learner:
     def _update_policy(self, pid: str, batch: SampleBatch) -> dict:
         cfg = self.train_cfgs[pid]
         algo = self.parts[pid]
-        batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
+        batch = SampleBatch(dict(batch.columns), batch.tables)  # connectors add columns to this view, not the caller's batch
         batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
-        tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
+        # Tables (MAPPO's state: one row per env step) stay shared; each minibatch joins its own rows.
+        tables = {k: _as_tensor(batch.tables[k]) for k in algo.loss_columns if k in batch.tables}
+        tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch and k not in tables}
+        tensors.update({table_index(k): _as_tensor(batch[table_index(k)]) for k in tables})
         tensors = algo.prepare(module, tensors, cfg)
         module.train()
         n = len(batch)
@@ -158,6 +162,8 @@ class Learner:
                 shuffled = {k: t[order] for k, t in tensors.items()}
             for start in range(0, n, size):
                 minibatch = {k: t[start : start + size] for k, t in shuffled.items()}
+                for name, table in tables.items():
+                    minibatch[name] = table[minibatch[table_index(name)]]
                 for group in groups:  # declared order: a later group's loss sees the earlier groups' new weights
                     if self.sgd_steps[pid] % group.every:
                         continue

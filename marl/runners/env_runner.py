@@ -42,6 +42,7 @@ from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.collector import PolicyCollector, check_columns
 from marl.runners.env_checks import BoundaryCheck
+from marl.runners.fragments import fragment_length
 from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.module_inputs import AgentStates, ModuleInputs
@@ -69,13 +70,13 @@ class EnvRunner:
         torch_seed = int(runner_seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
         self.torch_rng = torch.Generator().manual_seed(torch_seed)  # action sampling: never the global generator
         self._reset_rngs = [np.random.default_rng(s) for s in env_seqs]  # one stream of reset seeds per env copy
-        self.fragment_length = run_cfg.rollout_fragment_length
         if config.env_creator is not None:  # a name registered in the driver process
             register_env(env_cfg.env, config.env_creator)
         self.envs = [make_env(env_cfg.env, dict(env_cfg.env_config)) for _ in range(self.num_envs)]
         env0 = self.envs[0]
         self.possible_agents = list(env0.possible_agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.fragment_length = fragment_length(config, len(self.possible_agents))
 
         self.mapping: PolicyMapping = config.policy_mapping()
         self.specs, agents_of = resolve_policies(env0, config.policy_specs(), self.mapping)
@@ -206,7 +207,11 @@ class EnvRunner:
             conn = self.connectors[pid]
             rows = conn.rows(envs_idx, agent_idx, eps_ids, lambda e=envs_idx, a=agents: self._agent_returns(e, a), update_stats=collect)
             module = self.module[pid]
-            global_state = np.stack([states[k] for k in envs_idx]) if states is not None else None
+            global_state = state_block = None
+            if states is not None:  # one state per env copy in the block; each row reads its copy's
+                copies, inverse = np.unique(envs_idx, return_inverse=True)
+                state_block = (np.stack([states[k] for k in copies]), inverse)
+                global_state = state_block[0][inverse]
             agent_states = self.agent_states.get(pid)
             state_in = episode_start = None
             if agent_states is not None:
@@ -232,7 +237,7 @@ class EnvRunner:
             if collect:
                 row = self.collectors[pid].add_block(
                     obs, act, mask, eps_ids, agent_idx, envs_idx, steps,
-                    self._requested(pid, out, dist, act_t, global_state, state_in, episode_start),
+                    self._requested(pid, out, dist, act_t, state_block, state_in, episode_start),
                 )
                 for k, agent in zip(envs_idx, agents):
                     self._pending[k][agent] = (pid, row)
@@ -245,7 +250,7 @@ class EnvRunner:
         """Each row's agent return so far in its episode (read by previous-reward connector inputs)."""
         return [self._episodes[k].agent_returns.get(a, 0.0) for k, a in zip(envs_idx, agents)]
 
-    def _requested(self, pid: str, out: dict, dist, act_t, global_state, state_in, episode_start) -> dict:
+    def _requested(self, pid: str, out: dict, dist, act_t, state_block, state_in, episode_start) -> dict:
         """The optional columns of one block of rows: only those the policy's algorithm asks for."""
         columns = self.columns[pid]
         extra = {}
@@ -261,7 +266,7 @@ class EnvRunner:
                 )
             extra[sb.VF_PREDS] = vf.numpy()
         if sb.STATE in columns:
-            extra[sb.STATE] = global_state
+            extra[sb.STATE] = state_block
         if state_in is not None:
             for name, value in state_in.items():
                 extra[sb.state_in_column(name)] = value
