@@ -46,6 +46,8 @@ def _import_user_modules(args) -> None:
     """`--import MODULE`: modules that register envs (marl.register_env) or define classes a scenario names."""
     import importlib
 
+    if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the `marl` script, like `python -m`, finds a module next to the user
     for module in args.imports:
         importlib.import_module(module)
 
@@ -87,6 +89,7 @@ def cmd_train(args) -> int:
     else:
         config, name = _config_from_args(args)
         run_dir = None
+    config.user_modules = list(args.imports)  # Ray workers get them through runtime_env py_modules
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     if echo and os.environ.get("RAY_ADDRESS") and config.env_runners_cfg.num_env_runners == 0:
         echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")

@@ -119,6 +119,9 @@ class AlgorithmConfig:
         self.connectors_cfg = ConnectorsSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
+        # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
+        # runtime_env py_modules (marl.runners.user_code), so workers need no PYTHONPATH.
+        self.user_modules: list[str] = []
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
 
     # -- builder --------------------------------------------------------------
