@@ -21,7 +21,7 @@ def tag_config(**runners):
     return (
         marl.load_scenario("scenarios/simple_tag_ppo.yaml")
         .env_runners(**({"num_envs_per_env_runner": 2, "rollout_fragment_length": 50} | runners))
-        .training(train_batch_size=100, minibatch_size=50, num_epochs=1)
+        .training(train_batch_size=400, minibatch_size=50, num_epochs=1)  # agent steps: 100 env steps x 4 agents
         .debugging(seed=0)
     )
 
