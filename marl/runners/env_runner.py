@@ -26,7 +26,6 @@ checks it), without pickling the env.
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 import torch
@@ -40,11 +39,12 @@ from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
+from marl.runners.actor_basics import ActorBasics
 from marl.runners.collector import PolicyCollector, check_columns
 from marl.runners.env_checks import BoundaryCheck
 from marl.runners.fragments import fragment_length
 from marl.runners.episode_replay import obs_digest, replay_episode
-from marl.runners.global_state import GlobalState, probe_global_state
+from marl.runners.global_state import GlobalState, probe_global_state, state_rows
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 
 ALL = "__all__"
@@ -56,7 +56,7 @@ def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
 
 
-class EnvRunner:
+class EnvRunner(ActorBasics):  # ping, getpid, node_id
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
         """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
         torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
@@ -207,11 +207,7 @@ class EnvRunner:
             conn = self.connectors[pid]
             rows = conn.rows(envs_idx, agent_idx, eps_ids, lambda e=envs_idx, a=agents: self._agent_returns(e, a), update_stats=collect)
             module = self.module[pid]
-            global_state = state_block = None
-            if states is not None:  # one state per env copy in the block; each row reads its copy's
-                copies, inverse = np.unique(envs_idx, return_inverse=True)
-                state_block = (np.stack([states[k] for k in copies]), inverse)
-                global_state = state_block[0][inverse]
+            state_block, global_state = state_rows(states, envs_idx)  # one state per env copy, one view per row
             agent_states = self.agent_states.get(pid)
             state_in = episode_start = None
             if agent_states is not None:
@@ -588,18 +584,6 @@ class EnvRunner:
 
     def get_spaces(self) -> dict:
         return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
-
-    def ping(self) -> str:
-        return "ok"
-
-    def getpid(self) -> int:
-        return os.getpid()
-
-    def node_id(self) -> str:
-        """The Ray node this runner lives on ('local' outside Ray): shows how runners spread over a cluster."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
     def stop(self) -> None:
         for env in self.envs:
