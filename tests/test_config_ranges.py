@@ -7,7 +7,6 @@ import typing
 
 import pytest
 
-from marl.algorithms import sections as S
 from marl.algorithms.algorithm_config import SECTION_NAMES
 from marl.algorithms.registry import discovered
 from marl.algorithms.sections import ConfigError, doc
