@@ -21,7 +21,7 @@ from marl.logging.tensorboard import read_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
-         "training.train_batch_size=512", "training.num_epochs=2"]  # agent steps: 128 env steps x 4
+         "training.train_batch_size=128", "training.num_epochs=2"]
 
 
 def run(*args, cwd=ROOT, env=None):
@@ -140,13 +140,13 @@ def test_graph_prints_operators_and_edges_and_draws_the_dag(tmp_path):
     png = tmp_path / "pics" / "dag.png"
     p = run("graph", "scenarios/cartpole_ppo.yaml", "training.train_batch_size=1000", "-o", str(png))
     assert p.returncode == 0, p.stderr
-    assert "concat: concat(min_env_steps=1000)" in p.stdout and "learn --results--> sync_weights" in p.stdout
+    assert "concat: concat(min_agent_steps=1000)" in p.stdout and "learn --results--> sync_weights" in p.stdout
     assert f"picture: {png}" in p.stdout
     assert_real_png(png, min_size=(300, 400))
     # Without -o the picture is named after the source, in the working directory.
     p = run("graph", "--algo", "ppo", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "concat: concat(min_env_steps=4096)" in p.stdout
+    assert "concat: concat(min_agent_steps=4096)" in p.stdout
     assert_real_png(tmp_path / "PPO_workflow.png")
 
 

@@ -51,14 +51,14 @@ def test_ppo_default_graph_has_five_operators_in_order():
         ("learn", "sync_weights"): "results",
         ("sync_weights", "report"): "results",
     }
-    assert g.nodes["concat"]["params"] == {"min_env_steps": None, "min_agent_steps": 128}
+    assert g.nodes["concat"]["params"] == {"min_agent_steps": 128}
 
 
 def test_yaml_form_round_trips():
     wf = Workflow.from_dict(PPO_YAML).validate()
     again = Workflow.from_dict(wf.to_dict()).validate()
     assert nx.utils.graphs_equal(nx.DiGraph(wf.graph.edges), nx.DiGraph(again.graph.edges))
-    assert again.graph.nodes["concat"]["params"] == {"min_env_steps": 256, "min_agent_steps": None}
+    assert again.graph.nodes["concat"]["params"] == {"min_env_steps": 256}
 
 
 def _bad(change):

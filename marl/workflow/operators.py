@@ -89,6 +89,9 @@ class ConcatBatches(Operator):
         self.min_env_steps = None if min_env_steps is None else int(min_env_steps)
         self.min_agent_steps = None if min_agent_steps is None else int(min_agent_steps)
 
+    def params(self) -> dict:
+        return {k: v for k, v in super().params().items() if v is not None}  # the one unit it counts
+
     def build(self, ctx, inputs):
         (upstream,) = inputs
         buffer: list[SampledBatch] = []
