@@ -48,8 +48,20 @@ def _import_user_modules(args) -> None:
 
     if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # the `marl` script, like `python -m`, finds a module next to the user
+    from marl.algorithms import ConfigError
+
     for module in args.imports:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise
+        except Exception as err:  # the user's code failed as it was imported: say where, in one line
+            import traceback
+
+            frame = traceback.extract_tb(err.__traceback__)[-1]
+            raise ConfigError(
+                f"--import {module}: importing it raised {type(err).__name__}: {err} ({frame.filename}:{frame.lineno})"
+            ) from None
 
 
 def _config_from_args(args):

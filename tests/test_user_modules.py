@@ -62,3 +62,16 @@ def test_a_worker_that_cannot_import_gets_a_hint():
     assert "an env runner (a Ray worker) could not import module 'helpers'" in str(hint)
     assert "--import" in str(hint)
     assert user_code.import_hint(RuntimeError("something else"), "x") is None
+
+
+def test_a_module_that_raises_on_import_is_one_line(tmp_path, monkeypatch, capsys):
+    from marl import cli
+
+    (tmp_path / "broken_user_mod.py").write_text("x = undefined_name + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = cli.main(["train", "--algo", "PPO", "--env", "CartPole-v1", "--import", "broken_user_mod",
+                     "--output", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "--import broken_user_mod: importing it raised NameError: name 'undefined_name' is not defined" in err[0]
+    assert "broken_user_mod.py:1" in err[0]

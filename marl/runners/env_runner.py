@@ -26,6 +26,7 @@ checks it), without pickling the env.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 import numpy as np
 import torch
@@ -197,7 +198,7 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
                 group[3].append(eps_id)
                 group[4].append(t)
                 group[5].append(agent_index[agent])
-                episode.agent_steps[agent].append(t)
+            episode.agent_steps.update(self._obs[k].keys())  # one count per acting agent (a C loop)
 
         actions: list[dict] = [{} for _ in range(self.num_envs)]
         states = None
@@ -503,7 +504,7 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
                 "obs_digest": obs_digest(self._obs[k]),
                 "episode": None if episode is None else {
                     "id": episode.id, "t": episode.t, "policy_of": dict(episode.policy_of),
-                    "agent_steps": {a: list(v) for a, v in episode.agent_steps.items()},
+                    "agent_steps": dict(episode.agent_steps),
                     "agent_returns": dict(episode.agent_returns),
                 },
             })
@@ -561,7 +562,8 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
         e = env_state["episode"]
         self._episodes[k] = Episode(
             id=int(e["id"]), env_index=k, t=int(e["t"]), policy_of=dict(e["policy_of"]),
-            agent_steps={a: list(v) for a, v in e["agent_steps"].items()}, agent_returns=dict(e["agent_returns"]),
+            agent_steps=Counter({a: len(v) if isinstance(v, list) else int(v) for a, v in e["agent_steps"].items()}),
+            agent_returns=dict(e["agent_returns"]),
         )
 
     def set_weights(self, weights: dict) -> int:
