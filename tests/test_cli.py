@@ -21,7 +21,7 @@ def run(*args, cwd=ROOT):
 
 def test_train_writes_a_run_directory(tmp_path):
     out = tmp_path / "run"
-    p = run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=2", "training.train_batch_size=256",
+    p = run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=2", "training.train_batch_size=256", "training.minibatch_size=128",
             "env_runners.rollout_fragment_length=32", "--output", str(out))
     assert p.returncode == 0, p.stderr
     lines = [l for l in p.stdout.splitlines() if l.startswith("iter")]
@@ -51,7 +51,7 @@ def test_default_run_directory_is_named_after_the_scenario(tmp_path):
 
 def test_evaluate_prints_per_policy_returns(tmp_path):
     out = tmp_path / "run"
-    assert run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=1", "training.train_batch_size=64",
+    assert run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=1", "training.train_batch_size=64", "training.minibatch_size=64",
                "env_runners.rollout_fragment_length=8", "--output", str(out), "--quiet").returncode == 0
     p = run("evaluate", str(out / "checkpoint"), "--episodes", "2")
     assert p.returncode == 0, p.stderr

@@ -21,7 +21,7 @@ from marl.logging.tensorboard import read_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
-         "training.train_batch_size=128", "training.num_epochs=2"]
+         "training.train_batch_size=128", "training.minibatch_size=64", "training.num_epochs=2"]
 
 
 def run(*args, cwd=ROOT, env=None):
