@@ -101,7 +101,7 @@ class Algorithm:
             ensure_ray(resources.local_ray_cpus(config), job_runtime_env(config))
             resources.check_cluster_request(config)
         config.global_state_spec()  # centralised critics: probed once here, shipped with the config
-        probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
+        probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config), config.environment_cfg.wrappers)
         try:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
         finally:
