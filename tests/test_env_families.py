@@ -115,7 +115,7 @@ def test_a_duck_typed_parallel_wrapper_is_accepted_and_trains():
     register_env("guarded_spread", lambda cfg: Guard(simple_spread_v3.parallel_env(N=2, max_cycles=10)))
     algo = (PPOConfig().environment(env="guarded_spread")
             .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=16)
-            .training(train_batch_size=64, minibatch_size=32, num_epochs=1).build())
+            .training(train_batch_size=128, minibatch_size=32, num_epochs=1).build())  # agent steps: 64 env steps x 2
     try:
         result = algo.train()
     finally:

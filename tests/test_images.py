@@ -194,7 +194,7 @@ def test_ppo_with_a_cnn_learns_to_read_the_image():
 
 ROOT = Path(__file__).resolve().parents[1]
 PISTONBALL = ROOT / "scenarios" / "pistonball_cnn.yaml"
-SHORT = ["env_runners.num_envs_per_env_runner=1", "env_runners.rollout_fragment_length=16", "training.train_batch_size=16",
+SHORT = ["env_runners.num_envs_per_env_runner=1", "env_runners.rollout_fragment_length=16", "training.train_batch_size=96",
          "training.minibatch_size=48", "training.num_epochs=1"]
 needs_butterfly = pytest.mark.skipif(
     importlib.util.find_spec("supersuit") is None or importlib.util.find_spec("pymunk") is None,
