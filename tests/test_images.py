@@ -173,7 +173,7 @@ def test_ppo_with_a_cnn_learns_to_read_the_image():
     """Chance earns 2 of 8 per episode; reading the quadrant from the pixels earns 8."""
     cfg = (
         quadrant_config(num_envs_per_env_runner=8, rollout_fragment_length=32)
-        .training(lr=1e-3, train_batch_size=512, minibatch_size=128, num_epochs=4, entropy_coeff=0.0,
+        .training(lr=1e-3, train_batch_size=1024, minibatch_size=128, num_epochs=4, entropy_coeff=0.0,
                   model={"conv_filters": [[8, 4, 2], [16, 3, 2]], "hiddens": [64]})
     )
     algo = cfg.build()
