@@ -111,6 +111,7 @@ class DebuggingSection:
     seed: int | None = doc("base seed; each runner and env copy derives its own", None, min=0)
     log_level: str = doc("python logging level", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     validate_env: bool = doc("check every env reset/step against the multi-agent env contract (agents, spaces, flags)", False)
+    check_module_state: bool = doc("on the first update, check that a stateful (recurrent) module's training pass over sequences reproduces its acting pass (log-probs), and stop with a clear error if not", True)
 
 
 @dataclass

@@ -11,7 +11,7 @@ How one update runs on N ranks:
   they draw the same permutations, and `minibatch_size` keeps its meaning
   (rows per SGD step, all ranks together) whatever N is;
 * of each minibatch, rank r takes its contiguous slice of about 1/N of the
-  rows and computes each parameter group's loss on it inside the forward of
+  rows (of a recurrent module's minibatch: of its whole sequences, never cutting one) and computes each parameter group's loss on it inside the forward of
   that group's `DistributedDataParallel` wrapper (of the policy's module for
   the `default` group), scaled by its share of the rows; DDP averages the
   group's gradients across ranks during its backward. For a loss that is a
@@ -37,6 +37,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from marl.learners.learner import Learner
+from marl.learners.sequences import SEQ_LENS, shard_sequences
 
 INIT_TIMEOUT_S = 120
 _COUNTS = ("num_sgd_steps", "agent_steps_trained")  # stats that are counts, the same on every rank
@@ -110,12 +111,16 @@ class DistributedLearner(Learner):
 
     def _group_loss(self, pid: str, group, module, minibatch: dict, cfg, targets: dict):
         """The group's loss on this rank's slice of the minibatch, through the group's DDP wrapper."""
-        n = len(next(iter(minibatch.values())))
-        lo, hi = shard_bounds(n, self.rank, self.world_size)
-        share = (hi - lo) / n
-        if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
-            lo, hi = 0, 1
-        shard = {k: v[lo:hi] for k, v in minibatch.items()}
+        if SEQ_LENS in minibatch:  # a recurrent module's minibatch: each rank takes whole sequences
+            shard, rows, n = shard_sequences(minibatch, self.rank, self.world_size)
+            share, lo, hi = rows / n, 0, rows
+        else:
+            n = len(next(iter(minibatch.values())))
+            lo, hi = shard_bounds(n, self.rank, self.world_size)
+            share = (hi - lo) / n
+            if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
+                lo, hi = 0, 1
+            shard = {k: v[lo:hi] for k, v in minibatch.items()}
         loss, stats = self._ddp[(pid, group.name)](lambda: group.loss(module, shard, cfg, targets))
         # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
         # the mean over all the minibatch's rows, also when the slices differ in size.
