@@ -195,7 +195,7 @@ def vmas_config(algo: str = "MAPPO", num_envs: int = 4, **env_config):
     cfg = (getattr(marl, f"{algo}Config")()
            .environment("vmas.balance", env_config={"n_agents": 3, "max_steps": 20, **env_config})
            .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=10)
-           .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+           .training(train_batch_size=120, minibatch_size=20, num_epochs=1)  # agent steps: 40 env steps x 3 agents
            .debugging(seed=0))
     cfg.validate()
     return cfg
@@ -446,7 +446,7 @@ def test_an_agent_that_spawns_mid_episode_acts_from_then_on_and_is_counted():
 
     register_env("spawning", lambda cfg: Spawning())
     algo = (PPOConfig().environment("spawning").env_runners(num_envs_per_env_runner=1, rollout_fragment_length=8)
-            .training(train_batch_size=8, minibatch_size=8, num_epochs=1).debugging(seed=0)).build()
+            .training(train_batch_size=16, minibatch_size=8, num_epochs=1).debugging(seed=0)).build()  # 8 steps x 2 agents at most
     try:
         sampled = algo.runners.local.sample()
     finally:
