@@ -4,7 +4,8 @@
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
     marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
     marl envs                                        marl defaults ALGO
-    marl reference [ALGO ...]
+    marl reference [ALGO ...]                        marl experiment SUITE.yaml
+    marl report RUNS_DIR
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def cmd_train(args) -> int:
         config, name = _config_from_args(args)
         run_dir = None
     config.user_modules = list(args.imports)  # Ray workers get them through runtime_env py_modules
-    echo = None if args.quiet else (lambda line: print(line, flush=True))
+    from marl.logging.live import ProgressDisplay
+
+    display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise
+    echo = display.message if display else None
     if echo and os.environ.get("RAY_ADDRESS") and config.env_runners_cfg.num_env_runners == 0:
         echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")
     fresh = run_dir is None
@@ -111,12 +115,16 @@ def cmd_train(args) -> int:
         run_dir = make_run_dir(name, args.output)
     if echo:
         echo(f"run directory: {run_dir.resolve()}")
+    progress = (lambda result: display.update(run_dir.name, result, config.stop_cfg)) if display else None
     try:
-        train_run(config, run_dir, resume=bool(args.resume), echo=echo)
+        train_run(config, run_dir, resume=bool(args.resume), echo=echo, progress=progress)
     except Exception:
         if fresh and not any(run_dir.iterdir()):
             run_dir.rmdir()  # a run that could not start (say, an unknown env) leaves no empty directory
         raise
+    finally:
+        if display:
+            display.close()
     return 0
 
 
@@ -318,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     reference.add_argument("algos", nargs="*", metavar="ALGO", type=str.upper,
                            help="algorithms whose training table to include (default: every algorithm)")
     reference.set_defaults(fn=cmd_reference)
+
+    from marl.experiment.commands import add_parsers as add_experiment_parsers
+
+    add_experiment_parsers(sub)  # marl experiment SUITE.yaml, marl report RUNS_DIR
     return parser
 
 

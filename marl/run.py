@@ -66,16 +66,24 @@ def train_run(
     *,
     resume: bool = False,
     echo: Callable[[str], None] | None = print,
+    progress: Callable[[dict], None] | None = None,
+    final_evaluation: int = 0,
 ) -> str:
     """Trains `config` until a stop criterion (or Ctrl-C), logging into `run_dir`; returns why it stopped.
 
     With `resume`, weights, optimiser state, counters and iteration come from
-    `run_dir/checkpoint` first. `echo` receives the progress lines (None: silent).
+    `run_dir/checkpoint` first. `echo` receives messages and, unless `progress` is
+    given, one progress line per iteration (None: silent); `progress` receives each
+    iteration's result instead (a live display, Ray Tune's `report`).
+    `final_evaluation`: episodes of greedy evaluation added to the last iteration's
+    result when a stop criterion ends the run (`marl experiment` scores runs by it).
     """
     say = echo or (lambda line: None)
+    show = progress or (lambda result: say(progress_line(result, config.stop_cfg)))
     run_dir = Path(run_dir)
     algo = config.build()
     logger = None
+    status = "failed"
     try:
         resume_from = None
         if resume:
@@ -91,23 +99,28 @@ def train_run(
         try:
             while reason is None:
                 result = algo.train()
-                logger.log(result)
-                say(progress_line(result, stop_cfg))
                 reason = stop_reason(stop_cfg, result)
+                if reason is not None and final_evaluation:
+                    result.update(algo.evaluate(final_evaluation, unit="episodes"))
+                logger.log(result)
+                show(result)
                 if reason is None and ckpt_cfg.checkpoint_frequency and algo.iteration % ckpt_cfg.checkpoint_frequency == 0:
                     algo.save(run_dir / CHECKPOINT_DIR)
         except KeyboardInterrupt:
             if ckpt_cfg.checkpoint_at_end and algo.iteration:
                 algo.save(run_dir / CHECKPOINT_DIR)
                 say(f"interrupted; checkpoint: {run_dir / CHECKPOINT_DIR} (continue with --resume {run_dir})")
+            status = "interrupted"
             raise
         if ckpt_cfg.checkpoint_at_end:
             algo.save(run_dir / CHECKPOINT_DIR)
+            logger.log_checkpoint(run_dir / CHECKPOINT_DIR)
+        status = "finished"
         say(f"stopped: {reason}" + (f"; checkpoint: {run_dir / CHECKPOINT_DIR}" if ckpt_cfg.checkpoint_at_end else ""))
         return reason
     finally:
         if logger is not None:
-            logger.close()
+            logger.close(status)
         algo.stop()
 
 

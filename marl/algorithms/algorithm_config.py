@@ -23,6 +23,7 @@ from marl.algorithms.sections import (
     EnvRunnersSection,
     EvaluationSection,
     LearnersSection,
+    LoggersSection,
     MultiAgentSection,
     StopSection,
     check_relations,
@@ -36,7 +37,7 @@ from marl.policies.self_play import SelfPlay
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
-    "connectors",
+    "connectors", "loggers",
 )
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
 
@@ -117,6 +118,7 @@ class AlgorithmConfig:
         self.stop_cfg = StopSection()
         self.checkpointing_cfg = CheckpointingSection()
         self.connectors_cfg = ConnectorsSection()
+        self.loggers_cfg = LoggersSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
@@ -189,6 +191,10 @@ class AlgorithmConfig:
         each entry a piece name, {name: ..., **settings}, a ConnectorPiece class or object (see marl.connectors.build)."""
         return self._set("connectors", kw)
 
+    def loggers(self, **kw) -> "AlgorithmConfig":
+        """Where a run's metrics go besides result.jsonl: tensorboard, csv, mlflow, wandb (see `LoggersSection`)."""
+        return self._set("loggers", kw)
+
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
         self.workflow = workflow
@@ -258,6 +264,15 @@ class AlgorithmConfig:
                         "1-step targets over replayed sequences: set training.n_step=1"
                     )
         check_policies(self)
+        if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
+            from marl.learners.device import check_gpus_available
+
+            check_gpus_available(self.learners_cfg.num_gpus_per_learner)
+        if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
+            raise ConfigError(
+                "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "
+                ">= 1 (1: one sampling process), or overlap=false to sample in-process"
+            )
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
             raise ConfigError(

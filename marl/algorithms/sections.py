@@ -80,6 +80,14 @@ class EnvRunnersSection:
         "ask for (an autoscaling cluster adds nodes) before it fails; a local Ray short of CPUs fails at once",
         300.0, min=0,
     )
+    overlap: bool = doc(
+        "sample the next round on the runner actors while the learner trains on this one (the default graph's "
+        "sample node runs mode=overlap): one round of policy lag, which PPO/MAPPO/A2C/PG correct with the ratio to "
+        "the behaviour policy's recorded log-probs; needs num_env_runners >= 1 (1: one sampling process beside the "
+        "learner); rounds of half a train batch (rollout_fragment_length = train_batch_size / (2 x envs)) keep PPO's "
+        "learning per env step where synchronous sampling has it; false: strictly synchronous sampling (the default)",
+        False,
+    )
 
 
 @dataclass
@@ -104,6 +112,12 @@ class LearnersSection:
     )
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
     num_threads: int = doc("torch threads in the learner (1 is fastest for small MLPs on few cores)", 1, min=1)
+    num_gpus_per_learner: float = doc(
+        "GPUs of each learner (0: the CPU); > 0: modules and optimisers on CUDA, each update's batch moved there once "
+        "(pinned memory), env runners stay on the CPU; with num_learners > 1 gradients are averaged over NCCL; "
+        "a ConfigError where torch cannot use CUDA",
+        0.0, min=0,
+    )
 
 
 @dataclass
@@ -170,6 +184,34 @@ class CheckpointingSection:
         min=0,
     )
     checkpoint_at_end: bool = doc("`marl train`: write checkpoint/ when the run stops (a stop criterion, Ctrl-C)", True)
+
+
+@dataclass
+class LoggersSection:
+    tensorboard: bool = doc("write TensorBoard event files into the run directory (step = env steps)", True)
+    csv: bool = doc("write progress.csv (result.jsonl is always written: `--resume` and `marl report` read it)", True)
+    mlflow: bool = doc(
+        "log to MLflow (pip install 'marl[mlflow]'): the resolved config as params and config.yaml, every metric "
+        "with env steps as the step, the final checkpoint as artifacts", False,
+    )
+    mlflow_tracking_uri: str | None = doc(
+        "MLflow tracking server (http://host:5000) or store URI (sqlite:///path.db); null: $MLFLOW_TRACKING_URI, else "
+        "a local store in the run directory, RUN_DIR/mlflow.db with RUN_DIR/mlartifacts "
+        "(`mlflow ui --backend-store-uri sqlite:///RUN_DIR/mlflow.db`)", None,
+    )
+    mlflow_experiment: str = doc("MLflow experiment the run is logged under", "marl")
+    wandb: bool = doc(
+        "log to Weights & Biases (pip install 'marl[wandb]'): the resolved config, every metric against "
+        "env_steps_total, the final checkpoint as a model artifact", False,
+    )
+    wandb_project: str = doc("W&B project", "marl")
+    wandb_entity: str | None = doc("W&B entity (user or team); null: your default entity", None)
+    wandb_group: str | None = doc("W&B group (`marl experiment` sets the suite's name)", None)
+    wandb_mode: str = doc(
+        "online: stream to the W&B server; offline: write RUN_DIR/wandb only (no network; upload later with "
+        "`wandb sync`)", "online", choices=("online", "offline"),
+    )
+    log_checkpoint: bool = doc("upload the final checkpoint as an artifact (MLflow, W&B)", True)
 
 
 def section_fields(section) -> dict[str, dataclasses.Field]:

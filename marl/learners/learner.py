@@ -29,6 +29,7 @@ from marl.data import MultiAgentBatch, SampleBatch
 from marl.data import sample_batch as sb
 from marl.learners import sequences as seq
 from marl.learners.adam import make_adam
+from marl.learners.device import learner_device, to_device
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
 from marl.modules.recurrent import recurrent_options
@@ -83,7 +84,9 @@ class Learner:
             torch.manual_seed(int(seed) + 1)
         self.rng = np.random.default_rng(None if seed is None else int(seed) + 2)
         self.specs = specs
+        self.device = learner_device(config.learners_cfg.num_gpus_per_learner)
         self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in specs.items()})
+        self.module.to(self.device)  # before the optimisers and target copies are made: they follow the parameters
         self.policies_to_train = config.trained_policy_ids(list(specs))
         self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
         self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
@@ -150,7 +153,8 @@ class Learner:
         batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
         # Tables (MAPPO's state: one row per env step) stay shared; each minibatch joins its own rows.
-        tables = {k: _as_tensor(batch.tables[k]) for k in algo.loss_columns if k in batch.tables}
+        tables = to_device({k: _as_tensor(batch.tables[k]) for k in algo.loss_columns if k in batch.tables}, self.device)
+        # Moved to the learner's device once per update (a no-op on the CPU), never per minibatch.
         tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch and k not in tables}
         tensors.update({sb.table_index(k): _as_tensor(batch[sb.table_index(k)]) for k in tables})
         plan = self.minibatching[pid]
@@ -160,8 +164,9 @@ class Learner:
         if names and sb.state_in_column(names[0]) in batch:  # a stateful module trains on chunks of its trajectory pieces
             sequences = seq.SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len[pid])
             tensors = seq.add_sequences(tensors, batch, sequences, names)
-            if self._check_state.pop(pid, False):
-                seq.check_acting_matches_training(pid, module, tensors)
+        tensors = to_device(tensors, self.device)
+        if sequences is not None and self._check_state.pop(pid, False):
+            seq.check_acting_matches_training(pid, module, tensors)
         tensors = algo.prepare(module, tensors, cfg)
         module.train()
         n = len(batch)
@@ -183,7 +188,7 @@ class Learner:
                 stats = self._step_group(pid, group, module, minibatch, cfg, targets)
                 for key in per_row:  # rows back in batch order (the last epoch's values win)
                     if key in stats:
-                        per_row[key][rows.numpy() if torch.is_tensor(rows) else rows] = stats.pop(key).detach().numpy()
+                        per_row[key][rows.cpu().numpy() if torch.is_tensor(rows) else rows] = stats.pop(key).detach().cpu().numpy()
                 acc = sums[group.name]
                 for key, value in stats.items():
                     value = value.detach()
@@ -212,7 +217,8 @@ class Learner:
                 continue
             # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
             order = torch.from_numpy(self.rng.permutation(n))
-            shuffled = {k: t[order] for k, t in tensors.items()}
+            on_device = order.to(self.device) if self.device.type != "cpu" else order
+            shuffled = {k: t[on_device] for k, t in tensors.items()}
             for start in range(0, n, size):
                 yield order[start : start + size], {k: t[start : start + size] for k, t in shuffled.items()}
 

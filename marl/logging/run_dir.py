@@ -20,6 +20,7 @@ RESULT_FILE = "result.jsonl"
 PROGRESS_FILE = "progress.csv"
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoint"
+LOGGERS_FILE = "loggers.json"  # the MLflow / W&B run ids, so a resumed run continues the same runs there
 
 
 def runs_root() -> Path:
@@ -75,15 +76,22 @@ def _drop_rows_after(run_dir: Path, iteration: int) -> None:
 
 
 class RunLogger:
-    """Appends each iteration's result to result.jsonl, progress.csv and TensorBoard event files.
+    """Appends each iteration's result to result.jsonl, progress.csv, TensorBoard, MLflow and W&B.
 
-    TensorBoard scalars use env steps as their step (as CleanRL does), so runs
-    of different batch sizes line up.
+    Which of them is the config's `loggers` section (result.jsonl always). Every
+    logger uses env steps as its step (as CleanRL does), so runs of different
+    batch sizes line up.
     """
 
     def __init__(self, run_dir: Path, config_dict: dict, *, resume_from: dict | None = None, tensorboard: bool = True):
         """`resume_from`: the last result kept (iteration, env_steps_total) when continuing a run."""
+        from marl.algorithms.sections import LoggersSection, update_section
+
         self.dir = Path(run_dir)
+        settings = LoggersSection()
+        update_section(settings, "loggers", dict(config_dict.get("loggers") or {}))
+        self.settings = settings
+        tensorboard = tensorboard and settings.tensorboard
         OmegaConf.save(OmegaConf.create(config_dict), self.dir / CONFIG_FILE)
         if resume_from is not None:
             _drop_rows_after(self.dir, int(resume_from["iteration"]))
@@ -93,7 +101,7 @@ class RunLogger:
             with progress.open(newline="", encoding="utf-8") as f:
                 header = next(csv.reader(f), None)
         self._jsonl = open(self.dir / RESULT_FILE, "a", encoding="utf-8")
-        self._csv_file = open(progress, "a", newline="", encoding="utf-8")
+        self._csv_file = open(progress, "a", newline="", encoding="utf-8") if settings.csv else None
         # Columns are fixed by the first row; later keys (e.g. evaluation/...) stay in result.jsonl.
         self._csv = csv.DictWriter(self._csv_file, fieldnames=header, extrasaction="ignore") if header else None
         self._tb = None
@@ -103,24 +111,56 @@ class RunLogger:
             # purge_step: TensorBoard hides events an earlier process logged past the resumed checkpoint.
             purge = None if resume_from is None else int(resume_from.get("env_steps_total", 0)) + 1
             self._tb = SummaryWriter(str(self.dir), purge_step=purge, flush_secs=10)
+        self._remote = self._open_remote_loggers(config_dict, settings)
+
+    def _open_remote_loggers(self, config_dict: dict, settings) -> dict:
+        """MLflow / W&B loggers, continuing the runs recorded in loggers.json (a resumed run)."""
+        ids_file = self.dir / LOGGERS_FILE
+        ids = json.loads(ids_file.read_text()) if ids_file.is_file() else {}
+        remote = {}
+        if settings.mlflow:
+            from marl.logging.mlflow_logger import MLflowLogger
+
+            remote["mlflow"] = MLflowLogger(self.dir, config_dict, settings, run_id=ids.get("mlflow"))
+        if settings.wandb:
+            from marl.logging.wandb_logger import WandbLogger
+
+            remote["wandb"] = WandbLogger(self.dir, config_dict, settings, run_id=ids.get("wandb"))
+        if remote:
+            ids.update({name: logger.run_id for name, logger in remote.items()})
+            ids_file.write_text(json.dumps(ids, indent=1))
+        return remote
 
     def log(self, result: dict) -> None:
         row = {k: _json_value(v) for k, v in result.items() if isinstance(v, (int, float, str, bool)) or v is None}
         self._jsonl.write(json.dumps(row) + "\n")
         self._jsonl.flush()
-        if self._csv is None:
-            self._csv = csv.DictWriter(self._csv_file, fieldnames=list(row), extrasaction="ignore")
-            self._csv.writeheader()
-        self._csv.writerow(row)
-        self._csv_file.flush()
+        if self._csv_file is not None:
+            if self._csv is None:
+                self._csv = csv.DictWriter(self._csv_file, fieldnames=list(row), extrasaction="ignore")
+                self._csv.writeheader()
+            self._csv.writerow(row)
+            self._csv_file.flush()
+        step = int(result.get("env_steps_total", result.get("iteration", 0)))
+        for logger in self._remote.values():
+            logger.log(row, step)
         if self._tb is not None:
-            step = int(result.get("env_steps_total", result.get("iteration", 0)))
             for key, value in row.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
                     self._tb.add_scalar(key, value, global_step=step)
 
-    def close(self) -> None:
+    def log_checkpoint(self, path: str | os.PathLike) -> None:
+        """Uploads a checkpoint directory as an artifact to the loggers that keep them (MLflow, W&B)."""
+        if self.settings.log_checkpoint:
+            for logger in self._remote.values():
+                logger.log_checkpoint(Path(path))
+
+    def close(self, status: str = "finished") -> None:
+        """`status`: finished | interrupted | failed (what MLflow and W&B record for the run)."""
         self._jsonl.close()
-        self._csv_file.close()
+        if self._csv_file is not None:
+            self._csv_file.close()
         if self._tb is not None:
             self._tb.close()
+        for logger in self._remote.values():
+            logger.close(status)

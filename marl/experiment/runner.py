@@ -1,0 +1,198 @@
+"""`marl experiment SUITE.yaml`: every run of a suite, as Ray Tune trials or in-process, resumable.
+
+    RUNS_DIR/
+      suite.yaml                         the suite as loaded (what `marl report` reads)
+      <task>/<algorithm>/seed_<n>/       one marl run directory per run (config.yaml, result.jsonl, checkpoint/, ...)
+          run.json                       task, algorithm, seed, env, budget
+          done.json                      written when the run reached its budget: it is never run again
+
+Re-running the same command skips finished runs (done.json), resumes interrupted ones from
+their checkpoint/ (`marl train --resume` semantics: rows past the checkpoint are dropped and
+trained again) and starts the others. With a larger `env_steps`, finished runs continue from
+their checkpoints up to the new budget. On a cluster (`ray job submit ... -- marl experiment ...`)
+RUNS_DIR must be on a filesystem every node sees: trials write their run directories wherever
+Tune places them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+from omegaconf import OmegaConf
+
+from marl.experiment.suite import RunSpec, Suite, import_suite_modules
+from marl.logging.run_dir import CHECKPOINT_DIR, RESULT_FILE
+
+RUN_FILE = "run.json"
+DONE_FILE = "done.json"
+SUITE_FILE = "suite.yaml"
+
+
+def run_state(run_dir: Path, budget: int) -> str:
+    """done (reached `budget`), resume (has a checkpoint), or fresh."""
+    done = run_dir / DONE_FILE
+    if done.is_file() and json.loads(done.read_text()).get("env_steps_total", 0) >= budget:
+        return "done"
+    if (run_dir / CHECKPOINT_DIR / "manifest.json").is_file():
+        return "resume"
+    return "fresh"
+
+
+def budget_stop(budget: int):
+    """A `stop` section of only the budget (what the display measures progress against)."""
+    return SimpleNamespace(episode_return_mean=None, env_steps_total=budget, time_total_s=None, iterations=None)
+
+
+def run_one(spec: RunSpec, runs_dir: Path, budget: int, episodes: int, family: str, *,
+            echo: Callable[[str], None] | None = None, progress: Callable[[dict], None] | None = None) -> dict:
+    """Trains one run of a suite to `budget` env steps (resuming it when it has a checkpoint); returns done.json."""
+    from marl.run import config_for_resume, train_run
+
+    run_dir = Path(runs_dir) / spec.relative_dir
+    state = run_state(run_dir, budget)
+    if state == "done":
+        return json.loads((run_dir / DONE_FILE).read_text())
+    if state == "fresh" and run_dir.exists():
+        shutil.rmtree(run_dir)  # started but interrupted before its first checkpoint: its rows are trained again
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if state == "resume":
+        (run_dir / DONE_FILE).unlink(missing_ok=True)
+        config = config_for_resume(run_dir, [f"stop.env_steps_total={budget}"])
+    else:
+        config = spec.config()
+        (run_dir / RUN_FILE).write_text(json.dumps({
+            "task": spec.task, "algorithm": spec.algorithm, "algo": config.algo_name, "seed": spec.seed,
+            "env": config.environment_cfg.env, "family": family,
+        }, indent=1))
+    started = time.time()
+    reason = train_run(config, run_dir, resume=state == "resume", echo=echo, progress=progress, final_evaluation=episodes)
+    last = json.loads((run_dir / RESULT_FILE).read_text().splitlines()[-1])
+    done = {"reason": reason, "env_steps_total": last["env_steps_total"], "iterations": last["iteration"],
+            "time_s": round(time.time() - started, 2), "resumed": state == "resume"}
+    (run_dir / DONE_FILE).write_text(json.dumps(done, indent=1))
+    return done
+
+
+def _save_suite(suite: Suite, runs_dir: Path) -> None:
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    data = OmegaConf.to_container(OmegaConf.load(suite.path), resolve=False)
+    data["name"] = suite.name
+    data["env_steps"] = suite.env_steps
+    data["seeds"] = suite.seeds
+    data["families"] = suite.env_families  # for `marl report` (the marl-eval JSON's environment level)
+    (runs_dir / SUITE_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(data)))
+
+
+def pending_runs(suite: Suite, runs_dir: Path) -> tuple[list[RunSpec], list[RunSpec]]:
+    """(runs still to train, runs already finished)."""
+    todo, done = [], []
+    for spec in suite.runs:
+        (done if run_state(runs_dir / spec.relative_dir, suite.env_steps) == "done" else todo).append(spec)
+    return todo, done
+
+
+def run_local(suite: Suite, runs_dir: Path, display) -> list[str]:
+    """Every pending run in this process, one after the other; returns the failed runs' names."""
+    todo, done = pending_runs(suite, runs_dir)
+    for spec in done:
+        display.finish(spec.name, "skipped (done)")
+    failed = []
+    for spec in todo:
+        display.start(spec.name)
+        stop = budget_stop(suite.env_steps)
+        try:
+            run_one(spec, runs_dir, suite.env_steps, suite.evaluation_episodes, suite.env_families[spec.task],
+                    echo=None, progress=lambda result, name=spec.name: display.update(name, result, stop))
+        except KeyboardInterrupt:
+            display.finish(spec.name, "interrupted")
+            raise
+        except Exception as err:  # one failed run does not stop the suite; it is reported and re-run next time
+            display.finish(spec.name, f"failed: {type(err).__name__}: {err}".splitlines()[0])
+            failed.append(spec.name)
+            continue
+        display.finish(spec.name, "finished")
+    return failed
+
+
+def _trial(config: dict) -> None:
+    """A Tune trial: one run of the suite (a function trainable; reports every iteration to Tune)."""
+    import torch
+    from ray import tune
+
+    torch.set_num_threads(1)  # trials share the machine's cores
+    import_suite_modules(Path(config["suite_path"]), config["imports"])
+    run = config["run"]
+    spec = RunSpec(run["task"], run["algorithm"], run["seed"], run["scenario"], tuple(run["overrides"]))
+
+    def report(result: dict) -> None:
+        tune.report({k: v for k, v in result.items() if isinstance(v, (int, float, str, bool))})
+
+    run_one(spec, Path(config["runs_dir"]), config["budget"], config["episodes"], run["family"], progress=report)
+
+
+def _resources(num_runners_of: dict):
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+
+    def request(config: dict):
+        runners, cpus_per_runner, learners, cpus_per_learner = num_runners_of[config["run"]["name"]]
+        return PlacementGroupFactory([{"CPU": 1.0}] + [{"CPU": cpus_per_runner}] * runners + [{"CPU": cpus_per_learner}] * learners)
+
+    return request
+
+
+def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None = None) -> list[str]:
+    """Every pending run as a Ray Tune trial (Ray started locally, or joined through RAY_ADDRESS)."""
+    import ray
+    from ray import tune
+
+    todo, done = pending_runs(suite, runs_dir)
+    for spec in done:
+        display.finish(spec.name, "skipped (done)")
+    if not todo:
+        return []
+    if not ray.is_initialized():
+        # A job (`ray job submit`) or --address joins that cluster; otherwise a local instance, whose workers
+        # inherit this process's environment. Trials put the suite's folder on sys.path for its `imports`.
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address or "local", log_to_driver=False, **({} if address else {"include_dashboard": False}))
+    resources = {}
+    for spec in todo:
+        cfg = spec.config()
+        resources[spec.name] = (cfg.env_runners_cfg.num_env_runners, cfg.env_runners_cfg.num_cpus_per_env_runner,
+                                cfg.learners_cfg.num_learners, cfg.learners_cfg.num_cpus_per_learner)
+        display.start(spec.name)
+    stop = budget_stop(suite.env_steps)
+
+    class Display(tune.Callback):
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            display.update(trial.config["run"]["name"], result, stop)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            display.finish(trial.config["run"]["name"], "finished")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            display.finish(trial.config["run"]["name"], "failed (see its error.txt in Tune's folder)")
+
+    runs = [{"task": s.task, "algorithm": s.algorithm, "seed": s.seed, "scenario": s.scenario,
+             "overrides": list(s.overrides), "name": s.name, "family": suite.env_families[s.task]} for s in todo]
+    param_space = {
+        "run": tune.grid_search(runs), "runs_dir": str(runs_dir.resolve()), "budget": suite.env_steps,
+        "episodes": suite.evaluation_episodes, "suite_path": str(suite.path.resolve()), "imports": suite.imports,
+    }
+    trainable = tune.with_resources(_trial, _resources(resources))
+    tuner = tune.Tuner(
+        trainable, param_space=param_space,
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
+        run_config=tune.RunConfig(
+            name=f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((runs_dir / "_tune").resolve()),
+            verbose=0, callbacks=[Display()], failure_config=tune.FailureConfig(max_failures=0),
+        ),
+    )
+    grid = tuner.fit()
+    return [r.config["run"]["name"] for r in grid if r.error is not None]

@@ -1,0 +1,294 @@
+"""Suite files: tasks x algorithms x seeds at one env-step budget, for `marl experiment`.
+
+    name: mpe_cooperative
+    env_steps: 100000                  # every run's budget (stop.env_steps_total; other stop criteria are cleared)
+    seeds: 5                           # or a list: [0, 1, 2]
+    tasks:
+      simple_spread:                   # a task: an env with its config ...
+        env: mpe2.simple_spread_v3
+        env_config: {N: 3, max_cycles: 25, continuous_actions: false}
+        overrides: {multi_agent.policy_mapping: {"agent_*": shared}}
+      cartpole:                        # ... or a scenario file, whose sections other than algo/training/workflow/stop are kept
+        scenario: scenarios/cartpole_ppo.yaml
+    algorithms:
+      PPO: {scenario: scenarios/simple_spread_ppo.yaml}   # an algorithm: its name, optionally a scenario file for its
+      MAPPO: {overrides: {training.lr: 1.0e-3}}            # training section (environment replaced by the task's) and overrides
+      QMIX: {}
+    evaluation: {episodes: 10, interval: 5}   # greedy episodes every `interval` iterations and at the end (the run's score)
+    checkpoint_frequency: 5            # iterations between checkpoints (an interrupted run resumes from the last one)
+    overrides: {env_runners.num_envs_per_env_runner: 8}   # applied to every run
+    imports: [my_envs]                 # modules imported first in every process (register_env calls)
+
+A run's config: the algorithm's scenario (or its defaults), the task's sections, the task's
+overrides, the algorithm's overrides, the suite's overrides, then the seed, the budget and the
+evaluation settings. Every run's config is built (and checked) when the suite is loaded, so a
+bad key fails before anything trains, as one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import re
+import sys
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from marl.errors import ConfigError
+
+SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports")
+TASK_KEYS = ("env", "env_config", "scenario", "overrides")
+ALGORITHM_KEYS = ("algo", "scenario", "overrides")
+EVALUATION_KEYS = ("episodes", "interval")
+KEPT_FROM_TASK_SCENARIO = ("environment", "env_runners", "multi_agent", "learners", "debugging", "connectors", "evaluation", "loggers")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run of a suite: (task, algorithm, seed) and its full config as a scenario dict + dotted overrides."""
+
+    task: str
+    algorithm: str
+    seed: int
+    scenario: dict
+    overrides: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.algorithm}/seed_{self.seed}"
+
+    @property
+    def relative_dir(self) -> Path:
+        return Path(self.task) / self.algorithm / f"seed_{self.seed}"
+
+    def config(self):
+        from marl.algorithms.scenario import config_from_dict
+
+        return config_from_dict(self.scenario, list(self.overrides), where=f"run {self.name}")
+
+
+@dataclasses.dataclass
+class Suite:
+    name: str
+    path: Path
+    env_steps: int
+    seeds: list[int]
+    tasks: dict
+    algorithms: dict
+    evaluation_episodes: int
+    evaluation_interval: int | None
+    checkpoint_frequency: int
+    imports: list[str]
+    runs: list[RunSpec]
+    env_families: dict  # task -> env family name (the marl-eval JSON's environment level)
+
+    def import_modules(self) -> None:
+        import_suite_modules(self.path, self.imports)
+
+
+def import_suite_modules(suite_path: Path, modules: list[str]) -> None:
+    """Imports the suite's `imports`, with the suite's folder and the working directory on sys.path."""
+    for folder in (str(Path(suite_path).resolve().parent), str(Path.cwd())):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ConfigError(f"suite 'imports': cannot import '{module}': {err}") from None
+
+
+def _unknown(where: str, key, allowed) -> ConfigError:
+    near = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
+    return ConfigError(f"{where}: unknown key '{key}'{hint}; valid keys: {list(allowed)}")
+
+
+def _mapping(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_keys(data: dict, allowed, where: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise _unknown(where, key, allowed)
+
+
+def _int(value, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _dotted(overrides, where: str) -> list[str]:
+    """{'training.lr': 1e-3, 'env_runners': {...}} -> OmegaConf dotlist items."""
+    items = []
+    for key, value in _mapping(overrides, where).items():
+        if isinstance(value, dict) and "." not in str(key) and key not in ("env_config",):
+            items += _dotted({f"{key}.{k}": v for k, v in value.items()}, where)
+            continue
+        items.append(f"{key}={_dotlist_value(value)}")
+    return items
+
+
+def _dotlist_value(value) -> str:
+    import json
+
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    return json.dumps(value)  # lists, dicts, numbers, booleans: JSON is valid YAML flow syntax
+
+
+def _load_yaml(path: Path, where: str) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"{where}: file '{path}' does not exist")
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as err:
+        raise ConfigError(f"{where}: '{path}' is not valid YAML: {err}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: '{path}' must hold a mapping")
+    return data
+
+
+def _family(env: str) -> str:
+    if "." in env and not env.split(".")[0][:1].isupper():
+        return env.split(".")[0]  # mpe2.simple_spread_v3 -> mpe2
+    return "gymnasium" if re.search(r"-v\d+$", env) else "registered"
+
+
+def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
+    """Reads and checks a suite file (plus `key=value` overrides of its own keys, e.g. env_steps=5000)."""
+    path = Path(path)
+    data = _load_yaml(path, "suite")
+    if overrides:
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override '{item}' must look like key=value, e.g. env_steps=50000")
+        try:
+            data = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(data), OmegaConf.from_dotlist(overrides)), resolve=False)
+        except Exception as err:
+            raise ConfigError(f"suite overrides: {err}".splitlines()[0]) from None
+    where = str(path)
+    _check_keys(data, SUITE_KEYS, where)
+    for required in ("env_steps", "tasks", "algorithms"):
+        if required not in data:
+            raise ConfigError(f"{where}: '{required}' is required")
+    name = str(data.get("name") or path.stem)
+    env_steps = _int(data["env_steps"], f"{where}: 'env_steps'", 1)
+    seeds_value = data.get("seeds", 1)
+    if isinstance(seeds_value, int) and not isinstance(seeds_value, bool):
+        seeds = list(range(_int(seeds_value, f"{where}: 'seeds'", 1)))
+    elif isinstance(seeds_value, list) and seeds_value:
+        seeds = [_int(s, f"{where}: 'seeds' entry", 0) for s in seeds_value]
+        if len(set(seeds)) != len(seeds):
+            raise ConfigError(f"{where}: 'seeds' repeats a seed: {seeds}")
+    else:
+        raise ConfigError(f"{where}: 'seeds' must be a count >= 1 or a non-empty list of seeds, got {seeds_value!r}")
+    evaluation = _mapping(data.get("evaluation"), f"{where}: 'evaluation'")
+    _check_keys(evaluation, EVALUATION_KEYS, f"{where}: 'evaluation'")
+    episodes = _int(evaluation.get("episodes", 10), f"{where}: 'evaluation.episodes'", 1)
+    interval = evaluation.get("interval")
+    if interval is not None:
+        interval = _int(interval, f"{where}: 'evaluation.interval'", 1)
+    ckpt_freq = _int(data.get("checkpoint_frequency", 5), f"{where}: 'checkpoint_frequency'", 1)
+    imports = data.get("imports") or []
+    if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
+        raise ConfigError(f"{where}: 'imports' must be a list of module names, got {imports!r}")
+    import_suite_modules(path, imports)
+    suite_overrides = _dotted(data.get("overrides"), f"{where}: 'overrides'")
+
+    tasks = _mapping(data["tasks"], f"{where}: 'tasks'")
+    algorithms = data["algorithms"]
+    if isinstance(algorithms, list):  # [PPO, MAPPO]: each algorithm with its defaults
+        if not all(isinstance(a, str) for a in algorithms):
+            raise ConfigError(f"{where}: 'algorithms' as a list must hold algorithm names, got {algorithms!r}")
+        algorithms = {a: {} for a in algorithms}
+    algorithms = _mapping(algorithms, f"{where}: 'algorithms'")
+    if not tasks or not algorithms:
+        raise ConfigError(f"{where}: 'tasks' and 'algorithms' must each name at least one entry")
+    base = path.resolve().parent
+
+    def resolve_file(file, where_):
+        candidate = Path(file)
+        for option in (candidate, base / candidate, base.parent / candidate):
+            if option.is_file():
+                return option
+        raise ConfigError(f"{where_}: scenario file '{file}' does not exist (looked in ., {base}, {base.parent})")
+
+    task_parts, families = {}, {}
+    for task, spec in tasks.items():
+        w = f"{where}: task '{task}'"
+        if not NAME_RE.match(str(task)):
+            raise ConfigError(f"{w}: a task name may hold letters, digits, '_', '-' and '.' only")
+        spec = _mapping(spec, w)
+        _check_keys(spec, TASK_KEYS, w)
+        sections: dict = {}
+        if "scenario" in spec:
+            scenario = _load_yaml(resolve_file(spec["scenario"], w), w)
+            sections = {k: v for k, v in scenario.items() if k in KEPT_FROM_TASK_SCENARIO}
+        env = spec.get("env") or (sections.get("environment") or {}).get("env")
+        if not env:
+            raise ConfigError(f"{w}: give 'env' (an env id) or a 'scenario' file that names one")
+        environment = dict(sections.get("environment") or {})
+        environment["env"] = env
+        if "env_config" in spec:
+            environment["env_config"] = _mapping(spec["env_config"], f"{w}: 'env_config'")
+        sections["environment"] = environment
+        task_parts[task] = (sections, _dotted(spec.get("overrides"), f"{w}: 'overrides'"))
+        families[task] = _family(str(env))
+
+    algo_parts = {}
+    for label, spec in algorithms.items():
+        w = f"{where}: algorithm '{label}'"
+        if not NAME_RE.match(str(label)):
+            raise ConfigError(f"{w}: an algorithm label may hold letters, digits, '_', '-' and '.' only")
+        spec = _mapping(spec, w)
+        _check_keys(spec, ALGORITHM_KEYS, w)
+        scenario = _load_yaml(resolve_file(spec["scenario"], w), w) if "scenario" in spec else {}
+        algo = spec.get("algo") or scenario.get("algo") or label
+        from marl.algorithms.registry import config_class
+
+        try:
+            config_class(str(algo))
+        except ConfigError as err:
+            raise ConfigError(f"{w}: {err}") from None
+        kept = {k: v for k, v in scenario.items() if k in ("training", "workflow", "learners", "env_runners", "connectors")}
+        algo_parts[label] = (str(algo), kept, _dotted(spec.get("overrides"), f"{w}: 'overrides'"))
+
+    evaluation_overrides = [f"evaluation.evaluation_duration={episodes}", "evaluation.evaluation_duration_unit=episodes"]
+    evaluation_overrides.append(f"evaluation.evaluation_interval={_dotlist_value(interval)}")
+    runs = []
+    for task, (task_sections, task_overrides) in task_parts.items():
+        for label, (algo, algo_sections, algo_overrides) in algo_parts.items():
+            scenario = {"algo": algo, **{k: v for k, v in algo_sections.items()}}
+            for key, value in task_sections.items():
+                if isinstance(value, dict) and isinstance(scenario.get(key), dict) and key != "environment":
+                    scenario[key] = {**scenario[key], **value}
+                else:
+                    scenario[key] = value
+            fixed = [
+                f"stop.env_steps_total={env_steps}", "stop.episode_return_mean=null", "stop.time_total_s=null",
+                "stop.iterations=null", f"checkpointing.checkpoint_frequency={ckpt_freq}",
+                "checkpointing.checkpoint_at_end=true", f"loggers.wandb_group={name}",
+            ]
+            for seed in seeds:
+                spec = RunSpec(task, label, seed, scenario,
+                               tuple(task_overrides + algo_overrides + suite_overrides + fixed + evaluation_overrides
+                                     + [f"debugging.seed={seed}"]))
+                if seed == seeds[0]:  # the seeds' configs differ only in debugging.seed: check one
+                    try:
+                        spec.config().validate()
+                    except ConfigError as err:
+                        raise ConfigError(f"{where}: {err}") from None
+                runs.append(spec)
+    return Suite(name, path, env_steps, seeds, tasks, algorithms, episodes, interval, ckpt_freq, imports, runs, families)

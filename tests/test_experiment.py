@@ -1,0 +1,322 @@
+"""`marl experiment` and `marl report`: suites checked like scenarios, runs resumable, reports that match rliable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marl.algorithms import ConfigError
+from marl.experiment import load_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = """
+name: tiny
+env_steps: 512
+seeds: 2
+tasks:
+  cartpole: {env: CartPole-v1}
+algorithms:
+  PPO: {overrides: {training: {train_batch_size: 128, minibatch_size: 64, num_epochs: 1}}}
+evaluation: {episodes: 2, interval: 2}
+checkpoint_frequency: 1
+overrides: {env_runners: {num_envs_per_env_runner: 2, rollout_fragment_length: 64}, loggers: {tensorboard: false}}
+"""
+
+
+def cli(*args, timeout=600, **kw):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+def test_ready_suites_load_and_build_every_run():
+    smoke = load_suite(ROOT / "suites/smoke.yaml")
+    assert len(smoke.runs) == 8 and {(r.task, r.algorithm) for r in smoke.runs} == {
+        (t, a) for t in ("cartpole", "simple_spread") for a in ("PPO", "A2C")}
+    mpe = load_suite(ROOT / "suites/mpe_cooperative.yaml")
+    assert len(mpe.runs) == 45 and mpe.seeds == [0, 1, 2, 3, 4]
+    assert {r.algorithm for r in mpe.runs} == {"PPO", "MAPPO", "QMIX"}
+    assert {r.task for r in mpe.runs} == {"simple_spread", "simple_reference", "simple_speaker_listener"}
+    config = next(r for r in mpe.runs if r.algorithm == "QMIX" and r.seed == 3).config()
+    assert config.algo_name == "QMIX" and config.debugging_cfg.seed == 3
+    assert config.stop_cfg.env_steps_total == mpe.env_steps and config.stop_cfg.episode_return_mean is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("env_step: 5\n", r"unknown key 'env_step' \(did you mean 'env_steps'\?\)"),
+    ("env_steps: 0\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\n", r"'env_steps' must be an integer >= 1, got 0"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPX]\n", r"algorithm 'PPX'"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1, overides: {}}}\nalgorithms: [PPO]\n",
+     r"task 'a': unknown key 'overides' \(did you mean 'overrides'\?\)"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: {PPO: {overrides: {training.lrr: 1}}}\n",
+     r"unknown key 'training.lrr' \(did you mean 'lr'\?\)"),
+    ("env_steps: 10\nseeds: [1, 1]\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\n", r"'seeds' repeats a seed"),
+    ("env_steps: 10\ntasks: {a: {}}\nalgorithms: [PPO]\n", r"task 'a': give 'env'"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\nevaluation: {episodes: 0}\n",
+     r"'evaluation.episodes' must be an integer >= 1"),
+    ("env_steps: 10\ntasks: {a: {scenario: nope.yaml}}\nalgorithms: [PPO]\n", r"scenario file 'nope.yaml' does not exist"),
+])
+def test_a_bad_suite_is_one_line_naming_the_key(tmp_path, text, message):
+    suite = tmp_path / "bad.yaml"
+    suite.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_suite(suite)
+    p = cli("experiment", str(suite), "--output", str(tmp_path / "runs"), timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("marl: error: ") and "Traceback" not in p.stderr
+
+
+def test_local_suite_skips_finished_runs_and_extends_them_from_checkpoints(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    out = tmp_path / "runs"
+    p = cli("experiment", str(suite), "--local", "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "[cartpole/PPO/seed_1] finished" in p.stdout and "all 2 runs finished" in p.stdout
+    run_dir = out / "cartpole/PPO/seed_0"
+    rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert [r["env_steps_total"] for r in rows] == [128, 256, 384, 512]
+    assert "evaluation/episode_return_mean" in rows[-1] and "evaluation/episode_return_mean" in rows[1]
+    first = (run_dir / "result.jsonl").read_bytes()
+
+    p = cli("experiment", str(suite), "--local", "--output", str(out))  # nothing to do
+    assert p.returncode == 0 and "2 finished, 0 to run" in p.stdout and "skipped (done)" in p.stdout
+    assert (run_dir / "result.jsonl").read_bytes() == first
+
+    p = cli("experiment", str(suite), "env_steps=768", "--local", "--output", str(out))  # a larger budget: resumed
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert [r["env_steps_total"] for r in rows] == [128, 256, 384, 512, 640, 768]
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert json.loads((run_dir / "done.json").read_text())["resumed"] is True
+
+
+def _done(out: Path) -> dict[str, bytes]:
+    return {str(p.parent.relative_to(out)): (p.parent / "result.jsonl").read_bytes() for p in out.glob("*/*/seed_*/done.json")}
+
+
+def _checkpointed_unfinished(out: Path) -> set[str]:
+    """Runs with a checkpoint and no done.json: interrupted mid-run."""
+    return {str(p.parent.parent.relative_to(out)) for p in out.glob("*/*/seed_*/checkpoint/manifest.json")} - set(_done(out))
+
+
+def _png_ok(path: Path, min_size=(300, 200)):
+    from test_cli_surface import assert_real_png
+
+    assert_real_png(path, min_size=min_size)
+
+
+MARL_EVAL_STEP = {"step_count"}
+
+
+def assert_marl_eval_layout(data: dict, tasks, algorithms, seeds):
+    """marl-eval's raw-data layout: env -> task -> algorithm -> run -> step_i {step_count, metric: [...]} +
+    absolute_metrics; every run with the same steps (marl-eval aggregates them as arrays)."""
+    steps_seen = set()
+    assert len(data) >= 1
+    found_tasks = {}
+    for env_name, env_tasks in data.items():
+        assert isinstance(env_name, str) and isinstance(env_tasks, dict)
+        for task, algos in env_tasks.items():
+            found_tasks[task] = set(algos)
+            for algo, runs in algos.items():
+                assert algo == algo.lower()
+                assert set(runs) == {f"seed_{s}" for s in seeds}
+                for run in runs.values():
+                    step_keys = [k for k in run if k.startswith("step_")]
+                    assert set(run) == set(step_keys) | {"absolute_metrics"}
+                    assert step_keys == [f"step_{i}" for i in range(len(step_keys))]
+                    counts = []
+                    for key in step_keys:
+                        entry = run[key]
+                        assert set(entry) == MARL_EVAL_STEP | {"return"}
+                        assert isinstance(entry["step_count"], int) and isinstance(entry["return"], list)
+                        assert all(isinstance(v, float) for v in entry["return"])
+                        counts.append(entry["step_count"])
+                    assert counts == sorted(counts)
+                    steps_seen.add(tuple(counts))
+                    assert isinstance(run["absolute_metrics"]["return"], list) and run["absolute_metrics"]["return"]
+    assert len(steps_seen) == 1
+    assert found_tasks == {t: {a.lower() for a in algorithms} for t in tasks}
+
+
+@pytest.mark.slow
+def test_smoke_suite_on_ray_interrupted_with_sigint_then_resumed_and_reported(tmp_path):
+    out = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", "suites/smoke.yaml", "--output", str(out),
+                             "--max-concurrent", "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 500
+        while time.time() < deadline and not (len(_done(out)) >= 2 and _checkpointed_unfinished(out)):
+            time.sleep(0.2)
+        assert len(_done(out)) >= 2 and _checkpointed_unfinished(out), "no run finished and another checkpointed in time"
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C does (to the driver; Tune stops its trials)
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    before = _done(out)
+    assert proc.returncode == 130, output[-3000:]
+    assert "re-run the same command to resume" in output
+    assert 2 <= len(before) < 8, sorted(before)
+    interrupted_with_checkpoint = _checkpointed_unfinished(out)
+    assert interrupted_with_checkpoint  # SIGINT came in the middle of a run
+
+    p = cli("experiment", "suites/smoke.yaml", "--output", str(out), "--max-concurrent", "2")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"{len(before)} finished, {8 - len(before)} to run" in p.stdout
+    after = _done(out)
+    assert len(after) == 8
+    for name, rows in before.items():  # finished runs are not run again
+        assert after[name] == rows, name
+        assert f"[{name}] skipped (done)" in p.stdout
+        assert f"[{name}] iter" not in p.stdout
+    for name in interrupted_with_checkpoint:  # interrupted runs continue from their checkpoint
+        assert json.loads((out / name / "done.json").read_text())["resumed"] is True, name
+    for name in after:
+        rows = [json.loads(line) for line in (out / name / "result.jsonl").read_text().splitlines()]
+        assert [r["iteration"] for r in rows] == list(range(1, len(rows) + 1)), name  # each iteration once
+        assert rows[-1]["env_steps_total"] >= 1536 and rows[-1]["evaluation/episodes"] == 2
+
+    p = cli("report", str(out), "--reps", "300")
+    assert p.returncode == 0, p.stderr
+    report = out / "report"
+    table = (report / "results.md").read_text()
+    for task in ("cartpole", "simple_spread"):
+        for algo in ("PPO", "A2C"):
+            assert f"| {task} | {algo} | 2 |" in table
+    assert "| PPO | 2 x 2 |" in table and "| A2C | 2 x 2 |" in table
+    assert_marl_eval_layout(json.loads((report / "marl_eval.json").read_text()), ["cartpole", "simple_spread"],
+                            ["PPO", "A2C"], [0, 1])
+    _png_ok(report / "sample_efficiency.png", (1200, 300))
+    _png_ok(report / "performance_profile.png", (500, 300))
+    _png_ok(report / "aggregates.png", (400, 100))
+
+
+def _fake_runs(root: Path, finals: dict, budget: int = 1000) -> None:
+    """A runs directory as `marl experiment` leaves it, with known evaluation returns (no training)."""
+    (root / "suite.yaml").write_text(f"name: fake\nenv_steps: {budget}\n")
+    for (task, algo, seed), (curve, final) in finals.items():
+        d = root / task / algo / f"seed_{seed}"
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"task": task, "algorithm": algo, "seed": seed, "family": "mpe2"}))
+        (d / "done.json").write_text(json.dumps({"env_steps_total": budget}))
+        steps = np.linspace(budget / len(curve), budget, len(curve)).astype(int)
+        rows = [{"iteration": i + 1, "env_steps_total": int(s), "episode_return_mean": -1.0,
+                 "evaluation/episode_return_mean": float(v)} for i, (s, v) in enumerate(zip(steps, curve))]
+        rows[-1]["evaluation/episode_return_mean"] = float(final)  # the last evaluation is the run's score
+        (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_report_iqm_and_cis_match_rliable_called_directly(tmp_path):
+    from rliable import library as rly
+    from rliable import metrics
+
+    def rliable_direct(scores, fn):  # rliable resamples with NumPy's global generator: seed it as the report does
+        np.random.seed(0)
+        return rly.get_interval_estimates(scores, fn, reps=500, random_state=np.random.RandomState(0))
+
+    from marl.experiment.report import write_report
+
+    rng = np.random.default_rng(3)
+    tasks, algos, seeds = ["spread", "reference"], ["PPO", "QMIX"], range(5)
+    scale = {"spread": (-120.0, 40.0), "reference": (-60.0, 15.0)}
+    finals = {}
+    for t in tasks:
+        for a in algos:
+            for s in seeds:
+                lo, width = scale[t]
+                final = lo + width * rng.random() + (10.0 if a == "PPO" else 0.0)
+                finals[(t, a, s)] = (list(lo + width * rng.random(4)), final)
+    _fake_runs(tmp_path, finals)
+    write_report(tmp_path, reps=500, points=4)
+    numbers = json.loads((tmp_path / "report/aggregates.json").read_text())
+
+    for t in tasks:  # per task: raw returns, (runs x 1) matrices
+        scores = {a: np.array([[finals[(t, a, s)][1]] for s in seeds]) for a in algos}
+        for name, fn in (("iqm", metrics.aggregate_iqm), ("mean", metrics.aggregate_mean)):
+            point, ci = rliable_direct(scores, lambda x, fn=fn: np.array([fn(x)]))
+            for a in algos:
+                assert numbers["tasks"][t][a][name] == pytest.approx([point[a][0], ci[a][0][0], ci[a][1][0]], rel=1e-9)
+    # overall: each task min-max normalised over all its runs' curves and finals
+    bounds = {}
+    for t in tasks:
+        values = [v for (tt, _, _), (curve, final) in finals.items() if tt == t for v in [*curve[:-1], final]]
+        bounds[t] = (min(values), max(values))
+    columns = sorted(tasks)  # the report's task order (its runs directory's)
+    scores = {a: np.array([[(finals[(t, a, s)][1] - bounds[t][0]) / (bounds[t][1] - bounds[t][0]) for t in columns]
+                           for s in seeds]) for a in algos}
+    point, ci = rliable_direct(scores, lambda x: np.array([metrics.aggregate_iqm(x)]))
+    for a in algos:
+        assert numbers["overall"][a]["iqm"] == pytest.approx([point[a][0], ci[a][0][0], ci[a][1][0]], rel=1e-9)
+        assert ci[a][0][0] < point[a][0] < ci[a][1][0]  # a real interval, not a degenerate one
+    table = (tmp_path / "report/results.md").read_text()
+    iqm = numbers["tasks"]["spread"]["PPO"]["iqm"]
+    assert f"| spread | PPO | 5 | {iqm[0]:.2f} [{iqm[1]:.2f}, {iqm[2]:.2f}] |" in table
+    assert_marl_eval_layout(json.loads((tmp_path / "report/marl_eval.json").read_text()), tasks, algos, list(seeds))
+    data = json.loads((tmp_path / "report/marl_eval.json").read_text())
+    run = data["mpe2"]["spread"]["ppo"]["seed_2"]
+    assert run["absolute_metrics"]["return"] == [pytest.approx(finals[("spread", "PPO", 2)][1])]
+    assert [run[f"step_{i}"]["step_count"] for i in range(4)] == [250, 500, 750, 1000]
+    _png_ok(tmp_path / "report/sample_efficiency.png", (1200, 300))
+
+
+def test_report_of_a_directory_without_runs_is_one_line(tmp_path):
+    p = cli("report", str(tmp_path), timeout=120)
+    assert p.returncode == 2 and "holds no finished run" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY.replace("env_steps: 512", "env_steps: 6400").replace("seeds: 2", "seeds: 1"))
+    out = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", str(suite), "--local", "--output", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not _checkpointed_unfinished(out):
+            time.sleep(0.1)
+        time.sleep(1.0)  # a few iterations past the first checkpoint
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, output[-2000:]
+    assert "[cartpole/PPO/seed_0] interrupted" in output and "re-run the same command to resume" in output
+    run_dir = out / "cartpole/PPO/seed_0"
+    assert not (run_dir / "done.json").exists()
+    kept = len((run_dir / "result.jsonl").read_text().splitlines())
+    p = cli("experiment", str(suite), "--local", "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == list(range(1, 51)) and rows[-1]["env_steps_total"] == 6400
+    assert json.loads((run_dir / "done.json").read_text())["resumed"] is True and kept >= 1
+
+
+def test_report_curves_use_training_returns_when_only_the_end_was_evaluated(tmp_path):
+    from marl.experiment.report import read_runs
+
+    d = tmp_path / "t" / "PPO" / "seed_0"
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({"task": "t", "algorithm": "PPO", "seed": 0, "family": "gymnasium"}))
+    (d / "done.json").write_text(json.dumps({"env_steps_total": 300}))
+    rows = [{"iteration": i, "env_steps_total": 100 * i, "episode_return_mean": float(10 * i)} for i in (1, 2, 3)]
+    rows[-1]["evaluation/episode_return_mean"] = 99.0
+    (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run,), unfinished = read_runs(tmp_path)
+    assert list(run.returns) == [10.0, 20.0, 30.0] and run.final == 99.0 and unfinished == []

@@ -1,0 +1,113 @@
+"""The live progress display: rich's redrawn rows under a pseudo-terminal, plain lines without one."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from marl.logging.live import ProgressDisplay, stop_share
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
+         "training.train_batch_size=128", "training.num_epochs=1", "stop.iterations=4", "stop.episode_return_mean=null",
+         "stop.env_steps_total=null", "loggers.tensorboard=false"]
+
+
+def _run_in_pty(args: list[str], timeout: float = 300) -> tuple[int, str]:
+    """Runs a command with stdout and stderr on a pseudo-terminal (as in a terminal window); returns (code, output)."""
+    controller, terminal = pty.openpty()
+    os.set_blocking(controller, False)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160", "TERM": "xterm-256color"}
+    proc = subprocess.Popen(args, cwd=ROOT, stdin=terminal, stdout=terminal, stderr=terminal, env=env, close_fds=True)
+    os.close(terminal)
+    chunks, deadline = [], time.time() + timeout
+    while time.time() < deadline:
+        ready, _, _ = select.select([controller], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(controller, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(controller)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_train_under_a_terminal_draws_a_live_row(tmp_path):
+    code, out = _run_in_pty([sys.executable, "-m", "marl.cli", "train", "scenarios/cartpole_ppo.yaml", *SMALL,
+                             "--output", str(tmp_path / "run")])
+    assert code == 0, out[-2000:]
+    assert "\r" in out and "\x1b[" in out  # redrawn in place, with terminal control codes
+    plain = ANSI.sub("", out)
+    rows = [r for r in re.split(r"[\r\n]+", plain) if r.startswith("run ") and "env_steps" in r]
+    assert rows, plain[-2000:]
+    final = rows[-1]
+    assert "100%" in final and "env_steps       512" in final and "steps/s" in final and "ETA" in final
+    assert re.search(r"return\s+\d+\.\d", final)
+    assert "━" in plain  # rich's progress bar
+    assert not re.search(r"^iter\s+\d", plain, re.M)  # no plain progress lines on a terminal
+    assert "stopped: iterations 4 >= 4" in plain
+
+
+def test_train_without_a_terminal_prints_plain_lines(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "marl.cli", "train", "scenarios/cartpole_ppo.yaml", *SMALL,
+                        "--output", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    assert "\x1b[" not in p.stdout and "\r" not in p.stdout
+    lines = [line for line in p.stdout.splitlines() if line.startswith("iter")]
+    assert len(lines) == 4 and "env_steps      512" in lines[-1] and "stop: iterations 4/4 (100%)" in lines[-1]
+
+
+def test_display_rows_track_several_runs_and_their_progress(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # rich's width off a real terminal
+    stream = io.StringIO()
+    stream.isatty = lambda: True  # a terminal as far as the display can tell
+    stop = SimpleNamespace(episode_return_mean=None, env_steps_total=1000, time_total_s=None, iterations=None)
+    with ProgressDisplay(stream) as display:
+        display.start("a/PPO/seed_0")
+        display.update("a/PPO/seed_0", {"env_steps_total": 250, "episode_return_mean": -61.25, "env_steps_per_s": 900.0,
+                                        "iteration": 1, "time_total_s": 1.0}, stop)
+        display.update("b/QMIX/seed_1", {"env_steps_total": 500, "episode_return_mean": float("nan"),
+                                         "env_steps_per_s": 400.0, "iteration": 1, "time_total_s": 1.0}, stop)
+        display.finish("b/QMIX/seed_1", "finished")
+        display.message("a message above the rows")
+    out = ANSI.sub("", stream.getvalue())
+    assert "a/PPO/seed_0" in out and " 25%" in out and "-61.2" in out and "900 steps/s" in out
+    assert "b/QMIX/seed_1" in out and "100%" in out and "finished" in out and "a message above the rows" in out
+
+
+def test_plain_display_prefixes_run_names_for_suites():
+    stream = io.StringIO()
+    stop = SimpleNamespace(episode_return_mean=None, env_steps_total=1000, time_total_s=None, iterations=None)
+    display = ProgressDisplay(stream, prefix_names=True)
+    assert not display.live
+    display.update("a/PPO/seed_0", {"env_steps_total": 250, "iteration": 1, "time_total_s": 1.0}, stop)
+    display.finish("a/PPO/seed_0", "finished")
+    assert stream.getvalue().splitlines() == [
+        "[a/PPO/seed_0] iter    1  env_steps      250  return     nan  env_steps/s    nan  elapsed 0:00:01  "
+        "stop: env_steps 250/1000 (25%)",
+        "[a/PPO/seed_0] finished",
+    ]
+
+
+def test_stop_share_is_the_closest_criterion():
+    stop = SimpleNamespace(episode_return_mean=450.0, env_steps_total=1000, time_total_s=None, iterations=10)
+    assert stop_share({"episode_return_mean": 90.0, "env_steps_total": 100, "iteration": 7}, stop) == 0.7
+    assert stop_share({"episode_return_mean": float("nan"), "env_steps_total": 2000}, stop) == 1.0
+    none = SimpleNamespace(episode_return_mean=None, env_steps_total=None, time_total_s=None, iterations=None)
+    assert stop_share({"env_steps_total": 5}, none) == 0.0
