@@ -159,7 +159,7 @@ def learner_seconds_per_step(cfg, repeats: int, num_learners: int = 0) -> tuple[
     parts, steps = [], 0
     while steps < cfg.training_cfg.train_batch_size:
         parts.append(runner.sample().batch)
-        steps += parts[-1].env_steps
+        steps += parts[-1].agent_steps()  # train_batch_size counts agent steps
     batch = MultiAgentBatch.concat(parts)
     runner.stop()
     try:

@@ -47,8 +47,22 @@ def _import_user_modules(args) -> None:
     """`--import MODULE`: modules that register envs (marl.register_env) or define classes a scenario names."""
     import importlib
 
+    if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the `marl` script, like `python -m`, finds a module next to the user
+    from marl.algorithms import ConfigError
+
     for module in args.imports:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise
+        except Exception as err:  # the user's code failed as it was imported: say where, in one line
+            import traceback
+
+            frame = traceback.extract_tb(err.__traceback__)[-1]
+            raise ConfigError(
+                f"--import {module}: importing it raised {type(err).__name__}: {err} ({frame.filename}:{frame.lineno})"
+            ) from None
 
 
 def _config_from_args(args):
@@ -88,6 +102,7 @@ def cmd_train(args) -> int:
     else:
         config, name = _config_from_args(args)
         run_dir = None
+    config.user_modules = list(args.imports)  # Ray workers get them through runtime_env py_modules
     from marl.logging.live import ProgressDisplay
 
     display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise

@@ -14,7 +14,7 @@ import numpy as np
 from marl.envs import MultiAgentEnv
 
 FAULTS = ("none", "missing_agent", "unknown_reward", "obs_outside", "obs_shape", "unknown_obs_agent", "no_all_flag",
-          "nan_reward", "bad_return", "raises", "empty_reset", "unknown_flag_agent")
+          "nan_reward", "bad_return", "raises", "empty_reset", "unknown_flag_agent", "nan_obs")
 
 
 class BadEnv(MultiAgentEnv):
@@ -75,6 +75,8 @@ class BadEnv(MultiAgentEnv):
                 raise RuntimeError("sensor failure")
             elif fault == "unknown_flag_agent":
                 terms["a7"] = True
+            elif fault == "nan_obs":
+                obs["a0"][2] = np.nan
         return obs, rewards, terms, truncs, {}
 
 

@@ -85,7 +85,7 @@ def tag_config():
     return (
         marl.load_scenario("scenarios/simple_tag_ppo.yaml")
         .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=30)
-        .training(train_batch_size=60, minibatch_size=60, num_epochs=1)
+        .training(train_batch_size=240, minibatch_size=60, num_epochs=1)  # agent steps: 60 env steps x 4 agents
         .debugging(seed=1)
     )
 
@@ -104,7 +104,7 @@ def test_checkpoint_layout_has_no_pickle_and_a_complete_manifest(tmp_path):
     assert manifest["schema_version"] == 2 and manifest["marl_version"] == marl.__version__
     assert manifest["algo"] == "PPO" and manifest["iteration"] == 1
     assert manifest["config"]["multi_agent"]["policy_mapping"] == {"adversary_*": "predator", "*": "prey"}
-    assert manifest["config"]["training"]["train_batch_size"] == 60  # the resolved config
+    assert manifest["config"]["training"]["train_batch_size"] == 240  # the resolved config
     assert manifest["policies"]["predator"]["observation_space"]["shape"] == [16]
     learner = read_tree(path / "learner", "state")
     assert set(learner) >= {"weights", "optimizers", "rng"}
@@ -294,7 +294,8 @@ def test_restore_with_a_different_number_of_env_runners(tmp_path, ray_session):
         versions = ray_session.get([a.get_weights_version.remote() for a in algo.runners.remote])
         assert versions == [algo.get_weights()["version"]] * 2
         r = algo.train()
-        assert r["iteration"] == 2 and r["env_steps_total"] == 60 + 120  # two runners' fragments now
+        # Two runners now share the 240-agent-step batch (fragments of 15 steps x 2 env copies x 4 agents each).
+        assert r["iteration"] == 2 and r["env_steps_total"] == 60 + 60
     finally:
         algo.stop()
 

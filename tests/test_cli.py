@@ -21,17 +21,17 @@ def run(*args, cwd=ROOT):
 
 def test_train_writes_a_run_directory(tmp_path):
     out = tmp_path / "run"
-    p = run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=2", "training.train_batch_size=256",
+    p = run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=2", "training.train_batch_size=1024", "training.minibatch_size=128",
             "env_runners.rollout_fragment_length=32", "--output", str(out))
     assert p.returncode == 0, p.stderr
     lines = [l for l in p.stdout.splitlines() if l.startswith("iter")]
     assert len(lines) == 2 and "env_steps" in lines[0]
     config = yaml.safe_load((out / "config.yaml").read_text())
-    assert config["algo"] == "PPO" and config["training"]["train_batch_size"] == 256
+    assert config["algo"] == "PPO" and config["training"]["train_batch_size"] == 1024
     assert config["multi_agent"]["policy_mapping"] == {"adversary_*": "predator", "*": "prey"}
     results = [json.loads(l) for l in (out / "result.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in results] == [1, 2]
-    assert results[-1]["env_steps_total"] == 512
+    assert results[-1]["env_steps_total"] == 512  # 2 x 1,024 agent steps of 4 agents
     assert "policy_return_mean/predator" in results[0] and "losses/prey/policy_loss" in results[0]
     rows = list(csv.DictReader((out / "progress.csv").open()))
     assert len(rows) == 2 and int(rows[1]["env_steps_total"]) == 512
@@ -51,7 +51,7 @@ def test_default_run_directory_is_named_after_the_scenario(tmp_path):
 
 def test_evaluate_prints_per_policy_returns(tmp_path):
     out = tmp_path / "run"
-    assert run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=1", "training.train_batch_size=64",
+    assert run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=1", "training.train_batch_size=64", "training.minibatch_size=64",
                "env_runners.rollout_fragment_length=8", "--output", str(out), "--quiet").returncode == 0
     p = run("evaluate", str(out / "checkpoint"), "--episodes", "2")
     assert p.returncode == 0, p.stderr
@@ -74,7 +74,7 @@ def test_evaluate_plays_a_self_play_checkpoint_against_random(tmp_path):
 def test_graph_prints_operators_and_edges():
     p = run("graph", "scenarios/cartpole_ppo.yaml", "--no-png")
     assert p.returncode == 0, p.stderr
-    assert "concat: concat(min_env_steps=2048)" in p.stdout
+    assert "concat: concat(min_agent_steps=2048)" in p.stdout
     assert "learn --results--> sync_weights" in p.stdout
 
 

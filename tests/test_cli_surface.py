@@ -21,7 +21,9 @@ from marl.logging.tensorboard import read_scalars
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
-         "training.train_batch_size=128", "training.num_epochs=2"]
+         "training.train_batch_size=128", "training.minibatch_size=64", "training.num_epochs=2"]
+# simple_tag's 4 agents: 128 env steps are 512 agent steps (train_batch_size counts agent steps)
+SMALL_TAG = [*SMALL[:2], "training.train_batch_size=512", *SMALL[3:]]
 
 
 def run(*args, cwd=ROOT, env=None):
@@ -92,7 +94,7 @@ def test_periodic_checkpoint_without_one_at_the_end_under_marl_runs_dir(tmp_path
 def test_resume_continues_counters_and_logs_from_the_last_checkpoint(tmp_path):
     out = tmp_path / "run"
     # Stopped at iteration 3 with its last checkpoint at iteration 2 (as after a crash).
-    p = run("train", "scenarios/simple_tag_ppo.yaml", *SMALL, "stop.iterations=3", "checkpointing.checkpoint_frequency=2",
+    p = run("train", "scenarios/simple_tag_ppo.yaml", *SMALL_TAG, "stop.iterations=3", "checkpointing.checkpoint_frequency=2",
             "checkpointing.checkpoint_at_end=false", "--output", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
     before = results_of(out)
@@ -140,13 +142,13 @@ def test_graph_prints_operators_and_edges_and_draws_the_dag(tmp_path):
     png = tmp_path / "pics" / "dag.png"
     p = run("graph", "scenarios/cartpole_ppo.yaml", "training.train_batch_size=1000", "-o", str(png))
     assert p.returncode == 0, p.stderr
-    assert "concat: concat(min_env_steps=1000)" in p.stdout and "learn --results--> sync_weights" in p.stdout
+    assert "concat: concat(min_agent_steps=1000)" in p.stdout and "learn --results--> sync_weights" in p.stdout
     assert f"picture: {png}" in p.stdout
     assert_real_png(png, min_size=(300, 400))
     # Without -o the picture is named after the source, in the working directory.
     p = run("graph", "--algo", "ppo", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "concat: concat(min_env_steps=4096)" in p.stdout
+    assert "concat: concat(min_agent_steps=4096)" in p.stdout
     assert_real_png(tmp_path / "PPO_workflow.png")
 
 
@@ -154,7 +156,7 @@ def test_plot_overlays_runs(tmp_path):
     dirs = []
     for seed in (0, 1):
         out = tmp_path / f"tag{seed}"
-        p = run("train", "scenarios/simple_tag_ppo.yaml", *SMALL, "stop.iterations=2", f"debugging.seed={seed}",
+        p = run("train", "scenarios/simple_tag_ppo.yaml", *SMALL_TAG, "stop.iterations=2", f"debugging.seed={seed}",
                 "--output", str(out), "--quiet")
         assert p.returncode == 0, p.stderr
         dirs.append(str(out))

@@ -238,4 +238,4 @@ def test_episode_bind_keeps_existing_return():
     ep.agent_returns["a"] = 2.0
     ep.bind("a", "p")
     assert ep.agent_returns["a"] == 2.0
-    assert ep.agent_steps["a"] == []
+    assert ep.agent_steps["a"] == 0

@@ -115,7 +115,7 @@ def test_a_duck_typed_parallel_wrapper_is_accepted_and_trains():
     register_env("guarded_spread", lambda cfg: Guard(simple_spread_v3.parallel_env(N=2, max_cycles=10)))
     algo = (PPOConfig().environment(env="guarded_spread")
             .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=16)
-            .training(train_batch_size=64, minibatch_size=32, num_epochs=1).build())
+            .training(train_batch_size=128, minibatch_size=32, num_epochs=1).build())  # agent steps: 64 env steps x 2
     try:
         result = algo.train()
     finally:
@@ -195,7 +195,7 @@ def vmas_config(algo: str = "MAPPO", num_envs: int = 4, **env_config):
     cfg = (getattr(marl, f"{algo}Config")()
            .environment("vmas.balance", env_config={"n_agents": 3, "max_steps": 20, **env_config})
            .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=10)
-           .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+           .training(train_batch_size=120, minibatch_size=20, num_epochs=1)  # agent steps: 40 env steps x 3 agents
            .debugging(seed=0))
     cfg.validate()
     return cfg
@@ -247,7 +247,7 @@ def test_vmas_balance_trains_with_mappo_through_marl_train(tmp_path):
     import json
 
     out = tmp_path / "run"
-    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=3200", "training.train_batch_size=1600",
+    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=3200", "training.train_batch_size=4800",
                 "env_runners.num_envs_per_env_runner=16", "--output", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
     results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
@@ -280,7 +280,7 @@ def test_knights_archers_zombies_agents_die_mid_episode_and_every_agent_step_is_
     cfg = (PPOConfig().environment("pettingzoo.butterfly.knights_archers_zombies_v11",
                                    env_config={"max_cycles": 300, "spawn_delay": 5})
            .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=200)
-           .training(train_batch_size=400, minibatch_size=200, num_epochs=1).debugging(seed=0))
+           .training(train_batch_size=1600, minibatch_size=200, num_epochs=1).debugging(seed=0))  # agent steps: 400 x 4 agents at most
     algo = cfg.build()
     try:
         sampled = algo.runners.local.sample()
@@ -315,7 +315,7 @@ def test_magent2_battle_trains_red_against_blue():
     cfg = (PPOConfig().environment("magent2.environments.battle_v4", env_config={"map_size": 15, "max_cycles": 20})
            .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=20)
            .multi_agent(policies=["red", "blue"], policy_mapping_fn=lambda agent, episode: agent.split("_")[0])
-           .training(train_batch_size=20, minibatch_size=256, num_epochs=1).debugging(seed=0))
+           .training(train_batch_size=256, minibatch_size=256, num_epochs=1).debugging(seed=0))
     algo = cfg.build()
     try:
         result = algo.train()
@@ -358,7 +358,7 @@ def test_rware_trains_through_marl_train_with_no_scenario(tmp_path):
 
     out = tmp_path / "run"
     p = run_cli("train", "--algo", "PPO", "--env", "rware:rware-tiny-2ag-v2", "stop.iterations=2",
-                "training.train_batch_size=1000", "training.minibatch_size=500", "training.num_epochs=2",
+                "training.train_batch_size=2000", "training.minibatch_size=500", "training.num_epochs=2",
                 "env_runners.num_envs_per_env_runner=4", "env_runners.rollout_fragment_length=125", "--output", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
     results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
@@ -446,7 +446,7 @@ def test_an_agent_that_spawns_mid_episode_acts_from_then_on_and_is_counted():
 
     register_env("spawning", lambda cfg: Spawning())
     algo = (PPOConfig().environment("spawning").env_runners(num_envs_per_env_runner=1, rollout_fragment_length=8)
-            .training(train_batch_size=8, minibatch_size=8, num_epochs=1).debugging(seed=0)).build()
+            .training(train_batch_size=16, minibatch_size=8, num_epochs=1).debugging(seed=0)).build()  # 8 steps x 2 agents at most
     try:
         sampled = algo.runners.local.sample()
     finally:

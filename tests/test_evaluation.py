@@ -70,7 +70,7 @@ def test_evaluation_config_overrides_the_env_config():
     config = (
         marl.load_scenario("scenarios/simple_spread_ppo.yaml")
         .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=25)
-        .training(train_batch_size=50, minibatch_size=50, num_epochs=1)
+        .training(train_batch_size=150, minibatch_size=50, num_epochs=1)  # agent steps: 50 env steps x 3 agents
         .evaluation(evaluation_interval=1, evaluation_duration=2,
                     evaluation_config={"environment": {"env_config": {"max_cycles": 7}}, "env_runners": {"num_envs_per_env_runner": 1}})
     )

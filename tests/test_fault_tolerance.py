@@ -21,7 +21,7 @@ def tag_config(**runners):
     return (
         marl.load_scenario("scenarios/simple_tag_ppo.yaml")
         .env_runners(**({"num_envs_per_env_runner": 2, "rollout_fragment_length": 50} | runners))
-        .training(train_batch_size=100, minibatch_size=50, num_epochs=1)
+        .training(train_batch_size=400, minibatch_size=50, num_epochs=1)  # agent steps: 100 env steps x 4 agents
         .debugging(seed=0)
     )
 
@@ -49,8 +49,9 @@ def test_sigkilled_runner_is_replaced_and_the_run_completes(ray_session):
     assert [r["iteration"] for r in results] == list(range(1, 11))
     assert results[-1]["fault/runner_restarts"] == 1
     assert results[2]["fault/runner_restarts"] == 0
-    # Both runners' fragments in every iteration, the replacement's included ...
-    assert [r["env_steps_this_iter"] for r in results] == [200] * 10
+    # Both runners' fragments in every iteration, the replacement's included (the two share the
+    # 400-agent-step batch: 25 env steps x 2 env copies each) ...
+    assert [r["env_steps_this_iter"] for r in results] == [100] * 10
     # ... and every fragment was sampled with the learner's current weights: a replacement that sampled
     # before receiving them would carry weights version 0 and show up as policy lag.
     assert all(r["perf/policy_lag_max"] == 0 for r in results)

@@ -173,7 +173,7 @@ def test_ppo_with_a_cnn_learns_to_read_the_image():
     """Chance earns 2 of 8 per episode; reading the quadrant from the pixels earns 8."""
     cfg = (
         quadrant_config(num_envs_per_env_runner=8, rollout_fragment_length=32)
-        .training(lr=1e-3, train_batch_size=512, minibatch_size=128, num_epochs=4, entropy_coeff=0.0,
+        .training(lr=1e-3, train_batch_size=1024, minibatch_size=128, num_epochs=4, entropy_coeff=0.0,
                   model={"conv_filters": [[8, 4, 2], [16, 3, 2]], "hiddens": [64]})
     )
     algo = cfg.build()
@@ -194,7 +194,7 @@ def test_ppo_with_a_cnn_learns_to_read_the_image():
 
 ROOT = Path(__file__).resolve().parents[1]
 PISTONBALL = ROOT / "scenarios" / "pistonball_cnn.yaml"
-SHORT = ["env_runners.num_envs_per_env_runner=1", "env_runners.rollout_fragment_length=16", "training.train_batch_size=16",
+SHORT = ["env_runners.num_envs_per_env_runner=1", "env_runners.rollout_fragment_length=16", "training.train_batch_size=96",
          "training.minibatch_size=48", "training.num_epochs=1"]
 needs_butterfly = pytest.mark.skipif(
     importlib.util.find_spec("supersuit") is None or importlib.util.find_spec("pymunk") is None,

@@ -103,7 +103,7 @@ PREY = {"algo": "DQN", "lr": 1e-3}
         ({"prey": {"lr": 0.1}}, "'training.algorithms.prey' must be a mapping with an 'algo' key"),
         ({"prey": {**PREY, "lrr": 0.1}}, "unknown key 'training.algorithms.prey.lrr' (did you mean 'lr'?)"),
         ({"prey": {**PREY, "lr": -1}}, "'training.algorithms.prey.lr' must be >= 0"),
-        ({"prey": {**PREY, "epsilon": [[0, 2.0]]}}, "training.algorithms.prey (DQN): 'training.epsilon' values must lie in [0, 1]"),
+        ({"prey": {**PREY, "epsilon": [[0, 2.0]]}}, "'training.algorithms.prey.epsilon' must have values in [0, 1] (probabilities)"),
         ({"hunter": {"algo": "PPO"}}, "names undeclared policies ['hunter']"),
     ],
 )

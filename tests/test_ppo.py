@@ -17,7 +17,7 @@ def tag_config(policies_to_train=None):
     return (
         marl.load_scenario("scenarios/simple_tag_ppo.yaml")
         .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=50)
-        .training(train_batch_size=100, minibatch_size=50, num_epochs=2)
+        .training(train_batch_size=400, minibatch_size=50, num_epochs=2)  # agent steps: 100 env steps x 4 agents
         .multi_agent(policies_to_train=policies_to_train or ["predator", "prey"])
     )
 
@@ -186,7 +186,8 @@ def test_remote_learner_and_runners_on_ray(ray_session):
         before = weights_of(algo)
         r = algo.train()
         after = weights_of(algo)
-        assert r["env_steps_total"] == 200  # two runners' fragments in one round
+        # Two runners share the 400-agent-step batch: fragments of 25 steps x 2 env copies x 4 agents each.
+        assert r["env_steps_total"] == 100 and r["agent_steps_total"] == 400
         assert changed(before, after, "predator")
         versions = ray_session.get([a.get_weights_version.remote() for a in algo.runners.remote])
         assert versions == [algo.get_weights()["version"]] * 2
@@ -201,7 +202,7 @@ def test_killed_runner_is_restarted_with_current_weights(ray_session):
         ray_session.kill(algo.runners.remote[0], no_restart=True)
         r = algo.train()  # the dead runner's sample fails, it is recreated, synced and asked again
         assert r["fault/runner_restarts"] == 1
-        assert r["env_steps_total"] == 400
+        assert r["env_steps_total"] == 200
         versions = ray_session.get([a.get_weights_version.remote() for a in algo.runners.remote])
         assert versions == [algo.get_weights()["version"]] * 2
     finally:

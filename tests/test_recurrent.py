@@ -26,7 +26,7 @@ def memory_config(algo=marl.PPOConfig, recurrent="lstm", **training):
         .environment(MEMORY_ENV, env_config={"num_cues": 4, "delay": 4})
         .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=24)
         .multi_agent(**TWO_POLICIES)
-        .training(**({"train_batch_size": 384, "minibatch_size": 96, "num_epochs": 8, "lr": 3e-3,
+        .training(**({"train_batch_size": 768, "minibatch_size": 96, "num_epochs": 8, "lr": 3e-3,
                       "entropy_coeff": 0.01, "model": model} | training))
         .debugging(seed=1)
     )

@@ -51,7 +51,7 @@ def test_ppo_default_graph_has_five_operators_in_order():
         ("learn", "sync_weights"): "results",
         ("sync_weights", "report"): "results",
     }
-    assert g.nodes["concat"]["params"] == {"min_env_steps": 128}
+    assert g.nodes["concat"]["params"] == {"min_agent_steps": 128}
 
 
 def test_yaml_form_round_trips():

@@ -25,7 +25,6 @@ flight are not saved) continues correctly but not bit-identically.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from marl.algorithms import checkpoint as ckpt
+from marl.algorithms import resources
 from marl.algorithms.evaluation import Evaluation
 from marl.algorithms.sections import ConfigError
 from marl.envs import make_env
@@ -41,6 +41,7 @@ from marl.execution import metrics as m
 from marl.learners import LearnerGroup
 from marl.policies import resolve_policies
 from marl.runners import EnvRunnerGroup
+from marl.runners.user_code import job_runtime_env
 from marl.workflow import Evaluate, ExecutionContext, Workflow
 
 log = logging.getLogger(__name__)
@@ -48,17 +49,19 @@ log = logging.getLogger(__name__)
 CheckpointError = ckpt.CheckpointError
 
 
-def ensure_ray(num_cpus: int | None = None) -> None:
-    """Joins RAY_ADDRESS if set, else starts a local Ray (never a stale cluster left by a killed run)."""
+def ensure_ray(num_cpus: int | None = None, runtime_env: dict | None = None) -> None:
+    """Joins RAY_ADDRESS if set, else starts a local Ray (never a stale cluster left by a killed run).
+
+    `runtime_env`: the job's (the user's modules, `marl.runners.user_code.job_runtime_env`)."""
     import ray
 
     if ray.is_initialized():
         return
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=True)
+        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False)
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, runtime_env=runtime_env)
 
 
 def workflow_for(config) -> Workflow:
@@ -89,10 +92,14 @@ class Algorithm:
         if seed is not None:  # user code (envs, mapping functions) drawing from the global generators
             random.seed(seed)
             np.random.seed(seed)
-        if config.env_runners_cfg.num_env_runners > 0 or config.learners_cfg.num_learners > 0:
-            needed = config.env_runners_cfg.num_env_runners * config.env_runners_cfg.num_cpus_per_env_runner
-            needed += config.learners_cfg.num_learners * config.learners_cfg.num_cpus_per_learner
-            ensure_ray(max(int(math.ceil(needed)), os.cpu_count() or 1))
+        if resources.uses_ray(config):
+            # Checked before Ray is asked: Ray would queue actors no node can place and wait for ever.
+            import ray
+
+            if not ray.is_initialized() and not os.environ.get("RAY_ADDRESS"):
+                resources.check_local_request(config)
+            ensure_ray(resources.local_ray_cpus(config), job_runtime_env(config))
+            resources.check_cluster_request(config)
         config.global_state_spec()  # centralised critics: probed once here, shipped with the config
         probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config), config.environment_cfg.wrappers)
         try:

@@ -26,6 +26,7 @@ from marl.algorithms.sections import (
     LoggersSection,
     MultiAgentSection,
     StopSection,
+    check_relations,
     section_fields,
     update_section,
 )
@@ -102,6 +103,9 @@ class AlgorithmConfig:
     # "on_policy" from the concatenated fresh samples (the training section has `train_batch_size`),
     # "replay" from the policy's own replay buffer (the training section has DQN's replay keys), None: it cannot.
     mixed_family: str | None = None
+    # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
+    # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
+    batch_in_agent_steps = False
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -117,6 +121,9 @@ class AlgorithmConfig:
         self.loggers_cfg = LoggersSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
+        # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
+        # runtime_env py_modules (marl.runners.user_code), so workers need no PYTHONPATH.
+        self.user_modules: list[str] = []
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
 
     # -- builder --------------------------------------------------------------
@@ -229,6 +236,8 @@ class AlgorithmConfig:
 
     # -- what the runtime asks of a config -----------------------------------
     def validate(self) -> None:
+        for name in SECTION_NAMES:  # keys bounded by other keys, now that every key is set
+            check_relations(getattr(self, name + "_cfg"), name)
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
         if self.environment_cfg.wrappers:

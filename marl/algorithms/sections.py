@@ -3,7 +3,17 @@
 Each section is a dataclass; each field's `doc` metadata is the reference for
 the YAML key of the same name. `update_section` is the one place a key/value
 is checked: unknown key (with the nearest valid one), wrong type, value out
-of range.
+of range; `check_relations` checks what a key must be against another key of
+its section, once the whole config is set (`AlgorithmConfig.validate`).
+
+The checks a `doc(...)` may carry:
+
+    min=, max=        bounds of a number (inclusive)
+    choices=(...)     the allowed values
+    check=fn          fn(value) -> None, or the reason the value is wrong (a schedule's entries, say)
+    at_most="key"     not larger than the section's `key` (minibatch_size <= train_batch_size) when
+                      the user set it to a value other than its default; a default larger than the user's `key` is left to the consumer
+                      to cap (a default minibatch of 64 rows with train_batch_size 32: the whole batch)
 """
 
 from __future__ import annotations
@@ -17,7 +27,13 @@ from typing import Any
 from marl.errors import ConfigError  # noqa: F401  (the config layer's error; re-exported here)
 
 
+CHECKS = frozenset({"min", "max", "choices", "check", "at_most"})
+
+
 def doc(text: str, default=dataclasses.MISSING, default_factory=dataclasses.MISSING, **checks):
+    unknown = sorted(set(checks) - CHECKS)
+    if unknown:  # a typo here would silently drop a check
+        raise TypeError(f"doc(): unknown check(s) {unknown}; known: {sorted(CHECKS)}")
     meta = {"doc": text, **checks}
     if default_factory is not dataclasses.MISSING:
         return field(default_factory=default_factory, metadata=meta)
@@ -45,7 +61,11 @@ class EnvironmentSection:
 class EnvRunnersSection:
     num_env_runners: int = doc("remote EnvRunner actors; 0 samples in-process", 0, min=0)
     num_envs_per_env_runner: int = doc("env copies stepped in lockstep by each runner", 8, min=1)
-    rollout_fragment_length: int = doc("env steps per env copy in one sample() call", 128, min=1)
+    rollout_fragment_length: int = doc(
+        "env steps per env copy in one sample() call; with many agents, algorithms whose train_batch_size counts agent "
+        "steps take fewer, so one call brings at most its share of a train batch (or as many rows as a single-agent env)",
+        128, min=1,
+    )
     batch_mode: str = doc(
         "truncate_episodes: a fragment is rollout_fragment_length steps, open episodes are cut and bootstrapped; "
         "complete_episodes: after those steps each env copy plays its episode to the end, so no episode is cut "
@@ -55,6 +75,11 @@ class EnvRunnersSection:
     num_cpus_per_env_runner: float = doc("CPUs Ray reserves for each runner actor", 1.0, min=0)
     observation_filter: str = doc("observation normalisation: none | mean_std", "none", choices=("none", "mean_std"))
     max_runner_restarts: int = doc("runner crashes tolerated before the run stops", 100, min=0)
+    resource_wait_s: float = doc(
+        "seconds a run joined to a cluster (RAY_ADDRESS) waits for it to provide the CPUs its runners and learners "
+        "ask for (an autoscaling cluster adds nodes) before it fails; a local Ray short of CPUs fails at once",
+        300.0, min=0,
+    )
     overlap: bool = doc(
         "sample the next round on the runner actors while the learner trains on this one (the default graph's "
         "sample node runs mode=overlap): one round of policy lag, which PPO/MAPPO/A2C/PG correct with the ratio to "
@@ -97,7 +122,7 @@ class LearnersSection:
 
 @dataclass
 class DebuggingSection:
-    seed: int | None = doc("base seed; each runner and env copy derives its own", None)
+    seed: int | None = doc("base seed; each runner and env copy derives its own", None, min=0)
     log_level: str = doc("python logging level", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     validate_env: bool = doc("check every env reset/step against the multi-agent env contract (agents, spaces, flags)", False)
     check_module_state: bool = doc("on the first update, check that a stateful (recurrent) module's training pass over sequences reproduces its acting pass (log-probs), and stop with a clear error if not", True)
@@ -257,6 +282,51 @@ def update_section(section, section_name: str, values: dict) -> None:
                 raise ConfigError(f"'{section_name}.{key}' must be <= {meta['max']}, got {coerced!r}")
             if "choices" in meta and coerced not in meta["choices"]:
                 raise ConfigError(f"'{section_name}.{key}' must be one of {list(meta['choices'])}, got {coerced!r}")
+            if "check" in meta:
+                reason = meta["check"](coerced)
+                if reason:
+                    raise ConfigError(f"'{section_name}.{key}' {reason}, got {coerced!r}")
         checked[key] = coerced
     for key, value in checked.items():
         setattr(section, key, value)
+    # The keys the user gave a value other than the default (a scenario file is merged over every default),
+    # for `check_relations`.
+    given = {key for key, value in checked.items() if value != _default(fields[key])}
+    object.__setattr__(section, "_user_keys", set(getattr(section, "_user_keys", ())) | given)
+
+
+def _default(f: dataclasses.Field):
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def check_relations(section, section_name: str) -> None:
+    """The checks between keys of one section (`at_most`), on its current values, for the keys the user set."""
+    user_keys = getattr(section, "_user_keys", set())
+    for name, f in section_fields(section).items():
+        other = f.metadata.get("at_most")
+        if other is None or name not in user_keys:
+            continue
+        value, limit = getattr(section, name), getattr(section, other)
+        if value is not None and limit is not None and value > limit:
+            raise ConfigError(
+                f"'{section_name}.{name}' ({value}) must be <= '{section_name}.{other}' ({limit})"
+            )
+
+
+def schedule_of_probabilities(value) -> str | None:
+    """`check=` of a schedule [[step, probability], ...]: steps >= 0 and increasing, probabilities in [0, 1]."""
+    last = -1
+    for point in value:
+        if not isinstance(point, (list, tuple)) or len(point) != 2:
+            return "must be a list of [env_step, value] pairs"
+        step, prob = point
+        if not isinstance(step, (int, float)) or isinstance(step, bool) or step < 0 or step < last:
+            return "must have env steps >= 0 in increasing order"
+        if not isinstance(prob, (int, float)) or isinstance(prob, bool) or not 0 <= prob <= 1:
+            return "must have values in [0, 1] (probabilities)"
+        last = step
+    if not value:
+        return "must have at least one [env_step, value] pair"
+    return None

@@ -1,13 +1,14 @@
 """The record of one multi-agent episode in one env copy.
 
-It keeps each agent's timeline (the env step indices at which it acted and the
-reward it collected) and its policy binding. The batch rows carry the same
+It keeps each agent's count of env steps it acted in, the reward it collected
+and its policy binding (memory per agent, not per agent step). The batch rows carry the same
 episode id and step index (`eps_id`, `t`), so a centralised critic can join the
 agents' rows of one env step.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -17,13 +18,13 @@ class Episode:
     env_index: int
     t: int = 0  # env steps taken so far
     policy_of: dict[str, str] = field(default_factory=dict)  # agent -> policy id, bound once
-    agent_steps: dict[str, list[int]] = field(default_factory=dict)  # agent -> env steps it acted at
+    agent_steps: Counter = field(default_factory=Counter)  # agent -> env steps it acted in
     agent_returns: dict[str, float] = field(default_factory=dict)
     done: bool = False
 
     def bind(self, agent: str, policy_id: str) -> None:
         self.policy_of[agent] = policy_id
-        self.agent_steps[agent] = []
+        self.agent_steps[agent] = 0
         self.agent_returns.setdefault(agent, 0.0)
 
     @property

@@ -1,6 +1,10 @@
 """Columns of NumPy arrays: the one currency between runners, buffers and learners.
 
 A `SampleBatch` is a flat table: every column has the same length along axis 0.
+Beside its columns it may hold *tables*: arrays shared by many rows, joined by an
+index column (`table_index(name)`); MAPPO's global state is one row per env step
+in table `state`, not one copy per agent row. Row operations keep the tables and
+their index columns valid; `join(name)` materialises a table's value per row.
 A `MultiAgentBatch` maps policy id -> `SampleBatch` and counts env steps and
 agent steps separately (one env step of simple_spread is three agent steps).
 """
@@ -27,7 +31,7 @@ ENV_INDEX = "env_index"  # which env copy of the runner
 T = "t"  # env step index inside the episode at which the agent acted
 SEGMENT_END = "segment_end"  # last row of an agent's trajectory piece in this batch
 BOOTSTRAP_VALUE = "bootstrap_value"  # V(s') at a segment end that is not a termination
-STATE = "state"  # global state at the env step the agent acted (centralised critics, MAPPO)
+STATE = "state"  # global state at the env step the agent acted (centralised critics, MAPPO); a table
 NEXT_OBS = "next_obs"  # observation after the action (DQN family); at a piece end: the state reached
 NEXT_ACTION_MASK = "next_action_mask"  # legal actions at next_obs (masked envs, DQN family); zeros after a termination
 EPISODE_START = "episode_start"  # the row's agent starts its episode here (stateful modules: state_in is the initial state)
@@ -35,6 +39,11 @@ STATE_IN = "state_in"  # prefix: `state_in.<name>` holds a stateful module's sta
 ADVANTAGES = "advantages"
 VALUE_TARGETS = "value_targets"
 WEIGHTS_VERSION = "weights_version"
+
+
+def table_index(name: str) -> str:
+    """The column of each row's place in table `name`."""
+    return f"{name}.index"
 
 
 def state_in_column(name: str) -> str:
@@ -45,10 +54,11 @@ def state_in_column(name: str) -> str:
 class SampleBatch:
     """Named NumPy columns of equal length."""
 
-    __slots__ = ("columns",)
+    __slots__ = ("columns", "tables")
 
-    def __init__(self, columns: Mapping[str, np.ndarray] | None = None):
+    def __init__(self, columns: Mapping[str, np.ndarray] | None = None, tables: Mapping[str, np.ndarray] | None = None):
         self.columns: dict[str, np.ndarray] = {}
+        self.tables: dict[str, np.ndarray] = dict(tables or {})  # name -> rows shared through column table_index(name)
         lengths = set()
         for name, value in (columns or {}).items():
             arr = np.asarray(value)
@@ -67,6 +77,8 @@ class SampleBatch:
         return 0
 
     def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.columns and name in self.tables:
+            return self.join(name)  # a reader that wants the rows; hot paths keep the table (see Learner)
         return self.columns[name]
 
     def __setitem__(self, name: str, value: np.ndarray) -> None:
@@ -76,7 +88,7 @@ class SampleBatch:
         self.columns[name] = value
 
     def __contains__(self, name: str) -> bool:
-        return name in self.columns
+        return name in self.columns or name in self.tables
 
     def keys(self):
         return self.columns.keys()
@@ -88,14 +100,18 @@ class SampleBatch:
         return self.columns.get(name, default)
 
     def copy(self) -> "SampleBatch":
-        return SampleBatch({k: v.copy() for k, v in self.columns.items()})
+        return SampleBatch({k: v.copy() for k, v in self.columns.items()}, {k: t.copy() for k, t in self.tables.items()})
+
+    def join(self, name: str) -> np.ndarray:
+        """Table `name`'s value for every row (a column; the table stays shared)."""
+        return self.tables[name][self.columns[table_index(name)]]
 
     # -- row operations ------------------------------------------------------
     def slice(self, start: int, end: int) -> "SampleBatch":
-        return SampleBatch({k: v[start:end] for k, v in self.columns.items()})
+        return SampleBatch({k: v[start:end] for k, v in self.columns.items()}, self.tables)
 
     def take(self, indices: np.ndarray) -> "SampleBatch":
-        return SampleBatch({k: v[indices] for k, v in self.columns.items()})
+        return SampleBatch({k: v[indices] for k, v in self.columns.items()}, self.tables)
 
     def shuffle(self, rng: np.random.Generator | None = None) -> "SampleBatch":
         """A row-permuted copy (the columns stay aligned)."""
@@ -123,11 +139,19 @@ class SampleBatch:
             return batches[0]
         names = list(batches[0].columns)
         for b in batches[1:]:
-            if set(b.columns) != set(names):
+            if set(b.columns) != set(names) or set(b.tables) != set(batches[0].tables):
                 raise ValueError(
-                    f"cannot concat SampleBatches with different columns: {sorted(names)} vs {sorted(b.columns)}"
+                    f"cannot concat SampleBatches with different columns: {sorted(names)} + tables {sorted(batches[0].tables)} "
+                    f"vs {sorted(b.columns)} + tables {sorted(b.tables)}"
                 )
-        return SampleBatch({k: np.concatenate([b.columns[k] for b in batches]) for k in names})
+        columns = {k: np.concatenate([b.columns[k] for b in batches]) for k in names}
+        tables = {}
+        for name in batches[0].tables:  # each batch's indices move past the tables before it
+            offsets = np.cumsum([0] + [len(b.tables[name]) for b in batches[:-1]])
+            index = table_index(name)
+            columns[index] = np.concatenate([b.columns[index] + off for b, off in zip(batches, offsets)]).astype(np.int64)
+            tables[name] = np.concatenate([b.tables[name] for b in batches])
+        return SampleBatch(columns, tables)
 
     # -- inspection ----------------------------------------------------------
     def summary(self) -> str:
@@ -145,10 +169,11 @@ class SampleBatch:
         return "{\n" + ",\n".join(lines) + "\n}"
 
     def size_bytes(self) -> int:
-        return sum(v.nbytes for v in self.columns.values())
+        return sum(v.nbytes for v in self.columns.values()) + sum(t.nbytes for t in self.tables.values())
 
     def __repr__(self) -> str:
-        return f"SampleBatch({len(self)} rows: {', '.join(self.columns)})"
+        tables = f"; tables: {', '.join(f'{k} ({len(t)} rows)' for k, t in self.tables.items())}" if self.tables else ""
+        return f"SampleBatch({len(self)} rows: {', '.join(self.columns)}{tables})"
 
 
 class MultiAgentBatch:

@@ -184,8 +184,10 @@ def start_distributed_learners(config, specs: dict, num_learners: int) -> list:
         # The ranks must draw the same minibatch permutations: give them one seed.
         config = config.copy()
         config.debugging_cfg.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    from marl.runners.user_code import actor_options
+
     cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner,
-                     num_gpus=config.learners_cfg.num_gpus_per_learner)(DistributedLearner)
+                     num_gpus=config.learners_cfg.num_gpus_per_learner, **actor_options(config))(DistributedLearner)
     actors = [cls.remote(config, specs, rank, num_learners) for rank in range(num_learners)]
     host, port = ray.get(actors[0].rendezvous_address.remote())
     ray.get([a.init_process_group.remote(host, port) for a in actors])

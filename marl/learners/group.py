@@ -44,11 +44,16 @@ class LearnerGroup:
         elif n == 1:
             import ray
 
+            from marl.runners.user_code import actor_options, import_hint
+
             cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner,
-                             num_gpus=config.learners_cfg.num_gpus_per_learner)(Learner)
+                             num_gpus=config.learners_cfg.num_gpus_per_learner, **actor_options(config))(Learner)
             self.local = None
             self.remote = cls.remote(config, specs)
-            ray.get(self.remote.ping.remote())
+            try:
+                ray.get(self.remote.ping.remote())
+            except ray.exceptions.RayActorError as err:
+                raise (import_hint(err, "the learner actor") or err) from None
             self.replicas = [self.remote]
         else:
             from marl.learners.distributed import start_distributed_learners

@@ -149,11 +149,14 @@ class Learner:
     def _update_policy(self, pid: str, batch: SampleBatch) -> dict:
         cfg = self.train_cfgs[pid]
         algo = self.parts[pid]
-        batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
+        batch = SampleBatch(dict(batch.columns), batch.tables)  # connectors add columns to this view, not the caller's batch
         batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
+        # Tables (MAPPO's state: one row per env step) stay shared; each minibatch joins its own rows.
+        tables = to_device({k: _as_tensor(batch.tables[k]) for k in algo.loss_columns if k in batch.tables}, self.device)
         # Moved to the learner's device once per update (a no-op on the CPU), never per minibatch.
-        tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
+        tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch and k not in tables}
+        tensors.update({sb.table_index(k): _as_tensor(batch[sb.table_index(k)]) for k in tables})
         plan = self.minibatching[pid]
         sequences = None
         # (Replayed sequences of recurrent VDN/QMIX agents are one row each, with their starting states: plain rows here.)
@@ -177,6 +180,8 @@ class Learner:
         else:
             minibatches = self._row_minibatches(tensors, n, plan)
         for rows, minibatch in minibatches:
+            for name, table in tables.items():
+                minibatch[name] = table[minibatch[sb.table_index(name)]]
             for group in groups:  # declared order: a later group's loss sees the earlier groups' new weights
                 if self.sgd_steps[pid] % group.every:
                     continue

@@ -3,6 +3,8 @@
     iter   12  env_steps   24576  return  187.3  env_steps/s  5230  elapsed 0:00:21  stop: return 187.3/450 (42%) | env_steps 24576/100000 (25%)
 
 Progress toward each configured stop criterion is shown; the run stops at the first one met.
+In a zero-sum game (chess, connect four self-play) the summed return is always 0, so the
+line adds each policy's own mean return: `return 0.0 (main +0.42 | main_v3 -0.42)`.
 """
 
 from __future__ import annotations
@@ -41,10 +43,25 @@ def stop_progress(result: dict, stop_cfg) -> str:
     return " | ".join(parts) if parts else "none set (Ctrl-C stops and checkpoints)"
 
 
+def zero_sum_returns(result: dict, most: int = 4) -> str:
+    """' (main +0.42 | main_v1 -0.42)' when the summed return says nothing (zero-sum games: always 0) and
+    the policies' own returns do; else ''."""
+    prefix = "policy_return_mean/"
+    per_policy = {k[len(prefix):]: v for k, v in result.items() if k.startswith(prefix) and isinstance(v, (int, float)) and v == v}
+    total = result.get("episode_return_mean")
+    if len(per_policy) < 2 or total is None or total != total:
+        return ""
+    scale = max(abs(v) for v in per_policy.values())
+    if scale == 0 or abs(total) > 1e-6 * max(1.0, scale):
+        return ""
+    shown = sorted(per_policy.items(), key=lambda kv: -abs(kv[1]))[:most]
+    return " (" + " | ".join(f"{pid} {v:+.2f}" for pid, v in shown) + ")"
+
+
 def progress_line(result: dict, stop_cfg) -> str:
     return (
         f"iter {result['iteration']:4d}  env_steps {result['env_steps_total']:8d}  "
-        f"return {_num(result.get('episode_return_mean')):>7}  "
+        f"return {_num(result.get('episode_return_mean')):>7}{zero_sum_returns(result)}  "
         f"env_steps/s {_num(result.get('env_steps_per_s'), '.0f'):>6}  "
         f"elapsed {_clock(result.get('time_total_s', 0.0))}  "
         f"stop: {stop_progress(result, stop_cfg)}"

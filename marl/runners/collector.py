@@ -69,10 +69,13 @@ class PolicyCollector:
             self.spec[sb.NEXT_OBS] = self.spec[sb.OBS]
             if mask_dim is not None and sb.NEXT_ACTION_MASK in columns:  # so a Q target maximises over legal moves only
                 self.spec[sb.NEXT_ACTION_MASK] = ((mask_dim,), np.float32)
-        if sb.STATE in columns:  # the global state at each row's env step (centralised critics)
-            if state_dim is None:
+        self.state_table = None
+        if sb.STATE in columns:  # the global state at each row's env step (centralised critics): a table,
+            if state_dim is None:  # one row per env copy and step, joined by index (not one copy per agent)
                 raise ValueError("the 'state' column needs the env's global state size")
-            self.spec[sb.STATE] = ((state_dim,), np.float32)
+            self.spec[sb.table_index(sb.STATE)] = ((), np.int64)
+            self.state_table = np.zeros((16, state_dim), np.float32)
+            self.n_states = 0
         for name, value in (module_state or {}).items():  # what the next issue's recurrent training replays from
             self.spec[sb.state_in_column(name)] = (tuple(value.shape), value.dtype)
         if module_state:
@@ -119,6 +122,10 @@ class PolicyCollector:
         if mask is not None:
             c[sb.ACTION_MASK][start:end] = mask
         for name, values in extra.items():
+            if name == sb.STATE:  # (states of the block's env copies, each row's env copy among them)
+                states, inverse = values
+                c[sb.table_index(sb.STATE)][start:end] = self._add_states(states) + inverse
+                continue
             c[name][start:end] = values
         c[sb.EPS_ID][start:end] = eps_id
         c[sb.AGENT_INDEX][start:end] = agent_index
@@ -127,12 +134,27 @@ class PolicyCollector:
         self.n = end
         return start
 
+    def _add_states(self, states: np.ndarray) -> int:
+        """Appends global states to the table; returns the index of the first."""
+        start, end = self.n_states, self.n_states + len(states)
+        if end > len(self.state_table):
+            grown = np.zeros((max(end, 2 * len(self.state_table)), self.state_table.shape[1]), np.float32)
+            grown[:start] = self.state_table[:start]
+            self.state_table = grown
+        self.state_table[start:end] = states
+        self.n_states = end
+        return start
+
     def build(self) -> sb.SampleBatch:
         """The rows so far, grouped by (episode, agent) and ordered by step; resets the collector."""
         n = self.n
         cols = self.cols
         order = np.lexsort((cols[sb.T][:n], cols[sb.AGENT_INDEX][:n], cols[sb.EPS_ID][:n]))
-        batch = sb.SampleBatch({k: v[:n][order] for k, v in cols.items()})
+        tables = {}
+        if self.state_table is not None:
+            tables[sb.STATE] = self.state_table[: self.n_states].copy()
+            self.n_states = 0
+        batch = sb.SampleBatch({k: v[:n][order] for k, v in cols.items()}, tables)
         eps, agent = batch[sb.EPS_ID], batch[sb.AGENT_INDEX]
         end = np.ones(n, dtype=np.bool_)
         if n > 1:

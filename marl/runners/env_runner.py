@@ -26,7 +26,7 @@ checks it), without pickling the env.
 from __future__ import annotations
 
 import logging
-import os
+from collections import Counter
 
 import numpy as np
 import torch
@@ -40,9 +40,13 @@ from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
+from marl.runners.actor_basics import ActorBasics
+from marl.runners.agent_loops import ActingLayouts, add_rewards, cut_pending, env_runs, gather_groups, scatter_block
 from marl.runners.collector import PolicyCollector, check_columns
+from marl.runners.env_checks import BoundaryCheck
+from marl.runners.fragments import fragment_length
 from marl.runners.episode_replay import obs_digest, replay_episode
-from marl.runners.global_state import GlobalState, probe_global_state
+from marl.runners.global_state import GlobalState, probe_global_state, state_rows
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 
 ALL = "__all__"
@@ -54,7 +58,7 @@ def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
 
 
-class EnvRunner:
+class EnvRunner(ActorBasics):  # ping, getpid, node_id
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
         """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
         torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
@@ -68,13 +72,14 @@ class EnvRunner:
         torch_seed = int(runner_seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
         self.torch_rng = torch.Generator().manual_seed(torch_seed)  # action sampling: never the global generator
         self._reset_rngs = [np.random.default_rng(s) for s in env_seqs]  # one stream of reset seeds per env copy
-        self.fragment_length = run_cfg.rollout_fragment_length
         if config.env_creator is not None:  # a name registered in the driver process
             register_env(env_cfg.env, config.env_creator)
         self.envs = self._make_envs()
         env0 = self.envs[0]
         self.possible_agents = list(env0.possible_agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
+        self._layouts = ActingLayouts(self.agent_index)  # per env copy: acting agents grouped by policy
+        self.fragment_length = fragment_length(config, len(self.possible_agents))
 
         self.mapping: PolicyMapping = config.policy_mapping()
         self.specs, agents_of = resolve_policies(env0, config.policy_specs(), self.mapping)
@@ -123,6 +128,7 @@ class EnvRunner:
         # state}) and the actions since.
         self._episode_starts: list[dict | None] = [None] * self.num_envs
         self._replay: list[list[dict]] = [[] for _ in range(self.num_envs)]
+        self._boundary = BoundaryCheck(env0)  # unknown agents and misshapen observations: always, cheaply
         self._checkers = None
         if config.debugging_cfg.validate_env:
             self._checkers = [EnvChecker(env, self._label(k)) for k, env in enumerate(self.envs)]
@@ -156,6 +162,7 @@ class EnvRunner:
             raise EnvStepError(f"{self._label(k)} raised in reset(seed={seed}): {type(err).__name__}: {err}") from err
         if self._checkers is not None:
             self._checkers[k].check_reset(obs)
+        self._boundary.reset(obs, lambda: self._label(k))
         self._obs[k] = obs
         self._episode_starts[k] = start
         self._replay[k] = []
@@ -180,24 +187,15 @@ class EnvRunner:
     # -- one lockstep step over all envs ------------------------------------
     def _act(self, collect: bool, explore: bool) -> list[dict]:
         """One forward pass per policy over the acting agents of all envs; returns per-env action dicts."""
-        # pid -> (env indices, agent ids, raw obs, episode ids, env steps, agent indices)
-        groups: dict[str, tuple[list, list, list, list, list, list]] = {}
-        agent_index = self.agent_index
+        # pid -> pieces (env copy, agents, agent indices, raw obs, episode id, env step), one per env copy
+        pieces: dict[str, list] = {}
         for k in self._active:
-            episode = self._episodes[k]
-            binding, eps_id, t = episode.policy_of, episode.id, episode.t
-            for agent, ob in self._obs[k].items():
-                pid = binding.get(agent) or self._bind(episode, agent)
-                group = groups.get(pid)
-                if group is None:
-                    group = groups[pid] = ([], [], [], [], [], [])
-                group[0].append(k)
-                group[1].append(agent)
-                group[2].append(ob)
-                group[3].append(eps_id)
-                group[4].append(t)
-                group[5].append(agent_index[agent])
-                episode.agent_steps[agent].append(t)
+            episode, obs_k = self._episodes[k], self._obs[k]
+            for pid, agents, agent_idx in self._layouts.groups(k, episode, obs_k, self._bind):
+                raw = list(map(obs_k.__getitem__, agents))
+                pieces.setdefault(pid, []).append((k, agents, agent_idx, raw, episode.id, episode.t))
+            episode.agent_steps.update(obs_k.keys())  # one count per acting agent (a C loop)
+        groups = {pid: gather_groups(p) for pid, p in pieces.items()}
 
         actions: list[dict] = [{} for _ in range(self.num_envs)]
         states = None
@@ -207,13 +205,16 @@ class EnvRunner:
             conn = self.connectors[pid]
             rows = conn.rows(envs_idx, agent_idx, eps_ids, lambda e=envs_idx, a=agents: self._agent_returns(e, a), update_stats=collect)
             module = self.module[pid]
-            global_state = np.stack([states[k] for k in envs_idx]) if states is not None else None
+            state_block, global_state = state_rows(states, envs_idx)  # one state per env copy, one view per row
             agent_states = self.agent_states.get(pid)
             state_in = episode_start = None
             if agent_states is not None:
                 state_in, episode_start = agent_states.gather(envs_idx, agents)
             build = self.module_inputs[pid]
-            inputs, obs, mask = build(raw_obs, rows, agent_idx, global_state, state_in, episode_start)
+            try:
+                inputs, obs, mask = build(raw_obs, rows, agent_idx, global_state, state_in, episode_start)
+            except (ValueError, TypeError) as err:  # name the misshapen observation, not NumPy's complaint
+                raise self._boundary.shape_error(raw_obs, agents, self._label(envs_idx[0]), err) or err
             if explore:
                 out = module.forward_exploration(inputs)
                 dist = module.action_dist(out["action_dist_inputs"])
@@ -227,23 +228,20 @@ class EnvRunner:
                 agent_states.scatter(envs_idx, agents, out.get("state_out"))
             act = act_t.numpy()
             env_actions = conn.to_env(act, rows)
+            row = 0
             if collect:
                 row = self.collectors[pid].add_block(
                     obs, act, mask, eps_ids, agent_idx, envs_idx, steps,
-                    self._requested(pid, out, dist, act_t, global_state, state_in, episode_start),
+                    self._requested(pid, out, dist, act_t, state_block, state_in, episode_start),
                 )
-                for k, agent in zip(envs_idx, agents):
-                    self._pending[k][agent] = (pid, row)
-                    row += 1
-            for j, (k, agent) in enumerate(zip(envs_idx, agents)):
-                actions[k][agent] = env_actions[j]
+            scatter_block(env_runs(envs_idx), agents, env_actions, actions, self._pending if collect else None, pid, row)
         return actions
 
     def _agent_returns(self, envs_idx: list, agents: list) -> list:
         """Each row's agent return so far in its episode (read by previous-reward connector inputs)."""
         return [self._episodes[k].agent_returns.get(a, 0.0) for k, a in zip(envs_idx, agents)]
 
-    def _requested(self, pid: str, out: dict, dist, act_t, global_state, state_in, episode_start) -> dict:
+    def _requested(self, pid: str, out: dict, dist, act_t, state_block, state_in, episode_start) -> dict:
         """The optional columns of one block of rows: only those the policy's algorithm asks for."""
         columns = self.columns[pid]
         extra = {}
@@ -259,7 +257,7 @@ class EnvRunner:
                 )
             extra[sb.VF_PREDS] = vf.numpy()
         if sb.STATE in columns:
-            extra[sb.STATE] = global_state
+            extra[sb.STATE] = state_block
         if state_in is not None:
             for name, value in state_in.items():
                 extra[sb.state_in_column(name)] = value
@@ -294,14 +292,10 @@ class EnvRunner:
             episode.t += 1
             if checkers is not None:
                 checkers[k].check_step(actions[k], obs, rewards, terminateds, truncateds, episode.t)
+            self._boundary.step(obs, rewards, terminateds, truncateds, lambda: self._label(k), episode.t)
             pending = self._pending[k]
             returns = episode.agent_returns
-            for agent, r in rewards.items():
-                r = float(r)
-                returns[agent] = returns.get(agent, 0.0) + r
-                slot = pending.get(agent)
-                if slot is not None and collect:
-                    collectors[slot[0]].rewards[slot[1]] += r
+            add_rewards(rewards, returns, pending, collectors, collect)
             all_done = terminateds.get(ALL, False) or truncateds.get(ALL, False)
             ended = [a for a, d in terminateds.items() if d and a != ALL]
             ended_trunc = [a for a, d in truncateds.items() if d and a != ALL]
@@ -420,12 +414,9 @@ class EnvRunner:
         for k in range(self.num_envs):
             obs = self._obs[k]
             state = self.global_state(self.envs[k], obs) if self.global_state is not None and self._pending[k] else None
-            for agent, (pid, row) in self._pending[k].items():
-                rows = cut.setdefault(pid, ([], [], [], []))
-                rows[0].append(row)
-                rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
-                rows[2].append(state)
-                rows[3].append(self._carried_state(pid, k, agent))
+            # obs None (not acting now, e.g. turn-based): the row bootstraps from its own value
+            cut_pending(self._pending[k], obs, state, cut, lambda pid, agent, k=k: self._carried_state(pid, k, agent),
+                        stateful=set(self.agent_states))
             self._pending[k] = {}
         self._bootstrap(cut)
         self._steps_sampled += env_steps
@@ -499,7 +490,7 @@ class EnvRunner:
                 "obs_digest": obs_digest(self._obs[k]),
                 "episode": None if episode is None else {
                     "id": episode.id, "t": episode.t, "policy_of": dict(episode.policy_of),
-                    "agent_steps": {a: list(v) for a, v in episode.agent_steps.items()},
+                    "agent_steps": dict(episode.agent_steps),
                     "agent_returns": dict(episode.agent_returns),
                 },
             })
@@ -557,7 +548,8 @@ class EnvRunner:
         e = env_state["episode"]
         self._episodes[k] = Episode(
             id=int(e["id"]), env_index=k, t=int(e["t"]), policy_of=dict(e["policy_of"]),
-            agent_steps={a: list(v) for a, v in e["agent_steps"].items()}, agent_returns=dict(e["agent_returns"]),
+            agent_steps=Counter({a: len(v) if isinstance(v, list) else int(v) for a, v in e["agent_steps"].items()}),
+            agent_returns=dict(e["agent_returns"]),
         )
 
     def set_weights(self, weights: dict) -> int:
@@ -580,18 +572,6 @@ class EnvRunner:
 
     def get_spaces(self) -> dict:
         return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
-
-    def ping(self) -> str:
-        return "ok"
-
-    def getpid(self) -> int:
-        return os.getpid()
-
-    def node_id(self) -> str:
-        """The Ray node this runner lives on ('local' outside Ray): shows how runners spread over a cluster."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
     def stop(self) -> None:
         for env in self.envs:

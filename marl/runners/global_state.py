@@ -66,3 +66,16 @@ class GlobalState:
             else:
                 out[offset : offset + width] = gym.spaces.flatten(part, value)
         return out
+
+
+def state_rows(states: list | None, envs_idx) -> tuple[tuple | None, np.ndarray | None]:
+    """((states of the block's env copies, each row's place among them), each row's state) of a block of rows
+    whose env copies are `envs_idx`; `states[k]` is env copy k's state. (None, None) without states.
+
+    The pair is what the collector stores (one state per env copy and step); the per-row array
+    feeds this step's forward pass only."""
+    if states is None:
+        return None, None
+    copies, inverse = np.unique(np.asarray(envs_idx), return_inverse=True)
+    block = np.stack([states[k] for k in copies])
+    return (block, inverse), block[inverse]

@@ -20,6 +20,7 @@ import logging
 from marl.envs import EnvError, EnvStepError
 from marl.policies import MappingError
 from marl.runners.env_runner import EnvRunner
+from marl.runners.user_code import actor_options, import_hint
 from marl.runners.vector_env_runner import runner_class
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,17 @@ class EnvRunnerGroup:
         if not self.is_local:
             import ray
 
-            self._actor_cls = ray.remote(num_cpus=config.env_runners_cfg.num_cpus_per_env_runner)(self._runner_cls)
+            options = actor_options(config)  # the user's modules, shipped through runtime_env
+            self._actor_cls = ray.remote(num_cpus=config.env_runners_cfg.num_cpus_per_env_runner, **options)(self._runner_cls)
             self.remote = [self._make_actor(i) for i in range(self.num_remote)]
-            ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
+            try:
+                ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
+            except ray.exceptions.RayActorError as err:
+                hint = import_hint(err, "an env runner (a Ray worker)")
+                if hint is None:
+                    raise
+                self.stop()
+                raise hint from None
 
     def _make_actor(self, index: int):
         import ray.util

@@ -20,7 +20,7 @@ def sample_node(config) -> Sample:
 
 
 def synchronous_workflow(config, name: str, report_min_env_steps: int = 0) -> Workflow:
-    """Fresh samples of `training.train_batch_size` env steps, one learner update each.
+    """Fresh samples of `training.train_batch_size` agent steps, one learner update each.
 
     `report_min_env_steps`: env steps one `train()` iteration samples at least (an algorithm
     whose updates are small reports over many of them).
@@ -28,7 +28,7 @@ def synchronous_workflow(config, name: str, report_min_env_steps: int = 0) -> Wo
     wf = (
         Workflow(name)
         .add("sample", sample_node(config))
-        .add("concat", ConcatBatches(min_env_steps=config.training_cfg.train_batch_size), after="sample")
+        .add("concat", ConcatBatches(min_agent_steps=config.training_cfg.train_batch_size), after="sample")
         .add("learn", Learn(), after="concat")
     )
     last = "learn"

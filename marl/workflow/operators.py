@@ -103,26 +103,40 @@ class Sample(Operator):
 
 
 class ConcatBatches(Operator):
-    """Accumulates batches until they hold at least `min_env_steps` env steps, then emits one."""
+    """Accumulates batches until they hold at least `min_agent_steps` agent steps (rows of all policies:
+    one per acting agent per env step), or `min_env_steps` env steps, then emits one.
+
+    Agent steps are what a learner update trains on and holds in memory, so a batch counted in them
+    costs the same whatever the number of agents (4,096 env steps of a 162-agent battle are 663k rows).
+    """
 
     op_name, consumes, produces, handles_skip = "concat", (BATCH,), BATCH, True
 
-    def __init__(self, min_env_steps: int):
-        if int(min_env_steps) < 1:
-            raise ValueError(f"concat.min_env_steps must be >= 1, got {min_env_steps}")
-        self.min_env_steps = int(min_env_steps)
+    def __init__(self, min_env_steps: int | None = None, min_agent_steps: int | None = None):
+        if (min_env_steps is None) == (min_agent_steps is None):
+            raise ValueError("concat takes one of min_agent_steps and min_env_steps")
+        for name, value in (("min_env_steps", min_env_steps), ("min_agent_steps", min_agent_steps)):
+            if value is not None and int(value) < 1:
+                raise ValueError(f"concat.{name} must be >= 1, got {value}")
+        self.min_env_steps = None if min_env_steps is None else int(min_env_steps)
+        self.min_agent_steps = None if min_agent_steps is None else int(min_agent_steps)
+
+    def params(self) -> dict:
+        return {k: v for k, v in super().params().items() if v is not None}  # the one unit it counts
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
         buffer: list[SampledBatch] = []
         count = [0]
+        by_agent_steps = self.min_agent_steps is not None
+        target = self.min_agent_steps if by_agent_steps else self.min_env_steps
 
         def accumulate(record):
             if record is SKIP:  # nothing to add; concat emits only full batches
                 return []
             buffer.append(record)
-            count[0] += record.batch.env_steps
-            if count[0] < self.min_env_steps:
+            count[0] += record.batch.agent_steps() if by_agent_steps else record.batch.env_steps
+            if count[0] < target:
                 return []
             out = SampledBatch.concat(buffer)
             buffer.clear()

@@ -23,7 +23,7 @@ class A2CTraining:
     adam_eps: float = doc("Adam epsilon", 1e-5, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     gae_lambda: float = doc("GAE lambda; 1.0: n-step returns bootstrapped at each fragment's end", 0.95, min=0, max=1)
-    train_batch_size: int = doc("env steps per gradient step (default: one sampling round, 8 env copies x 16 steps)", 128, min=1)
+    train_batch_size: int = doc("agent steps per gradient step (agent steps: rows of all policies, one per acting agent per env step; a single-agent env step is one; default: one sampling round of a single-agent env, 8 env copies x 16 steps)", 128, min=1)
     vf_loss_coeff: float = doc("value loss weight", 0.5, min=0)
     entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
@@ -44,6 +44,7 @@ class A2CParts(AlgorithmParts):
 class A2CConfig(AlgorithmConfig):
     algo_name = "A2C"
     training_section_cls = A2CTraining
+    batch_in_agent_steps = True  # train_batch_size counts agent steps
     sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # no action log-probs: no ratio to the sampling policy
     mixed_family = "on_policy"
 

@@ -14,9 +14,9 @@ from marl.algorithms.sections import ConfigError, doc
 @dataclass
 class APPOTraining(IMPALATraining):
     lr: float = doc("Adam learning rate", 5e-4, min=0)
-    train_batch_size: int = doc("env steps per learner update (fragments are concatenated up to it)", 1000, min=1)
+    train_batch_size: int = doc("agent steps per learner update (agent steps: rows of all policies, one per acting agent per env step; a single-agent env step is one; fragments are concatenated up to it)", 1000, min=1)
     num_epochs: int = doc("passes over each train batch", 2, min=1)
-    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", 256, min=1)
+    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", 256, min=1, at_most="train_batch_size")
     clip_param: float = doc("PPO ratio clip epsilon (ratio against the target policy; see appo/loss.py)", 0.3, min=0)
     target_network_update_freq: int | None = doc(
         "sampled env steps between refreshes of the target policy; null: no target policy, the ratio is taken "

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
-from marl.algorithms.sections import ConfigError, doc
+from marl.algorithms.sections import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
-from marl.modules.q_mlp import piecewise_linear
 
 
 @dataclass
@@ -16,7 +15,7 @@ class DQNTraining:
     lr: float = doc("Adam learning rate", 1e-3, min=0)
     adam_eps: float = doc("Adam epsilon", 1e-8, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
-    train_batch_size: int = doc("replayed transitions per policy per learner update", 64, min=1)
+    train_batch_size: int = doc("replayed transitions per policy per learner update", 64, min=1, at_most="replay_capacity")
     n_step: int = doc("steps summed into each target before bootstrapping", 3, min=1)
     double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
     dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
@@ -24,14 +23,14 @@ class DQNTraining:
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 10.0, min=0)
     epsilon: list = doc(
         "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
-        default_factory=lambda: [[0, 1.0], [8000, 0.04]],
+        check=schedule_of_probabilities, default_factory=lambda: [[0, 1.0], [8000, 0.04]],
     )
     target_network_update_freq: int = doc("env steps sampled between target network updates", 256, min=1)
     tau: float = doc("target update weight: 1 copies, < 1 is a Polyak average", 1.0, min=0, max=1)
     training_intensity: float | None = doc(
         "replayed transitions per sampled env step; null: one update per sampling round", 32, min=0
     )
-    num_steps_sampled_before_learning_starts: int = doc("transitions a policy's buffer holds before it is replayed", 1000, min=0)
+    num_steps_sampled_before_learning_starts: int = doc("transitions a policy's buffer holds before it is replayed", 1000, min=0, at_most="replay_capacity")
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 1000, min=0)
     replay_capacity: int = doc("transitions each policy's buffer holds", 100_000, min=1)
     prioritized_replay: bool = doc("prioritised replay (proportional) instead of uniform", False)
@@ -63,16 +62,6 @@ class DQNConfig(AlgorithmConfig):
         # updates (training_intensity), so learning starts early and follows the data closely.
         self.env_runners_cfg.num_envs_per_env_runner = 4
         self.env_runners_cfg.rollout_fragment_length = 16
-
-    def validate(self) -> None:
-        super().validate()
-        t = self.training_cfg
-        try:
-            piecewise_linear(t.epsilon, 0)
-        except (TypeError, ValueError, IndexError):
-            raise ConfigError(f"'training.epsilon' must be a list of [env_step, epsilon] pairs, got {t.epsilon!r}") from None
-        if any(not 0 <= float(e) <= 1 for _, e in t.epsilon):
-            raise ConfigError(f"'training.epsilon' values must lie in [0, 1], got {t.epsilon!r}")
 
     def model_for(self, policy_id: str) -> dict:
         model = super().model_for(policy_id)

@@ -15,8 +15,8 @@ class IMPALATraining:
     lr: float = doc("Adam learning rate", 1e-3, min=0)
     adam_eps: float = doc("Adam epsilon", 1e-7, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
-    train_batch_size: int = doc("env steps per learner update (fragments are concatenated up to it)", 500, min=1)
-    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", None, min=1)
+    train_batch_size: int = doc("agent steps per learner update (agent steps: rows of all policies, one per acting agent per env step; a single-agent env step is one; fragments are concatenated up to it)", 500, min=1)
+    minibatch_size: int | None = doc("agent rows per SGD step; null: the whole batch", None, min=1, at_most="train_batch_size")
     num_epochs: int = doc("passes over each train batch", 1, min=1)
     vtrace_clip_rho_threshold: float = doc("rho-bar: clip of the importance ratio in the value targets", 1.0, min=0)
     vtrace_clip_c_threshold: float = doc("c-bar: clip of the trace-cutting ratio", 1.0, min=0)
@@ -45,6 +45,7 @@ class IMPALAConfig(AlgorithmConfig):
     algo_name = "IMPALA"
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # V-trace's behaviour log-probs
     training_section_cls = IMPALATraining
+    batch_in_agent_steps = True  # train_batch_size counts agent steps
 
     def validate(self) -> None:
         super().validate()

@@ -24,7 +24,7 @@ def async_actor_learner_workflow(config, name: str, target_update_every: int | N
                 mode="async", num_async=t.max_requests_in_flight_per_env_runner, max_policy_lag=config.policy_lag_bound()
             ),
         )
-        .add("concat", ConcatBatches(min_env_steps=t.train_batch_size), after="sample")
+        .add("concat", ConcatBatches(min_agent_steps=t.train_batch_size), after="sample")
         .add("learn", Learn(), after="concat")
     )
     learned = "learn"

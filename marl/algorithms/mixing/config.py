@@ -12,23 +12,23 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
 from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
-from marl.algorithms.sections import EnvRunnersSection, doc
+from marl.algorithms.sections import EnvRunnersSection, doc, schedule_of_probabilities
 
 
 @dataclass
 class MixingTraining(DQNTraining):
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
-    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update; recurrent agents: replayed sequences (chunks of model.max_seq_len joint steps)", 32, min=1)
+    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update; recurrent agents: replayed sequences (chunks of model.max_seq_len joint steps)", 32, min=1, at_most="replay_capacity")
     dueling: bool = doc("dueling head on each agent's Q network: Q = V + A - mean(A)", False)
     td_error_loss: str = doc("loss on the team TD error", "mse", choices=("huber", "mse"))
     replay_capacity: int = doc("joint transitions each group's buffer holds (recurrent agents: sequences)", 50_000, min=1)
-    num_steps_sampled_before_learning_starts: int = doc("joint transitions (recurrent agents: sequences) a group's buffer holds before it is replayed", 1000, min=0)
+    num_steps_sampled_before_learning_starts: int = doc("joint transitions (recurrent agents: sequences) a group's buffer holds before it is replayed", 1000, min=0, at_most="replay_capacity")
     agent_id: bool = doc("append a one-hot of the agent's place in its group to its observation", True)
     # Value decomposition keeps its own defaults where DQN's are sized for one CartPole agent.
     n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
     epsilon: list = doc(
         "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
-        default_factory=lambda: [[0, 1.0], [10000, 0.05]],
+        check=schedule_of_probabilities, default_factory=lambda: [[0, 1.0], [10000, 0.05]],
     )
     target_network_update_freq: int = doc("env steps sampled between target network updates", 500, min=1)
     training_intensity: float | None = doc(

@@ -24,7 +24,7 @@ class PGTraining:
     lr: float = doc("Adam learning rate", 5e-3, min=0)
     adam_eps: float = doc("Adam epsilon", 1e-5, min=0)
     gamma: float = doc("discount factor of the returns-to-go", 0.99, min=0, max=1)
-    train_batch_size: int = doc("env steps per gradient step (whole episodes: at least this many)", 2048, min=1)
+    train_batch_size: int = doc("agent steps per gradient step (agent steps: rows of all policies, one per acting agent per env step; a single-agent env step is one; whole episodes: at least this many)", 2048, min=1)
     standardize_returns: bool = doc("standardise the returns-to-go over each policy's train batch (the mean is the baseline)", True)
     entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", None, min=0)
@@ -49,6 +49,7 @@ class PGParts(AlgorithmParts):
 class PGConfig(AlgorithmConfig):
     algo_name = "PG"
     training_section_cls = PGTraining
+    batch_in_agent_steps = True  # train_batch_size counts agent steps
     sample_columns = frozenset()  # no value predictions, no log-probs: actions and rewards are enough
     mixed_family = "on_policy"
 

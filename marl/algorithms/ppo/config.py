@@ -17,8 +17,8 @@ class PPOTraining:
     adam_eps: float = doc("Adam epsilon", 1e-5, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     gae_lambda: float = doc("GAE lambda", 0.95, min=0, max=1)
-    train_batch_size: int = doc("env steps per learner update", 4096, min=1)
-    minibatch_size: int = doc("agent rows per SGD minibatch", 64, min=1)
+    train_batch_size: int = doc("agent steps per learner update (agent steps: rows of all policies, one per acting agent per env step; a single-agent env step is one); its cost and memory do not grow with the number of agents", 4096, min=1)
+    minibatch_size: int = doc("agent rows per SGD minibatch (num_epochs x train_batch_size / minibatch_size SGD steps per update, whatever the number of agents)", 64, min=1, at_most="train_batch_size")
     num_epochs: int = doc("passes over each train batch", 10, min=1)
     clip_param: float = doc("PPO ratio clip epsilon", 0.2, min=0)
     vf_clip_param: float = doc("clip of the value prediction change", 10.0, min=0)
@@ -46,6 +46,7 @@ class PPOConfig(AlgorithmConfig):
     algo_name = "PPO"
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     training_section_cls = PPOTraining
+    batch_in_agent_steps = True  # train_batch_size counts agent steps
     mixed_family = "on_policy"
 
     def algorithm_parts(self):
