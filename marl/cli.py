@@ -120,6 +120,8 @@ def cmd_evaluate(args) -> int:
     except CheckpointError as err:
         print(f"marl: error: {err}", file=sys.stderr)
         return 2
+    if args.record:
+        return _record_evaluation(algo, args)
     try:
         if args.opponent is not None:  # checked before any episode runs: one line naming what is wrong
             if algo.config.self_play() is None:
@@ -136,6 +138,19 @@ def cmd_evaluate(args) -> int:
           f"{'sampled' if args.explore else 'greedy'} actions")
     for key, value in result.items():
         print(f"{key}: {_fmt(value, '.2f') if isinstance(value, float) else value}")
+    return 0
+
+
+def _record_evaluation(algo, args) -> int:
+    from marl.offline.episodes import record_episodes
+
+    try:
+        summary = record_episodes(algo, args.episodes, args.record, explore=args.explore)
+    finally:
+        algo.stop()
+    print(f"recorded {summary['episodes']} {'sampled' if args.explore else 'greedy'} episodes of {args.checkpoint} "
+          f"to {args.record}: {summary['rows']} rows in {len(summary['files'])} files; "
+          f"episode_return_mean {_fmt(summary['episode_return_mean'], '.2f')}")
     return 0
 
 
@@ -253,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="self-play checkpoints: play this fixed opponent instead of the pool, 'random' (uniform over legal moves) "
              "or an RLModule class path 'pkg.module:Class'; prints evaluation/self_play/win_rate",
     )
+    evaluate.add_argument("--record", metavar="DIR",
+                          help="write the episodes' rows to DIR in the offline format (docs/offline_format.md)")
     evaluate.set_defaults(fn=cmd_evaluate)
 
     graph = sub.add_parser(

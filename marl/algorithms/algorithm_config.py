@@ -24,6 +24,7 @@ from marl.algorithms.sections import (
     EvaluationSection,
     LearnersSection,
     MultiAgentSection,
+    OfflineSection,
     StopSection,
     section_fields,
     update_section,
@@ -35,7 +36,7 @@ from marl.policies.self_play import SelfPlay
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
-    "connectors",
+    "connectors", "offline",
 )
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
 
@@ -113,6 +114,7 @@ class AlgorithmConfig:
         self.stop_cfg = StopSection()
         self.checkpointing_cfg = CheckpointingSection()
         self.connectors_cfg = ConnectorsSection()
+        self.offline_cfg = OfflineSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
@@ -181,6 +183,10 @@ class AlgorithmConfig:
         """Connector pipelines: env_to_module=[...], module_to_env=[...], learner=[...], policies={pid: {...}};
         each entry a piece name, {name: ..., **settings}, a ConnectorPiece class or object (see marl.connectors.build)."""
         return self._set("connectors", kw)
+
+    def offline_data(self, **kw) -> "AlgorithmConfig":
+        """Recording (output=DIR) and offline input (input=DIR | glob | list) for BC, MARWIL, CQL."""
+        return self._set("offline", kw)
 
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
@@ -316,6 +322,14 @@ class AlgorithmConfig:
     def columns_for(self, policy_id: str) -> frozenset[str]:
         """The sample columns runners record for one policy (the same for every policy, except in a MIXED run)."""
         return self.sample_columns
+
+    def runner_columns(self, policy_id: str) -> frozenset[str]:
+        """What runners record for a policy: its algorithm's columns, plus what recording keeps
+        (`offline.output`: action log-probs and next observations)."""
+        columns = self.columns_for(policy_id)
+        if self.offline_cfg.output:
+            columns = columns | {sb.ACTION_LOGP, sb.NEXT_OBS, sb.NEXT_ACTION_MASK}
+        return columns
 
     def global_state_spec(self) -> dict | None:
         """{source, dim, num_agents} of the env's global state when a policy's columns hold it, else None.
