@@ -26,6 +26,8 @@ def record_episodes(algo, episodes: int, output, explore: bool = False, max_file
     cfg = algo.config.evaluation_runner_config()
     cfg.offline_cfg.output = str(output)  # runners then record log-probs and next observations
     cfg.env_runners_cfg.num_env_runners = 0
+    # Only what recording keeps: greedy acting (forward_inference) computes no values for PPO's columns.
+    cfg.columns_for = lambda policy_id: frozenset()
     weights = algo.learners.get_weights()
     runner = EnvRunner(cfg, EVALUATION_FIRST_INDEX)
     try:
