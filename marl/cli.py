@@ -4,7 +4,7 @@
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
     marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
     marl envs                                        marl defaults ALGO
-    marl reference [ALGO ...]
+    marl reference [ALGO ...]                        marl serve SCENARIO.yaml --port 9900
 """
 
 from __future__ import annotations
@@ -319,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     reference.add_argument("algos", nargs="*", metavar="ALGO", type=str.upper,
                            help="algorithms whose training table to include (default: every algorithm)")
     reference.set_defaults(fn=cmd_reference)
+
+    from marl.external.serve_cmd import add_parser as add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 
