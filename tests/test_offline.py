@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import glob
-import math
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa

@@ -36,7 +36,7 @@ import uuid
 import numpy as np
 import torch
 
-from marl.data import MultiAgentBatch, SampleBatch
+from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 
