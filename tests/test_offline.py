@@ -204,7 +204,8 @@ def test_marwil_and_cql_beat_bc_on_mixed_quality_data(cartpole_recordings, ray_s
     seeds, iterations = (0, 1, 2), 15
     bc = [train_offline(marl.BCConfig, mixed, s, iterations) for s in seeds]
     marwil = [train_offline(marl.MARWILConfig, mixed, s, iterations) for s in seeds]
-    cql = train_offline(marl.CQLConfig, mixed, 0, iterations, train_batch_size=2000)
+    # 10 reads of 2048 rows, 4 epochs each (320 SGD steps): CartPole's offline Q-learning drifts when run much longer
+    cql = train_offline(marl.CQLConfig, mixed, 0, 10)
     print(f"greedy returns: BC {bc}, MARWIL {marwil}, CQL {cql}")
     assert np.mean(marwil) > np.mean(bc) + 20, f"MARWIL {marwil} vs BC {bc}"
     assert cql > np.mean(bc) + 20, f"CQL {cql} vs BC {bc}"

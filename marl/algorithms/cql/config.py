@@ -20,12 +20,12 @@ class CQLTraining:
     cql_alpha: float = doc("weight of the conservative penalty logsumexp Q(s, .) - Q(s, a); 0 is offline DQN", 1.0, min=0)
     train_batch_size: int = doc("recorded rows read per iteration (all policies together)", 2048, min=1)
     minibatch_size: int = doc("rows per SGD step", 256, min=1)
-    num_epochs: int = doc("passes over each batch read", 1, min=1)
+    num_epochs: int = doc("passes over each batch read", 4, min=1)
     double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
     dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
     td_error_loss: str = doc("loss on the TD error", "huber", choices=("huber", "mse"))
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 10.0, min=0)
-    target_network_update_freq: int = doc("env steps read between target network updates", 8192, min=1)
+    target_network_update_freq: int = doc("env steps read between target network updates", 4096, min=1)
     model: dict = doc("default Q-model options: hiddens, activation", default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"})
 
 
