@@ -71,8 +71,9 @@ def test_reader_routes_rows_by_the_mapping_and_keeps_only_trained_policies(tmp_p
     names = ["adversary_0", "adversary_1", "agent_0"]
     writer = OfflineWriter(tmp_path, names)
     for eps in range(5):
-        # recorded under one policy: the reading run's mapping decides where rows go
-        writer.write({"shared": tiny_batch(10, eps=eps, agents=(0, 1, 2))}, 1)
+        # recorded under other policy names (and observation widths): the reading run's mapping decides where rows go
+        writer.write({"chasers": tiny_batch(10, eps=eps, agents=(0, 1), obs_dim=4),
+                      "runner": tiny_batch(10, eps=eps, agents=(2,), obs_dim=3)}, 1)
     writer.close()
     mapping = PolicyMapping({"adversary_*": "predator", "*": "prey"}, ["predator", "prey"])
     stream = OfflineStream(str(tmp_path), mapping, ["predator", "prey"], batch_rows=150, shuffle="rows", cache_mb=0)
@@ -81,6 +82,7 @@ def test_reader_routes_rows_by_the_mapping_and_keeps_only_trained_policies(tmp_p
     assert n == 150 and batch.env_steps == 50
     assert sorted(set(batch["predator"][sb.AGENT_INDEX])) == [0, 1] and set(batch["prey"][sb.AGENT_INDEX]) == {2}
     assert len(batch["predator"]) == 100 and len(batch["prey"]) == 50
+    assert batch["predator"][sb.OBS].shape == (100, 4) and batch["prey"][sb.OBS].shape == (50, 3)
     only_prey = OfflineStream(str(tmp_path), mapping, ["prey"], batch_rows=150, shuffle="none", cache_mb=0)
     batch, _ = next(only_prey)
     only_prey.close()

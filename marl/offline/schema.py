@@ -109,6 +109,14 @@ def _column_numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if pa.types.is_fixed_size_list(column.type):
         width = column.type.list_size
         return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), width)
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        # Policies with different widths read as one dataset: Ray Data unifies fixed-size lists to lists.
+        # One row per object (every batch alike, so cached blocks concatenate); stacked per policy later.
+        lengths = column.value_lengths().to_numpy(zero_copy_only=False)
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        out = np.empty(len(column), dtype=object)
+        out[:] = np.split(values, np.cumsum(lengths)[:-1])
+        return out
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if column.null_count:
@@ -124,6 +132,9 @@ def to_columns(table: pa.Table) -> dict[str, np.ndarray]:
 def to_sample_batch(columns: dict[str, np.ndarray]) -> sb.SampleBatch:
     """The numeric columns as a SampleBatch (id strings dropped; the mapping routed them already)."""
     keep = {k: v for k, v in columns.items() if k not in (AGENT_ID, POLICY_ID)}
+    for name, value in keep.items():  # rows of one policy: vectors of one width, stacked
+        if value.dtype == object:
+            keep[name] = np.stack(list(value)) if len(value) else np.zeros((0, 0), np.float32)
     keep[sb.OBS] = keep[sb.OBS].astype(np.float32, copy=False)
     keep[sb.NEXT_OBS] = keep[sb.NEXT_OBS].astype(np.float32, copy=False)
     return sb.SampleBatch(keep)
