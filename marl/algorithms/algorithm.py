@@ -115,7 +115,7 @@ class Algorithm:
             needed += config.learners_cfg.num_learners * config.learners_cfg.num_cpus_per_learner
             ensure_ray(max(int(math.ceil(needed)), os.cpu_count() or 1))
         config.global_state_spec()  # centralised critics: probed once here, shipped with the config
-        probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
+        probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config), config.environment_cfg.wrappers)
         try:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
         finally:

@@ -231,6 +231,10 @@ class AlgorithmConfig:
     def validate(self) -> None:
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
+        if self.environment_cfg.wrappers:
+            from marl.envs.wrappers import parse_wrappers
+
+            parse_wrappers(self.environment_cfg.wrappers)  # unknown wrapper or argument: one line, before any env is made
         ids = list(self.policy_specs())
         if self.multi_agent_cfg.policies_to_train is not None:
             for pid in self.multi_agent_cfg.policies_to_train:
@@ -343,7 +347,7 @@ class AlgorithmConfig:
             from marl.envs import make_env
             from marl.runners.global_state import probe_global_state
 
-            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config))
+            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
             try:
                 self._global_state_spec = probe_global_state(env)
             finally:

@@ -239,7 +239,8 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
     `module.forward_inference({"obs": obs_tensor})`; observations are what the
     policy's env->module connector pipeline makes of the env's (flat float32
     vectors, `marl.modules.spaces`, normalised with `observation_filter: mean_std`,
-    stacked with `frame_stack`, ...): `load_connectors` gives that pipeline with its state.
+    stacked with `frame_stack`, ...; images stay uint8 arrays of their shape for the
+    default modules, whose conv encoders are rebuilt from the recorded model options): `load_connectors` gives that pipeline with its state.
     """
     import torch
 

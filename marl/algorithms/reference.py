@@ -90,6 +90,16 @@ def section_table(section_cls) -> list[str]:
     return lines
 
 
+def _model_table() -> list[str]:
+    from marl.modules.catalog import MODEL_INTRO, MODEL_OPTIONS
+
+    lines = ["### `training.model` (the default modules)", "", MODEL_INTRO, "",
+             "| key | type | default | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
+    for key, kind, default, allowed, meaning in MODEL_OPTIONS:
+        lines.append(f"| `{key}` | {kind} | {default} | {allowed} | {meaning} |")
+    return lines + [""]
+
+
 def scenario_reference(algorithms: Sequence[str] = ()) -> str:
     """The markdown reference: the shared sections, plus the `training` table of each algorithm named.
 
@@ -127,6 +137,7 @@ def scenario_reference(algorithms: Sequence[str] = ()) -> str:
         if name == "training":
             if not classes:
                 out += ["## `training`", "", TRAINING_ELSEWHERE, ""]
+            out += _model_table()
             for algo, cls in classes.items():
                 out += [f"## `training` ({algo})", "", SECTION_INTROS["training"], "", *section_table(cls.training_section_cls), ""]
             continue

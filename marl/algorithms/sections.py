@@ -26,8 +26,17 @@ def doc(text: str, default=dataclasses.MISSING, default_factory=dataclasses.MISS
 
 @dataclass
 class EnvironmentSection:
-    env: str | None = doc("Gymnasium id, PettingZoo module path (mpe2.simple_spread_v3) or registered name", None)
-    env_config: dict = doc("keyword arguments for the env's constructor", default_factory=dict)
+    env: str | None = doc(
+        "Gymnasium id (module-qualified to import its registering module: lbforaging:Foraging-8x8-2p-2f-v3), "
+        "PettingZoo module path (mpe2.simple_spread_v3), vmas.<scenario> (vmas.balance) or registered name", None,
+    )
+    env_config: dict = doc("keyword arguments for the env's constructor (VMAS: scenario kwargs, plus max_steps, "
+                           "continuous_actions, device)", default_factory=dict)
+    wrappers: list = doc(
+        "SuperSuit wrappers applied to the env before marl adapts it, innermost first: a list of names or "
+        "{name: {arg: value}} (e.g. [{color_reduction_v0: {mode: B}}, {resize_v1: {x_size: 32, y_size: 32}}])",
+        default_factory=list,
+    )
     clip_actions: bool = doc("clip Box actions to the action space's bounds", True)
     unsquash_actions: bool = doc("module acts in [-1, 1]; rescale Box actions to the bounds", False)
 

@@ -27,6 +27,7 @@ from marl.connectors.learner import GAE, LearnerPipeline, RewardClip, RewardScal
 from marl.connectors.module_to_env import ClipActions, ModuleToEnvPipeline, UnsquashActions
 from marl.connectors.piece import ConnectorPiece, RowContext
 from marl.errors import ConfigError
+from marl.modules.spaces import image_space
 
 PIPELINES = ("env_to_module", "module_to_env", "learner")
 BUILTIN_PIECES: dict[str, dict[str, type]] = {
@@ -169,11 +170,31 @@ def _pieces(config, policy_id: str, pipeline: str) -> list[tuple[str, ConnectorP
     return out
 
 
+def keeps_image_obs(config, policy_id: str) -> bool:
+    """Whether the policy's module takes image observations as they are (`RLModule.keeps_image_obs`)."""
+    from marl.modules.rl_module import import_object
+
+    spec = config.policy_specs().get(policy_id)
+    cls = config.module_class_for(spec) if spec is not None else getattr(config, "default_module_class", None)
+    if cls is None:
+        from marl.modules.mlp import ActorCriticMLP as cls  # build_module's default
+    if isinstance(cls, str):
+        try:
+            cls = import_object(cls)
+        except (ImportError, AttributeError, ValueError):
+            return False  # building the module reports it
+    return bool(getattr(cls, "keeps_image_obs", False))
+
+
 def env_to_module_pipeline(config, policy_id: str, observation_space, action_space, num_slots: int = 0):
     pieces = _pieces(config, policy_id, "env_to_module")
-    if config.env_runners_cfg.observation_filter == "mean_std" and not any(isinstance(p, MeanStd) for _, p in pieces):
+    keep_images = keeps_image_obs(config, policy_id)
+    implicit_filter = config.env_runners_cfg.observation_filter == "mean_std"
+    if keep_images and image_space(observation_space) is not None:  # images are scaled in the module instead
+        implicit_filter = False
+    if implicit_filter and not any(isinstance(p, MeanStd) for _, p in pieces):
         pieces.insert(0, ("mean_std", MeanStd()))
-    return EnvToModulePipeline(_keyed(pieces), observation_space, action_space, num_slots)
+    return EnvToModulePipeline(_keyed(pieces), observation_space, action_space, num_slots, keep_images)
 
 
 def module_to_env_pipeline(config, policy_id: str, action_space) -> ModuleToEnvPipeline:
@@ -211,6 +232,7 @@ class PolicyConnectors:
         )
         self.module_to_env = module_to_env_pipeline(config, policy_id, spec.action_space)
         self.obs_dim, self.masked = self.env_to_module.obs_dim, self.env_to_module.masked
+        self.obs_shape, self.obs_dtype = self.env_to_module.obs_shape, self.env_to_module.obs_dtype
         self.action_shape, self.action_dtype = self.module_to_env.shape, self.module_to_env.dtype
         self._copy_actions = bool(self.module_to_env.pieces)  # pieces get a copy: the batch keeps the sample
 

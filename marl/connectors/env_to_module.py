@@ -1,7 +1,10 @@
-"""env -> module pieces: raw observations of one policy's acting rows -> the module's float32 inputs.
+"""env -> module pieces: raw observations of one policy's acting rows -> the module's inputs.
 
 `Flatten` always comes first (Box reshape, Discrete one-hot, any other space through
-gymnasium's flatten; PettingZoo action masks split off). Then the configured pieces:
+gymnasium's flatten, all to float32; PettingZoo action masks split off). Image observations
+(a Box with 3 axes) are the exception when the policy's module takes them (`RLModule.keeps_image_obs`,
+true for the default modules): they stay arrays of their shape in their dtype — uint8 frames stay
+uint8 through runners, batches, replay and the object store, and the module scales them. Then the configured pieces:
 `MeanStd` (running mean/std normalisation, synced through the learner), `FrameStack`
 (the last k observations of each (env copy, agent)), `PrevActionReward` (the agent's
 previous action and the reward it got since, appended). `EnvToModulePipeline` runs them.
@@ -13,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl.connectors.piece import CONTEXT_FIELDS, ConnectorPiece, RowContext
-from marl.modules.spaces import flat_obs_dim, is_masked_space, observation_part
+from marl.modules.spaces import as_image_box, flat_obs_dim, image_layout, image_space, is_masked_space, observation_part
 
 
 class MeanStdFilter:
@@ -94,18 +97,29 @@ def with_observation(space: gym.Space, box: gym.spaces.Box) -> gym.Space:
     return box
 
 
+def image_dtype(box: gym.spaces.Box):
+    """What an image observation travels as: uint8 stays uint8, anything else float32."""
+    return np.uint8 if box.dtype == np.uint8 else np.float32
+
+
 class Flatten:
     """The first step of every env->module pipeline: raw observations -> (float32 [m, d], action mask or None).
 
     Its space is the env's own: modules flatten a space by the same rule (`marl.modules.spaces`).
+    `keep_images`: image observations come out as [m, *shape] in `image_dtype` instead.
     """
 
-    def __init__(self, space: gym.Space):
+    def __init__(self, space: gym.Space, keep_images: bool = False):
         self.space = space
         self.masked = is_masked_space(space)
         self.obs_space = observation_part(space)
         self.dim = flat_obs_dim(space)
-        if isinstance(self.obs_space, gym.spaces.Box):
+        image = image_space(space) if keep_images else None
+        self.image = None if image is None else as_image_box(image)
+        if self.image is not None:
+            self._dtype = image_dtype(self.image)
+            self._flatten = self._stack_images
+        elif isinstance(self.obs_space, gym.spaces.Box):
             self._flatten = self._flatten_box
         elif isinstance(self.obs_space, gym.spaces.Discrete):
             self._flatten = self._flatten_discrete
@@ -114,6 +128,9 @@ class Flatten:
 
     def _flatten_box(self, items: list) -> np.ndarray:
         return np.asarray(items, dtype=np.float32).reshape(len(items), self.dim)
+
+    def _stack_images(self, items: list) -> np.ndarray:
+        return np.asarray(items, dtype=self._dtype).reshape((len(items),) + self.image.shape)
 
     def _flatten_discrete(self, items: list) -> np.ndarray:
         out = np.zeros((len(items), self.dim), np.float32)
@@ -143,6 +160,11 @@ class MeanStd(ConnectorPiece):
         self._filter: MeanStdFilter | None = None
 
     def transform_space(self, space, action_space):
+        if image_space(space) is not None:
+            raise ValueError(
+                "mean_std normalises flat observations, and this policy's are images (scaled to [0, 1] in the module); "
+                "leave mean_std out for it (or use a module with keeps_image_obs = False)"
+            )
         self._filter = MeanStdFilter(flat_obs_dim(space), self.clip)
         return space
 
@@ -169,7 +191,11 @@ class MeanStd(ConnectorPiece):
 
 
 class FrameStack(ConnectorPiece):
-    """The agent's last k observations, oldest first (zeros before its episode's first one)."""
+    """The agent's last k observations, oldest first (zeros before its episode's first one).
+
+    Flat observations are concatenated; images are stacked along their channel axis
+    ((H, W, C) -> (H, W, k*C), (C, H, W) -> (k*C, H, W)) in their own dtype (uint8 stays uint8).
+    """
 
     needs = frozenset({"episode_start"})
 
@@ -177,34 +203,44 @@ class FrameStack(ConnectorPiece):
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
         self.k = k
-        self._dim = 0
+        self._frame_shape, self._dtype, self._channel_axis = (0,), np.float32, None
         self._frames: np.ndarray | None = None  # [num_slots, k, d]: one stack per (env copy, agent)
 
     def transform_space(self, space, action_space):
+        image = image_space(space)
+        if image is not None:
+            self._frame_shape, self._dtype = tuple(image.shape), image_dtype(image)
+            self._channel_axis = 2 if image_layout(image.shape) == "HWC" else 0
+            low, high = np.minimum(image.low, 0), np.maximum(image.high, 0)
+            low, high = (np.concatenate([b] * self.k, axis=self._channel_axis) for b in (low, high))
+            return with_observation(space, gym.spaces.Box(low, high, low.shape, image.dtype))
         box = flat_box(space)
-        self._dim = int(box.shape[0])
+        self._frame_shape, self._dtype, self._channel_axis = (int(box.shape[0]),), np.float32, None
         low, high = np.minimum(box.low, 0.0), np.maximum(box.high, 0.0)  # zero padding is inside the bounds
-        stacked = gym.spaces.Box(np.tile(low, self.k), np.tile(high, self.k), (self.k * self._dim,), np.float32)
+        stacked = gym.spaces.Box(np.tile(low, self.k), np.tile(high, self.k), (self.k * box.shape[0],), np.float32)
         return with_observation(space, stacked)
 
     def __call__(self, obs, ctx):
         if self._frames is None or len(self._frames) < ctx.num_slots:
-            frames = np.zeros((ctx.num_slots, self.k, self._dim), np.float32)
+            frames = np.zeros((ctx.num_slots, self.k) + self._frame_shape, self._dtype)
             if self._frames is not None:
                 frames[: len(self._frames)] = self._frames
             self._frames = frames
         history = self._frames[ctx.slots]  # a copy (fancy indexing)
-        history[ctx.episode_start] = 0.0
-        stacked = np.concatenate([history[:, 1:], obs[:, None, :]], axis=1)
+        history[ctx.episode_start] = 0
+        stacked = np.concatenate([history[:, 1:], obs[:, None]], axis=1)
         if not ctx.peek:
             self._frames[ctx.slots] = stacked
-        return stacked.reshape(len(obs), self.k * self._dim)
+        if self._channel_axis is None:
+            return stacked.reshape(len(obs), -1)
+        # [m, k, ...frame] -> frames side by side on the channel axis (oldest first)
+        return np.concatenate(list(stacked.swapaxes(0, 1)), axis=1 + self._channel_axis)
 
     def get_state(self) -> dict:
         return {} if self._frames is None else {"frames": self._frames.copy()}
 
     def set_state(self, state: dict) -> None:
-        self._frames = np.array(state["frames"], np.float32) if "frames" in state else None
+        self._frames = np.array(state["frames"], self._dtype) if "frames" in state else None
 
 
 class PrevActionReward(ConnectorPiece):
@@ -224,6 +260,8 @@ class PrevActionReward(ConnectorPiece):
         self._width = 0
 
     def transform_space(self, space, action_space):
+        if image_space(space) is not None:
+            raise ValueError("prev_action_reward appends to flat observations, and this policy's are images")
         if isinstance(action_space, gym.spaces.Discrete) and self.one_hot:
             n = int(action_space.n)
             self._width, self._encode = n, lambda a: np.eye(n, dtype=np.float32)[a]
@@ -271,17 +309,26 @@ class EnvToModulePipeline:
     last acted in (-> `episode_start`) and, for previous-action inputs, the slot's last
     action and its return at that moment (-> `prev_reward` = return now - return then).
     `num_slots` = env copies x possible agents (0: a pipeline that never runs on rows,
-    e.g. the learner's copy that only keeps central statistics).
+    e.g. the learner's copy that only keeps central statistics). `keep_images`: the module
+    takes image observations as they are (`RLModule.keeps_image_obs`); `obs_shape`/`obs_dtype`
+    say what one row's observation is.
     """
 
-    def __init__(self, pieces: dict[str, ConnectorPiece], observation_space, action_space, num_slots: int = 0):
-        self.flatten = Flatten(observation_space)
+    def __init__(self, pieces: dict[str, ConnectorPiece], observation_space, action_space, num_slots: int = 0,
+                 keep_images: bool = False):
+        self.flatten = Flatten(observation_space, keep_images)
         self.pieces = dict(pieces)
         space = observation_space
+        if image_space(space) is not None:  # pieces and module see what the data are: flat, or an image of 3 axes
+            space = with_observation(space, as_image_box(image_space(space)) if keep_images else flat_box(space))
         for piece in self.pieces.values():
             space = piece.transform_space(space, action_space)
         self.output_space = space
         self.obs_dim = flat_obs_dim(space)
+        image = image_space(space) if keep_images else None
+        # What one row's obs is in runners, batches and replay.
+        self.obs_shape = (self.obs_dim,) if image is None else tuple(image.shape)
+        self.obs_dtype = np.dtype(np.float32 if image is None else image_dtype(image))
         self.masked = self.flatten.masked
         self._steps = list(self.pieces.values())
         self.needs = frozenset().union(*(p.needs for p in self._steps)) & CONTEXT_FIELDS

@@ -23,8 +23,9 @@ import gymnasium
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 
 from marl.envs.base import EnvError, MultiAgentEnv
-from marl.envs.gymnasium import GymnasiumAdapter
+from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
+from marl.envs.wrappers import apply_wrappers
 
 EnvCreator = Callable[[dict[str, Any]], Any]
 
@@ -35,10 +36,13 @@ _ENV_APIS = ("parallel", "aec")
 
 
 def wrap_env(obj: Any) -> MultiAgentEnv:
-    """Adapt ``obj`` to :class:`MultiAgentEnv`.
+    """Adapt ``obj`` to :class:`MultiAgentEnv`, chosen from what the object is.
 
-    Accepts a ``MultiAgentEnv`` (returned as is), a PettingZoo ``ParallelEnv``
-    or ``AECEnv``, or a ``gymnasium.Env``.
+    Accepts a ``MultiAgentEnv`` (returned as is), a PettingZoo ``ParallelEnv`` or
+    ``AECEnv``, a ``gymnasium.Env`` (one agent, or one per entry of Tuple
+    observation/action spaces: lbforaging, rware), or an object that behaves like one
+    of these (a wrapper forwarding attributes with ``__getattr__``): it is refused
+    with the name of the first missing method.
     """
     if isinstance(obj, MultiAgentEnv):
         return obj
@@ -47,11 +51,46 @@ def wrap_env(obj: Any) -> MultiAgentEnv:
     if isinstance(obj, AECEnv):
         return AECEnvAdapter(obj)
     if isinstance(obj, gymnasium.Env):
-        return GymnasiumAdapter(obj)
+        return TupleMultiAgentAdapter(obj) if is_multi_agent_tuple_env(obj) else GymnasiumAdapter(obj)
+    return _wrap_duck_typed(obj)
+
+
+# What marl calls on each kind of env: a duck-typed object must have all of them.
+_PARALLEL_NEEDS = ("possible_agents", "reset", "step", "observation_space", "action_space")
+_AEC_NEEDS = _PARALLEL_NEEDS + ("observe", "last")
+_GYM_NEEDS = ("reset", "step", "observation_space", "action_space")
+
+
+def _has(obj: Any, name: str) -> bool:
+    try:
+        getattr(obj, name)
+    except Exception:  # a forwarding __getattr__ may raise anything for a missing name
+        return False
+    return True
+
+
+def _wrap_duck_typed(obj: Any) -> MultiAgentEnv:
+    """An object that is not a PettingZoo/Gymnasium instance but behaves like one."""
+    what = f"an object of type {type(obj).__module__}.{type(obj).__qualname__}"
+    if _has(obj, "possible_agents"):
+        aec = _has(obj, "observe") or _has(obj, "agent_selection") or _has(obj, "last")
+        kind, needs = ("a PettingZoo AEC env", _AEC_NEEDS) if aec else ("a PettingZoo Parallel env", _PARALLEL_NEEDS)
+        missing = [n for n in needs if not _has(obj, n)]
+        if missing:
+            raise EnvError(f"cannot use {what} as an env: it looks like {kind} but has no {missing[0]!r} method")
+        return AECEnvAdapter(obj) if aec else ParallelEnvAdapter(obj)
+    if any(_has(obj, n) for n in _GYM_NEEDS):
+        missing = [n for n in _GYM_NEEDS if not _has(obj, n)]
+        if missing:
+            raise EnvError(
+                f"cannot use {what} as an env: it has no {missing[0]!r} (a multi-agent env needs "
+                f"'possible_agents' and {list(_PARALLEL_NEEDS[1:])}; a Gymnasium env {list(_GYM_NEEDS)})"
+            )
+        return TupleMultiAgentAdapter(obj) if is_multi_agent_tuple_env(obj) else GymnasiumAdapter(obj)
     raise EnvError(
-        f"cannot use an object of type {type(obj).__module__}.{type(obj).__qualname__} "
-        "as an env; expected a marl MultiAgentEnv, a PettingZoo ParallelEnv, "
-        "a PettingZoo AECEnv or a gymnasium.Env instance"
+        f"cannot use {what} as an env; expected a marl MultiAgentEnv, a PettingZoo ParallelEnv or AECEnv, "
+        "a gymnasium.Env, or an object with their methods (possible_agents, reset, step, observation_space, "
+        "action_space; AEC also observe, last)"
     )
 
 
@@ -72,14 +111,19 @@ def registered_envs() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_env(name: str, env_config: dict[str, Any] | None = None) -> MultiAgentEnv:
+def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list | None = None) -> MultiAgentEnv:
     """Create the env called ``name`` with ``env_config``.
 
-    Resolution order: a :func:`register_env` name; a PettingZoo-style module
+    Resolution order: a :func:`register_env` name; ``vmas.<scenario>`` (a VMAS
+    scenario, see :mod:`marl.envs.vmas`); a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
     ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``;
     either may also return a marl ``MultiAgentEnv``, used as it is);
-    a Gymnasium id (``CartPole-v1``, passed ``env_config`` as ``make`` kwargs).
+    a Gymnasium id (``CartPole-v1``, or ``module:Id`` such as
+    ``lbforaging:Foraging-8x8-2p-2f-v3`` to import the registering module first;
+    passed ``env_config`` as ``make`` kwargs).
+    ``wrappers`` (``environment.wrappers``) are SuperSuit wrappers applied to the
+    made object before it is adapted (see :mod:`marl.envs.wrappers`).
     Raises :class:`EnvError` if nothing resolves or ``env_config`` is rejected.
     """
     config = dict(env_config or {})
@@ -87,7 +131,7 @@ def make_env(name: str, env_config: dict[str, Any] | None = None) -> MultiAgentE
 
     creator = _REGISTRY.get(name)
     if creator is not None:
-        made = _call(name, creator, config)
+        made = _wrapped(_call(name, creator, config), wrappers, name)
         try:
             return wrap_env(made)
         except EnvError as e:
@@ -96,11 +140,18 @@ def make_env(name: str, env_config: dict[str, Any] | None = None) -> MultiAgentE
             ) from None
     tried.append("register_env: no env registered under that name")
 
-    env = _try_module(name, config, tried)
+    if name.startswith("vmas."):
+        from marl.envs.vmas import make_vmas_env  # vmas (and its import cost) only when asked for
+
+        if wrappers:
+            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to VMAS scenarios")
+        return make_vmas_env(name, config)
+
+    env = _try_module(name, config, tried, wrappers)
     if env is not None:
         return env
 
-    env = _try_gymnasium(name, config, tried)
+    env = _try_gymnasium(name, config, tried, wrappers)
     if env is not None:
         return env
 
@@ -108,6 +159,18 @@ def make_env(name: str, env_config: dict[str, Any] | None = None) -> MultiAgentE
         f"unknown env {name!r}: tried {'; '.join(tried)}. "
         f"Registered envs: {registered_envs() or 'none'}{_suggestions(name)}"
     )
+
+
+def _wrapped(made: Any, wrappers: list | None, name: str) -> Any:
+    """``made`` with the scenario's SuperSuit wrappers applied (none: unchanged)."""
+    if not wrappers:
+        return made
+    if isinstance(made, MultiAgentEnv):
+        raise EnvError(
+            f"env {name!r} is a marl MultiAgentEnv; 'environment.wrappers' (SuperSuit) wrap PettingZoo "
+            "or Gymnasium envs only"
+        )
+    return apply_wrappers(made, wrappers, name)
 
 
 def _call(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -122,7 +185,7 @@ def _call(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise EnvError(f"env {name!r} rejected {what}: {text}") from e
 
 
-def _try_module(name: str, config: dict[str, Any], tried: list[str]) -> MultiAgentEnv | None:
+def _try_module(name: str, config: dict[str, Any], tried: list[str], wrappers: list | None = None) -> MultiAgentEnv | None:
     """Resolve ``name`` as an importable PettingZoo env module, or record why not."""
     if "." not in name or not all(part.isidentifier() for part in name.split(".")):
         tried.append("PettingZoo module: not a dotted module path")
@@ -152,19 +215,19 @@ def _try_module(name: str, config: dict[str, Any], tried: list[str]) -> MultiAge
             raise EnvError(
                 f"env {name!r}: env_api='parallel' but module {name} has no parallel_env()"
             )
-        made = _call(name, module.parallel_env, **config)
+        made = _wrapped(_call(name, module.parallel_env, **config), wrappers, name)
         # A module may also hand out a marl MultiAgentEnv directly (one written against the protocol).
         return made if isinstance(made, MultiAgentEnv) else ParallelEnvAdapter(made)
     if api == "aec" or (api is None and has_aec):
         if not has_aec:
             raise EnvError(f"env {name!r}: env_api='aec' but module {name} has no env()")
-        made = _call(name, module.env, **config)
+        made = _wrapped(_call(name, module.env, **config), wrappers, name)
         return made if isinstance(made, MultiAgentEnv) else AECEnvAdapter(made)
     tried.append(f"PettingZoo module: {name} imported but has neither parallel_env() nor env()")
     return None
 
 
-def _try_gymnasium(name: str, config: dict[str, Any], tried: list[str]) -> MultiAgentEnv | None:
+def _try_gymnasium(name: str, config: dict[str, Any], tried: list[str], wrappers: list | None = None) -> MultiAgentEnv | None:
     """Resolve ``name`` as a Gymnasium id, or record why not."""
     if ":" in name:
         # "module:EnvId" form: gymnasium imports the module, which registers the id.
@@ -173,11 +236,14 @@ def _try_gymnasium(name: str, config: dict[str, Any], tried: list[str]) -> Multi
         except (ImportError, gymnasium.error.Error) as e:
             tried.append(f"Gymnasium id: {type(e).__name__}: {e}")
             return None
-        return GymnasiumAdapter(env)
-    if name not in gymnasium.envs.registry:
+    elif name not in gymnasium.envs.registry:
         tried.append("Gymnasium id: not in gymnasium.envs.registry")
         return None
-    return GymnasiumAdapter(_call(name, gymnasium.make, name, **config))
+    else:
+        env = _call(name, gymnasium.make, name, **config)
+    env = _wrapped(env, wrappers, name)
+    # One agent, or one per Tuple entry (lbforaging, rware): chosen from the env's spaces.
+    return TupleMultiAgentAdapter(env) if is_multi_agent_tuple_env(env) else GymnasiumAdapter(env)
 
 
 def _suggestions(name: str) -> str:

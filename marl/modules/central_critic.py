@@ -6,22 +6,29 @@ sampling and learning: acting greedily reads the observation alone.
 model options: hiddens, activation (actor and critic), critic_hiddens (default:
 hiddens), initial_log_std (Box actions), and, set by `MAPPOConfig` from the env:
 state_dim, num_agents, agent_id (append a one-hot of the agent's index in
-`possible_agents` to both inputs, so one shared network can tell agents apart).
+`possible_agents` to both inputs, so one shared network can tell agents apart);
+conv_filters / conv_activation (image observations: the actor reads them through a
+conv encoder, `marl.modules.catalog`; the critic's global state stays a flat vector).
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 import torch
-from torch import nn
 
-from marl.modules.mlp import ACTIVATIONS, _functional, mlp
+from marl.modules.catalog import (
+    ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, core_for, encoder_for, gaussian_log_std,
+    policy_head, value_head,
+)
+from marl.modules.mlp import _functional
 from marl.modules.rl_module import RLModule
 
-MODEL_KEYS = {"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id"}
+MODEL_KEYS = {"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id"} | ENCODER_KEYS
 
 
 class CentralCriticMLP(RLModule):
+    keeps_image_obs = True
+
     def __init__(self, observation_space, action_space, model_config=None):
         super().__init__(observation_space, action_space, model_config)
         cfg = self.model_config
@@ -37,19 +44,23 @@ class CentralCriticMLP(RLModule):
         self.num_agents = int(cfg.get("num_agents", 0))
         if self.agent_id and self.num_agents < 1:
             raise ValueError("model option agent_id needs num_agents >= 1")
-        hiddens = [int(h) for h in cfg.get("hiddens", [64, 64])]
-        critic_hiddens = [int(h) for h in cfg.get("critic_hiddens") or hiddens]
-        activation = cfg.get("activation", "tanh")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation '{activation}' is not one of {sorted(ACTIVATIONS)}")
+        hiddens = check_hiddens(cfg.get("hiddens", [64, 64]))
+        critic_hiddens = check_hiddens(cfg.get("critic_hiddens") or hiddens, "critic_hiddens")
+        activation = check_activation(cfg.get("activation", "tanh"))
         extra = self.num_agents if self.agent_id else 0
-        self.actor_in_dim, self.critic_in_dim = self.obs_dim + extra, self.state_dim + extra
+        self.encoder = encoder_for(observation_space, cfg)
+        self.core = core_for(self.encoder.out_dim, cfg)
+        self._direct = isinstance(self.encoder, FlatEncoder) and isinstance(self.core, IdentityCore)
+        self.actor_in_dim, self.critic_in_dim = self.core.out_dim + extra, self.state_dim + extra
         self.continuous = isinstance(action_space, gym.spaces.Box)
-        n_out = self.action_dim // 2 if self.continuous else self.action_dim
-        self.pi = mlp(self.actor_in_dim, hiddens, n_out, activation, out_gain=0.01)
-        self.vf = mlp(self.critic_in_dim, critic_hiddens, 1, activation, out_gain=1.0)
+        self.pi = policy_head(self.actor_in_dim, hiddens, action_space, activation)
+        self.vf = value_head(self.critic_in_dim, critic_hiddens, activation)
         if self.continuous:
-            self.log_std = nn.Parameter(torch.full((n_out,), float(cfg.get("initial_log_std", 0.0))))
+            self.log_std = gaussian_log_std(action_space, cfg.get("initial_log_std", 0.0))
+
+    def _actor_in(self, batch) -> torch.Tensor:
+        obs = batch["obs"]
+        return self._with_id(obs if self._direct else self.core(self.encoder(obs)), batch)
 
     def _with_id(self, x: torch.Tensor, batch) -> torch.Tensor:
         if not self.agent_id:
@@ -70,12 +81,12 @@ class CentralCriticMLP(RLModule):
         return self.apply_action_mask(logits, batch)
 
     def forward_train(self, batch):
-        logits = self.pi(self._with_id(batch["obs"], batch))
+        logits = self.pi(self._actor_in(batch))
         return {"action_dist_inputs": self._dist_inputs(logits, batch), "vf_preds": self.vf(self._state(batch)).squeeze(-1)}
 
     def forward_exploration(self, batch):
         with torch.inference_mode():
-            logits = _functional(self.pi, self._with_id(batch["obs"], batch))
+            logits = _functional(self.pi, self._actor_in(batch))
             out = {"action_dist_inputs": self._dist_inputs(logits, batch)}
             if "state" in batch:  # bootstrapping passes only what the critic needs too
                 out["vf_preds"] = _functional(self.vf, self._state(batch)).squeeze(-1)
@@ -83,4 +94,4 @@ class CentralCriticMLP(RLModule):
 
     def forward_inference(self, batch):
         with torch.inference_mode():
-            return {"action_dist_inputs": self._dist_inputs(_functional(self.pi, self._with_id(batch["obs"], batch)), batch)}
+            return {"action_dist_inputs": self._dist_inputs(_functional(self.pi, self._actor_in(batch)), batch)}

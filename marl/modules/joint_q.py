@@ -10,6 +10,10 @@ model options: those of QMLP (hiddens, activation, dueling, epsilon), plus
   agent_id: append a one-hot of the agent's place in its group to its observation;
   agent_indices, state_dim: the group's env agent indices and global-state
   size (filled in by the VDN/QMIX configs, not by users).
+
+Image observations: the agent network has a conv encoder (`marl.modules.catalog`), the
+agent id is joined after it, and the mixer's state (the group's frames, flattened, uint8
+in replay) is scaled to [0, 1] like the frames.
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ from marl.modules.mixers import QMixer, VDNMixer
 from marl.modules.q_mlp import MODEL_KEYS as AGENT_KEYS
 from marl.modules.q_mlp import QMLP
 from marl.modules.rl_module import RLModule
+from marl.modules.spaces import image_space
 
 MIXER_KEYS = {"mixer", "mixing_embed_dim", "hypernet_embed", "agent_id", "agent_indices", "state_dim"}
 
 
 class JointQModule(RLModule):
+    keeps_image_obs = True
+
     def __init__(self, observation_space, action_space, model_config=None):
         super().__init__(observation_space, action_space, model_config)
         cfg = self.model_config
@@ -42,9 +49,17 @@ class JointQModule(RLModule):
         place = np.full(max(indices) + 1, -1, dtype=np.int64)
         place[list(indices)] = np.arange(self.n_agents)
         self.register_buffer("group_place", torch.from_numpy(place), persistent=False)
-        agent_obs = self.obs_dim + (self.n_agents if self.use_agent_id else 0)
-        agent_space = gym.spaces.Box(-np.inf, np.inf, (agent_obs,), np.float32)
-        self.agent = QMLP(agent_space, action_space, {k: v for k, v in cfg.items() if k in AGENT_KEYS})
+        agent_cfg = {k: v for k, v in cfg.items() if k in AGENT_KEYS}
+        image = image_space(observation_space)
+        self.image = image is not None
+        self.state_scale = 1.0 / 255.0 if self.image and image.dtype == np.uint8 else 1.0
+        if self.image:  # the id joins the encoded frame (a one-hot cannot join pixels)
+            ids = self.n_agents if self.use_agent_id else 0
+            self.agent = QMLP(observation_space, action_space, agent_cfg, extra_inputs=ids)
+        else:
+            agent_obs = self.obs_dim + (self.n_agents if self.use_agent_id else 0)
+            agent_space = gym.spaces.Box(-np.inf, np.inf, (agent_obs,), np.float32)
+            self.agent = QMLP(agent_space, action_space, agent_cfg)
         kind = cfg.get("mixer", "qmix")
         if kind == "vdn":
             self.mixer = VDNMixer()
@@ -62,27 +77,39 @@ class JointQModule(RLModule):
     def set_exploration_step(self, env_steps: int) -> None:
         self.agent.set_exploration_step(env_steps)
 
+    def _one_hot(self, agent_index: torch.Tensor | None) -> torch.Tensor:
+        if agent_index is None:
+            raise ValueError("this module appends agent ids: its inputs need an `agent_index` column")
+        return torch.nn.functional.one_hot(self.group_place[agent_index.long()], self.n_agents).float()
+
     def _with_id(self, obs: torch.Tensor, agent_index: torch.Tensor | None) -> torch.Tensor:
         if not self.use_agent_id:
             return obs
-        if agent_index is None:
-            raise ValueError("this module appends agent ids: its inputs need an `agent_index` column")
-        one_hot = torch.nn.functional.one_hot(self.group_place[agent_index.long()], self.n_agents).to(obs.dtype)
-        return torch.cat([obs, one_hot], dim=-1)
+        return torch.cat([obs, self._one_hot(agent_index).to(obs.dtype)], dim=-1)
 
     def agent_q_values(self, joint_obs: torch.Tensor) -> torch.Tensor:
-        """Joint obs [B, n, obs_dim] (agents in group order) -> Q values [B, n, actions]."""
+        """Joint obs [B, n, obs_dim] (or [B, n, *image]; agents in group order) -> Q values [B, n, actions]."""
         b, n = joint_obs.shape[:2]
+        if self.image:
+            ids = torch.eye(n).expand(b, n, n).reshape(b * n, n) if self.use_agent_id else None
+            return self.agent.q_values(joint_obs.reshape((b * n,) + joint_obs.shape[2:]), extra=ids).view(b, n, -1)
         if self.use_agent_id:
             one_hot = torch.eye(n, dtype=joint_obs.dtype).expand(b, n, n)
             joint_obs = torch.cat([joint_obs, one_hot], dim=-1)
         return self.agent.q_values(joint_obs.reshape(b * n, -1)).view(b, n, -1)
 
     def mix(self, agent_qs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        if not state.is_floating_point():  # the group's uint8 frames, flattened
+            state = state.float() * self.state_scale
         return self.mixer(agent_qs, state)
 
     def _agent_batch(self, batch):
-        out = {"obs": self._with_id(batch["obs"], batch.get("agent_index"))}
+        if self.image:
+            out = {"obs": batch["obs"]}
+            if self.use_agent_id:
+                out["extra_features"] = self._one_hot(batch.get("agent_index"))
+        else:
+            out = {"obs": self._with_id(batch["obs"], batch.get("agent_index"))}
         if "action_mask" in batch:
             out["action_mask"] = batch["action_mask"]
         return out

@@ -8,19 +8,23 @@ runner needs no DQN-specific code.
 
 model options: hiddens (default [64, 64]), activation, dueling (default true),
 epsilon: piecewise-linear schedule [[env_step, eps], ...] over the run's
-env steps (default [[0, 1.0], [10000, 0.05]]).
+env steps (default [[0, 1.0], [10000, 0.05]]), conv_filters / conv_activation
+(image observations: encoder -> core -> trunk -> heads, `marl.modules.catalog`).
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 import torch
 
-from marl.modules.mlp import ACTIVATIONS, _functional, mlp
+from marl.modules.catalog import (
+    ACTIVATIONS, ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, core_for, encoder_for, q_head,
+    q_trunk,
+)
+from marl.modules.mlp import _functional
 from marl.modules.rl_module import MASKED_LOGIT, RLModule
 
-MODEL_KEYS = {"hiddens", "activation", "dueling", "epsilon"}
+MODEL_KEYS = {"hiddens", "activation", "dueling", "epsilon"} | ENCODER_KEYS
 
 
 def piecewise_linear(schedule: list, t: float) -> float:
@@ -35,36 +39,42 @@ def piecewise_linear(schedule: list, t: float) -> float:
 
 
 class QMLP(RLModule):
-    def __init__(self, observation_space, action_space, model_config=None):
+    keeps_image_obs = True
+
+    def __init__(self, observation_space, action_space, model_config=None, *, extra_inputs: int = 0):
+        """`extra_inputs`: width of features joined to the encoded observation before the trunk (a caller's
+        own, e.g. JointQModule's agent-id one-hot on images), passed as `extra_features` / `extra`."""
         super().__init__(observation_space, action_space, model_config)
         unknown = set(self.model_config) - MODEL_KEYS
         if unknown:
             raise ValueError(f"unknown Q-model option(s) {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"Q-learning needs a Discrete action space, got {action_space}")
-        hiddens = [int(h) for h in self.model_config.get("hiddens", [64, 64])]
-        activation = self.model_config.get("activation", "relu")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation '{activation}' is not one of {sorted(ACTIVATIONS)}")
+        hiddens = check_hiddens(self.model_config.get("hiddens", [64, 64]))
+        activation = check_activation(self.model_config.get("activation", "relu"))
         self.dueling = bool(self.model_config.get("dueling", True))
         self.epsilon_schedule = self.model_config.get("epsilon", [[0, 1.0], [10000, 0.05]])
         piecewise_linear(self.epsilon_schedule, 0)  # fail early on a malformed schedule
         n = self.action_dim
-        trunk_out = hiddens[-1] if hiddens else self.obs_dim
-        self.trunk = mlp(self.obs_dim, hiddens[:-1], trunk_out, activation, out_gain=np.sqrt(2)) if hiddens else None
+        self.encoder = encoder_for(observation_space, self.model_config)
+        self.core = core_for(self.encoder.out_dim, self.model_config)
+        self._direct = isinstance(self.encoder, FlatEncoder) and isinstance(self.core, IdentityCore)
+        self.trunk, trunk_out = q_trunk(self.core.out_dim + int(extra_inputs), hiddens, activation)
         self.act = ACTIVATIONS[activation]()
-        self.advantage = mlp(trunk_out, [], n, activation, out_gain=1.0)
-        self.value = mlp(trunk_out, [], 1, activation, out_gain=1.0) if self.dueling else None
+        self.advantage = q_head(trunk_out, n)
+        self.value = q_head(trunk_out, 1) if self.dueling else None
         self.epsilon = float(piecewise_linear(self.epsilon_schedule, 0))
 
     def set_exploration_step(self, env_steps: int) -> None:
         self.epsilon = float(piecewise_linear(self.epsilon_schedule, env_steps))
 
-    def q_values(self, obs: torch.Tensor, fast: bool = False) -> torch.Tensor:
+    def q_values(self, obs: torch.Tensor, fast: bool = False, extra: torch.Tensor | None = None) -> torch.Tensor:
         run = _functional if fast else (lambda seq, x: seq(x))
-        h = obs
+        h = obs if self._direct else self.core(self.encoder(obs))
+        if extra is not None:
+            h = torch.cat([h, extra.to(h.dtype)], dim=-1)
         if self.trunk is not None:
-            h = self.act(run(self.trunk, obs))
+            h = self.act(run(self.trunk, h))
         adv = run(self.advantage, h)
         if not self.dueling:
             return adv
@@ -87,10 +97,10 @@ class QMLP(RLModule):
 
     def forward_exploration(self, batch):
         with torch.inference_mode():
-            q = self.q_values(batch["obs"], fast=True)
+            q = self.q_values(batch["obs"], fast=True, extra=batch.get("extra_features"))
             return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon)}
 
     def forward_inference(self, batch):
         with torch.inference_mode():
-            q = self.q_values(batch["obs"], fast=True)
+            q = self.q_values(batch["obs"], fast=True, extra=batch.get("extra_features"))
             return {"action_dist_inputs": self._greedy_logits(q, batch, 0.0)}

@@ -9,7 +9,8 @@ The contract runners rely on (one screen):
 - Inputs are dicts of tensors. A module declares which ones it reads in
   `inputs` (a class or instance attribute); runners build exactly those, in one
   place (`marl.runners.module_inputs`): `obs` (flat float32, see
-  `marl.modules.spaces`), `action_mask` (masked action spaces only, 1 = legal),
+  `marl.modules.spaces`; image observations — a Box with 3 axes — keep their shape and
+  dtype, uint8 included, when the module sets `keeps_image_obs`), `action_mask` (masked action spaces only, 1 = legal),
   `agent_index` (int64, the agent's index in the env's `possible_agents`),
   `state` (the env's global state at the step, `marl.runners.global_state`).
   Inputs are read-only: runners record them in the batch after the pass.
@@ -52,6 +53,9 @@ class RLModule(nn.Module):
 
     greedy_is_sampled = False  # True: greedy acting still samples the action distribution (a random baseline)
     inputs: tuple[str, ...] = ("obs", "action_mask")  # what runners pass to the forward passes (see MODULE_INPUTS)
+    # True: image observations reach the module as [B, H, W, C] (or [B, C, H, W]) in the env's dtype (uint8 stays
+    # uint8 through runners, batches and replay; scale it in the module), not flattened to float32 (the default).
+    keeps_image_obs = False
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, model_config: dict | None = None):
         super().__init__()

@@ -38,13 +38,15 @@ def check_columns(columns, policy_id: str) -> frozenset:
 
 
 class PolicyCollector:
-    def __init__(self, obs_dim: int, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
-                 columns: frozenset = frozenset(), state_dim: int | None = None, module_state: dict | None = None):
-        """`columns`: the requested columns (see REQUESTABLE); `state_dim`: the global state's size when
+    def __init__(self, obs_dim: int | tuple, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
+                 columns: frozenset = frozenset(), state_dim: int | None = None, module_state: dict | None = None,
+                 obs_dtype=np.float32):
+        """`obs_dim`: the flat observation width, or one row's obs shape (images, in `obs_dtype`: uint8 stays uint8); `columns`: the requested columns (see REQUESTABLE); `state_dim`: the global state's size when
         `state` is requested; `module_state`: a stateful module's initial state {name: array} (adds
         `state_in.<name>` and `episode_start`)."""
+        obs_shape = (int(obs_dim),) if isinstance(obs_dim, (int, np.integer)) else tuple(obs_dim)
         self.spec = {
-            sb.OBS: ((obs_dim,), np.float32),
+            sb.OBS: (obs_shape, np.dtype(obs_dtype)),
             sb.ACTIONS: (tuple(action_shape), action_dtype),
             sb.REWARDS: ((), np.float32),
             sb.TERMINATEDS: ((), np.bool_),
@@ -64,7 +66,7 @@ class PolicyCollector:
             self.spec[sb.BOOTSTRAP_VALUE] = ((), np.float32)
         self.track_next_obs = sb.NEXT_OBS in columns
         if self.track_next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
-            self.spec[sb.NEXT_OBS] = ((obs_dim,), np.float32)
+            self.spec[sb.NEXT_OBS] = self.spec[sb.OBS]
             if mask_dim is not None and sb.NEXT_ACTION_MASK in columns:  # so a Q target maximises over legal moves only
                 self.spec[sb.NEXT_ACTION_MASK] = ((mask_dim,), np.float32)
         if sb.STATE in columns:  # the global state at each row's env step (centralised critics)

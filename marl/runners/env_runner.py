@@ -71,7 +71,7 @@ class EnvRunner:
         self.fragment_length = run_cfg.rollout_fragment_length
         if config.env_creator is not None:  # a name registered in the driver process
             register_env(env_cfg.env, config.env_creator)
-        self.envs = [make_env(env_cfg.env, dict(env_cfg.env_config)) for _ in range(self.num_envs)]
+        self.envs = self._make_envs()
         env0 = self.envs[0]
         self.possible_agents = list(env0.possible_agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
@@ -105,9 +105,9 @@ class EnvRunner:
             mask_dim = self.module[pid].action_dim if conn.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
             self.collectors[pid] = PolicyCollector(
-                conn.obs_dim, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
+                conn.obs_shape, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
                 state_dim=state_spec["dim"] if state_spec else None, module_state=self.module_inputs[pid].initial_state,
-            )
+                obs_dtype=conn.obs_dtype)
 
         self.weights_version = 0
         self._steps_sampled = 0
@@ -131,6 +131,10 @@ class EnvRunner:
         self._complete_episodes = run_cfg.batch_mode == "complete_episodes"
         self._finishing = False
         self._parked = [False] * self.num_envs
+
+    def _make_envs(self) -> list:  # the K env copies (a vectorised runner overrides it: vector_env_runner.py)
+        env_cfg = self.config.environment_cfg
+        return [make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers) for _ in range(self.num_envs)]
 
     def _label(self, k: int) -> str:
         return f"env '{self.config.environment_cfg.env}' (runner {self.worker_index}, env copy {k})"

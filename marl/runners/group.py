@@ -20,6 +20,7 @@ import logging
 from marl.envs import EnvError, EnvStepError
 from marl.policies import MappingError
 from marl.runners.env_runner import EnvRunner
+from marl.runners.vector_env_runner import runner_class
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ class EnvRunnerGroup:
         self.first_index = first_index
         self.num_remote = config.env_runners_cfg.num_env_runners
         self.is_local = self.num_remote == 0
-        self.local: EnvRunner | None = EnvRunner(config, first_index) if self.is_local else None
+        self._runner_cls = runner_class(config)  # EnvRunner, or VectorEnvRunner for batched (VMAS) envs
+        self.local: EnvRunner | None = self._runner_cls(config, first_index) if self.is_local else None
         self.remote: list = []
         self.restarts = 0
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
@@ -54,7 +56,7 @@ class EnvRunnerGroup:
         if not self.is_local:
             import ray
 
-            self._actor_cls = ray.remote(num_cpus=config.env_runners_cfg.num_cpus_per_env_runner)(EnvRunner)
+            self._actor_cls = ray.remote(num_cpus=config.env_runners_cfg.num_cpus_per_env_runner)(self._runner_cls)
             self.remote = [self._make_actor(i) for i in range(self.num_remote)]
             ray.get([a.ping.remote() for a in self.remote])  # fail here, not mid-iteration
 
@@ -84,7 +86,7 @@ class EnvRunnerGroup:
                 self._count_failure(self.first_index, f"its env raised: {_first_line(err)}", err)
                 self.local.stop()
                 self._incarnations[0] += 1
-                self.local = EnvRunner(self.config, self.first_index, self._incarnations[0])
+                self.local = self._runner_cls(self.config, self.first_index, self._incarnations[0])
                 if self._last_weights is not None:
                     self.local.set_weights(self._last_weights)
                 self.local.set_steps_sampled(self.steps_sampled[0])

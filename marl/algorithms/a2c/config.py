@@ -29,7 +29,7 @@ class A2CTraining:
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
     standardize_advantages: bool = doc("standardise advantages over each policy's train batch", True)
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration (many updates)", 2048, min=0)
-    model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
+    model: dict = doc("default model options of every policy: hiddens, activation, conv_filters, ... (the reference's training.model table)", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
 
 
 class A2CParts(AlgorithmParts):

@@ -39,7 +39,7 @@ class DQNTraining:
     prioritized_replay_beta: float = doc("initial importance-weight exponent", 0.4, min=0, max=1)
     prioritized_replay_beta_final: float = doc("importance-weight exponent after annealing", 1.0, min=0, max=1)
     prioritized_replay_beta_annealing_steps: int = doc("transitions added over which beta anneals; 0: constant", 50_000, min=0)
-    model: dict = doc("default Q-model options: hiddens, activation", default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"})
+    model: dict = doc("default Q-model options: hiddens, activation, conv_filters, ... (the reference's training.model table)", default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"})
 
 
 class DQNParts(AlgorithmParts):

@@ -32,7 +32,7 @@ class IMPALATraining:
     )
     broadcast_interval: int = doc("learner updates between weight syncs to the runners that produced the data", 1, min=1)
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 2000, min=0)
-    model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
+    model: dict = doc("default model options of every policy: hiddens, activation, conv_filters, ... (the reference's training.model table)", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
 
 
 class IMPALAParts(AlgorithmParts):

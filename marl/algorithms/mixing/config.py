@@ -68,7 +68,7 @@ class MixingConfig(DQNConfig):
             from marl.envs import make_env
             from marl.policies import resolve_policies
 
-            env = make_env(env_cfg.env, dict(env_cfg.env_config))
+            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
             try:
                 _, agents_of = resolve_policies(env, self.policy_specs(), self.policy_mapping())
                 possible = list(env.possible_agents)

@@ -26,7 +26,7 @@ class PPOTraining:
     entropy_coeff: float = doc("entropy bonus weight", 0.0, min=0)
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
     standardize_advantages: bool = doc("standardise advantages over each policy's train batch", True)
-    model: dict = doc("default model options of every policy: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
+    model: dict = doc("default model options of every policy: hiddens, activation, conv_filters, ... (the reference's training.model table)", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
 
 
 class PPOParts(AlgorithmParts):

@@ -1,0 +1,180 @@
+"""Image observations: memory per stored frame (uint8 vs float32) and a PettingZoo image env's sampling rate.
+
+    .venv/bin/python benchmarks/images.py [--seconds 3] [--repeats 3] [--envs 4] [--fragment 32] [--size 32]
+
+* **memory per stored frame**: a DQN runner's batch on the downscaled Pistonball
+  (obs and next_obs columns) put into a replay buffer, bytes per stored row of each
+  column, and the pickled batch per row (what a remote runner puts in Ray's object store): frames kept as uint8 by the default (conv) module, and flattened to float32
+  for a module that does not take images (`keeps_image_obs = False`, what marl did before);
+* **env steps/s**: one in-process EnvRunner with the default conv module (PPO) against a
+  random-action loop over the same envs (the env's own limit), interleaved chunk by chunk
+  as in `sampling.py`; medians over repeats;
+* **peak memory**: the peak resident set (VmHWM) of a fresh process that builds the
+  envs and samples for `--seconds` — the random loop alone vs the marl runner (which
+  also imports torch and holds the conv module).
+
+The env is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) made grey and
+downscaled by SuperSuit (`color_reduction_v0`, `resize_v1`) to size x size uint8, with marl's
+`frame_stack` connector (k=3): size x size x 3 uint8 module inputs, as `scenarios/pistonball_cnn.yaml`.
+The random loop steps the same SuperSuit-wrapped envs (the wrappers' cost is the env's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import resource
+import subprocess
+import sys
+import time
+
+import _common as C
+
+import marl
+from marl.data import sample_batch as sb
+from marl.envs import register_env
+from marl.modules import QMLP
+from marl.runners import EnvRunner
+
+ENV = "pistonball_small"
+
+
+def make_pistonball(config: dict):
+    import supersuit
+    from pettingzoo.butterfly import pistonball_v6
+
+    config = dict(config)
+    size = int(config.pop("size", 32))
+    grey = supersuit.color_reduction_v0(pistonball_v6.parallel_env(continuous=False, **config), "B")
+    return supersuit.resize_v1(grey, size, size)
+
+
+register_env(ENV, make_pistonball)
+
+
+def env_config(args) -> dict:
+    return {"n_pistons": args.pistons, "max_cycles": 125, "size": args.size}
+
+
+def runner_config(args, algo=marl.PPOConfig, module_class=None):
+    cfg = (
+        algo()
+        .environment(ENV, env_config=env_config(args))
+        .env_runners(num_envs_per_env_runner=args.envs, rollout_fragment_length=args.fragment)
+        .multi_agent(policies={"shared": {"module_class": module_class} if module_class else {}}, policy_mapping_fn={"*": "shared"})
+        .connectors(env_to_module=[{"name": "frame_stack", "k": 3}])
+        .debugging(seed=0)
+    )
+    cfg.validate()
+    return cfg
+
+
+class FlatFloatQ(QMLP):
+    keeps_image_obs = False  # images flattened to float32 by the pipeline (marl's behaviour before images)
+
+
+def frame_memory(args) -> list[list]:
+    from marl.replay import ReplayBuffer
+
+    rows = []
+    for label, module_class in (("uint8 (default conv module)", None), ("float32 (flattened, keeps_image_obs=False)", "__main__:FlatFloatQ")):
+        runner = EnvRunner(runner_config(args, marl.DQNConfig, module_class), 0)
+        batch = runner.sample()["shared"]
+        buffer = ReplayBuffer(len(batch))
+        buffer.add(batch)
+        obs, nxt = buffer.columns[sb.OBS], buffer.columns[sb.NEXT_OBS]
+        per_row = (obs.nbytes + nxt.nbytes) / len(buffer)
+        all_cols = sum(c.nbytes for c in buffer.columns.values()) / len(buffer)
+        payload = len(pickle.dumps(batch, protocol=5)) / len(batch)  # what a remote runner ships per row (Ray pickles numpy as is)
+        rows.append([label, f"{obs.dtype} {obs.shape[1:]}", f"{obs.nbytes / len(buffer):,.0f}", f"{per_row:,.0f}", f"{all_cols:,.0f}",
+                     f"{1e9 / all_cols / 1e3:,.0f}k", f"{payload:,.0f}"])
+    return rows
+
+
+def rates(args) -> tuple[float, float]:
+    sys.path.insert(0, str(C.REPO_ROOT / "benchmarks"))
+    from sampling import RandomLoop, measure_pair
+
+    runner = EnvRunner(runner_config(args), 0)
+    loop = RandomLoop(ENV, env_config(args), args.envs, False, 0)
+    runner.sample()
+    loop.run(20)
+    raw, ours = [], []
+    for r in range(args.repeats):
+        a, b = measure_pair(runner, loop, args.fragment, args.seconds, random_first=r % 2 == 0)
+        raw.append(a)
+        ours.append(b)
+        print(f"  repeat {r}: random loop {a:,.0f} env steps/s, marl runner {b:,.0f} ({b / a:.3f})", flush=True)
+    loop.close()
+    return raw, ours
+
+
+def peak_child(args, mode: str) -> dict:
+    """Runs this script's `--child MODE` in a fresh process; its peak RSS and steps/s."""
+    cmd = [sys.executable, __file__, "--child", mode, "--seconds", str(args.seconds), "--envs", str(args.envs),
+           "--fragment", str(args.fragment), "--size", str(args.size), "--pistons", str(args.pistons)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def vm_hwm_mb() -> float:
+    """This process's peak resident set (VmHWM). Not ru_maxrss: Linux carries that over fork+exec from the
+    parent, so every child would report at least the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(args) -> None:
+    if args.child == "random":
+        sys.path.insert(0, str(C.REPO_ROOT / "benchmarks"))
+        from sampling import RandomLoop
+
+        loop = RandomLoop(ENV, env_config(args), args.envs, False, 0)
+        steps, elapsed = C.run_for(args.seconds, lambda: loop.run(args.fragment))
+    else:
+        runner = EnvRunner(runner_config(args), 0)
+        steps, elapsed = C.run_for(args.seconds, lambda: runner.sample().env_steps)
+    peak_mb = vm_hwm_mb()
+    print(json.dumps({"peak_mb": peak_mb, "steps_per_s": steps / elapsed}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--envs", type=int, default=4)
+    ap.add_argument("--fragment", type=int, default=32)
+    ap.add_argument("--size", type=int, default=32, help="frames are size x size x 3 (default 32)")
+    ap.add_argument("--pistons", type=int, default=6)
+    ap.add_argument("--child", choices=["random", "marl"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+    print(f"images benchmark: {C.machine_line()}")
+    print(f"pistonball_v6, {args.pistons} pistons, grey {args.size}x{args.size} frames, 3 stacked (uint8); "
+          f"{args.envs} env copies, fragment {args.fragment}")
+    t0 = time.perf_counter()
+    C.print_table(["stored as", "obs", "obs B/row", "obs+next_obs B/row", "all columns B/row", "rows per GB", "sample payload B/row"], frame_memory(args),
+                  "memory per stored frame (DQN replay rows)")
+    print("\nenv steps/s (interleaved):", flush=True)
+    raw, ours = rates(args)
+    ratios = [b / a for a, b in zip(raw, ours)]
+    C.print_table(["side", "env steps/s (median)", "spread"],
+                  [["random-action loop (raw env)", C.fmt_num(C.median(raw)), C.spread(raw)],
+                   ["marl runner, conv module", C.fmt_num(C.median(ours)), C.spread(ours)],
+                   ["ratio marl / raw", f"{C.median(ratios):.3f}", C.spread(ratios)]])
+    peaks = [[mode, f"{r['peak_mb']:.0f}", C.fmt_num(r["steps_per_s"])] for mode in ("random", "marl") for r in [peak_child(args, mode)]]
+    C.print_table(["fresh process", "peak RSS MB", "env steps/s"], peaks, "peak memory (VmHWM of a fresh process; both import marl and torch)")
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s; the machine is shared: figures vary 10-25 % between runs")
+
+
+if __name__ == "__main__":
+    main()

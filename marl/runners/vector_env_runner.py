@@ -1,0 +1,47 @@
+"""A runner for envs that simulate a batch of worlds in one object (VMAS).
+
+`EnvRunner` steps K Python env copies one after the other. A VMAS env already holds
+K worlds in torch tensors and steps them in one call, so `VectorEnvRunner` makes ONE
+VMAS env with `num_envs = num_envs_per_env_runner` and gives the runner's per-copy
+bookkeeping (episodes, pending rows, resets) K views of it (`marl.envs.vmas`): each
+lockstep step first steps the whole batch with every world's actions, then the usual
+per-copy loop reads each world's row of the result. Inference, collection and the
+batch format are EnvRunner's, unchanged.
+
+`runner_class(config)` picks the class for a config; the runner group asks it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from marl.envs.vmas import VmasBatch, is_vmas
+from marl.runners.env_runner import EnvRunner, seed_sequence
+
+_VMAS_SEED_KEY = 1 << 20  # a key no env copy uses: the batch's seed stream is its own
+
+
+class VectorEnvRunner(EnvRunner):
+    """EnvRunner over one batched VMAS env; `self.envs` are its K world views."""
+
+    def _make_envs(self) -> list:
+        env_cfg = self.config.environment_cfg
+        seq = seed_sequence(self.config.debugging_cfg.seed, self.worker_index, self.incarnation, _VMAS_SEED_KEY)
+        seed = int(seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
+        self.batch = VmasBatch(env_cfg.env, dict(env_cfg.env_config), self.num_envs, seed=seed)
+        return list(self.batch.views)
+
+    def _step_envs(self, actions: list[dict], collect: bool) -> int:
+        # One batched step of every world; parked or retired worlds get no-op actions and their rows are not read.
+        self.batch.step(actions)
+        return super()._step_envs(actions, collect)
+
+    def _replay_episode(self, k: int, env_state: dict) -> None:
+        # VMAS draws resets from its own generator, not from per-copy seeds: a restored runner
+        # starts world k afresh instead of replaying the episode that was in progress.
+        self._reset_env(k)
+
+
+def runner_class(config) -> type[EnvRunner]:
+    """The runner class for `config`'s env: VectorEnvRunner for VMAS scenarios, else EnvRunner."""
+    return VectorEnvRunner if is_vmas(config.environment_cfg.env) else EnvRunner
