@@ -133,10 +133,10 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path)
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "marl.cli", "serve", "scenarios/simple_spread_serve.yaml", "--port", str(port),
-         "--output", str(tmp_path / "run"), "--quiet", "stop.env_steps_total=60000"], cwd=ROOT)
+         "--output", str(tmp_path / "run"), "--quiet", "stop.env_steps_total=30000"], cwd=ROOT)
     try:
         client = subprocess.run(
-            [sys.executable, "examples/external_client.py", "--address", f"http://127.0.0.1:{port}", "--episodes", "2400"],
+            [sys.executable, "examples/external_client.py", "--address", f"http://127.0.0.1:{port}", "--episodes", "1200"],
             cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert client.returncode == 0, client.stderr[-2000:]
         server.wait(timeout=60)
