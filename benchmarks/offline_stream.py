@@ -49,10 +49,11 @@ def write(folder: Path, rows: int, obs_dim: int, chunk: int = 50_000) -> float:
 
 
 class PeakRSS:
-    """Summed RSS of this process and its descendants (Ray's raylet, workers), sampled in a thread."""
+    """Summed RSS of this process and its descendants (Ray's raylet, workers), sampled in a thread; and of this
+    process alone (`driver_peak`). Ray workers started during the read count in the growth of the total."""
 
     def __init__(self):
-        self.me, self.peak, self._stop = psutil.Process(), 0, threading.Event()
+        self.me, self.peak, self.driver_peak, self._stop = psutil.Process(), 0, 0, threading.Event()
 
     def _sample(self):
         total = 0
@@ -62,6 +63,7 @@ class PeakRSS:
             except psutil.Error:
                 pass
         self.peak = max(self.peak, total)
+        self.driver_peak = max(self.driver_peak, self.me.memory_info().rss)
         return total
 
     def __enter__(self):
@@ -81,7 +83,7 @@ def stream(folder: Path, batch_rows: int) -> tuple[int, float, int]:
     from marl.policies import PolicyMapping
 
     s = OfflineStream(str(folder), PolicyMapping(None, ["p"]), ["p"], batch_rows, shuffle="rows",
-                      shuffle_buffer_rows=50_000, cache_mb=0)
+                      shuffle_buffer_rows=65_536, cache_mb=0)
     rows, started = 0, time.perf_counter()
     with PeakRSS() as mem:
         while s.epochs <= 1:
@@ -90,14 +92,14 @@ def stream(folder: Path, batch_rows: int) -> tuple[int, float, int]:
             if s.epochs > 1:
                 break
     s.close()
-    return rows, time.perf_counter() - started, mem.peak - mem.base
+    return rows, time.perf_counter() - started, mem.peak - mem.base, mem.driver_peak
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--obs-dim", type=int, default=16)
-    parser.add_argument("--batch-rows", type=int, default=4096)
+    parser.add_argument("--obs-dim", type=int, default=8)
+    parser.add_argument("--batch-rows", type=int, default=16384)
     args = parser.parse_args()
     import ray
 
@@ -110,10 +112,11 @@ def main() -> None:
             t = time.perf_counter()
             sizes[name] = write(root / name, rows, args.obs_dim)
             print(f"wrote {rows:,} rows ({sizes[name]:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s", flush=True)
-        print(f"\n{'read':<34}{'rows':>12}{'s':>8}{'rows/s':>12}{'peak RSS growth MiB':>22}")
+        print(f"\n{'read':<34}{'rows':>12}{'s':>8}{'rows/s':>12}{'RSS growth, all MiB':>22}{'driver peak MiB':>17}")
         for name, rows in (("tenth", small_rows), ("full", args.rows)):
-            n, secs, peak = stream(root / name, args.batch_rows)
-            print(f"{'marl OfflineStream (Ray Data) ' + name:<34}{n:>12,}{secs:>8.1f}{n / secs:>12,.0f}{peak / 2**20:>22.0f}", flush=True)
+            n, secs, peak, driver = stream(root / name, args.batch_rows)
+            print(f"{'marl OfflineStream (Ray Data) ' + name:<34}{n:>12,}{secs:>8.1f}{n / secs:>12,.0f}{peak / 2**20:>22.0f}"
+                  f"{driver / 2**20:>17.0f}", flush=True)
         import pyarrow.parquet as pq
 
         for name in ("tenth", "full"):
@@ -123,7 +126,8 @@ def main() -> None:
                 n = table.num_rows
                 del table
                 secs = time.perf_counter() - t
-            print(f"{'baseline pyarrow read_table ' + name:<34}{n:>12,}{secs:>8.1f}{n / secs:>12,.0f}{(mem.peak - mem.base) / 2**20:>22.0f}")
+            print(f"{'baseline pyarrow read_table ' + name:<34}{n:>12,}{secs:>8.1f}{n / secs:>12,.0f}"
+                  f"{(mem.peak - mem.base) / 2**20:>22.0f}{mem.driver_peak / 2**20:>17.0f}")
         print(f"\n(machine: {psutil.cpu_count()} cores, load average {psutil.getloadavg()[0]:.1f}; shared with other jobs)")
     finally:
         ray.shutdown()

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from marl.data import sample_batch as sb
+from marl.errors import ConfigError
 
 SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)
@@ -47,8 +48,8 @@ REQUIRED = (sb.OBS, sb.NEXT_OBS, sb.ACTIONS, sb.REWARDS, sb.TERMINATEDS, sb.TRUN
 NUMERIC = tuple(c for c in REQUIRED if c not in (AGENT_ID, POLICY_ID))
 
 
-class OfflineFormatError(ValueError):
-    """A file that is not marl offline data, or of a schema version this marl cannot read."""
+class OfflineFormatError(ConfigError):
+    """A file that is not marl offline data, or of a schema version this marl cannot read (one line at the CLI)."""
 
 
 def _vector(values: np.ndarray, dtype=np.float32) -> pa.Array:
