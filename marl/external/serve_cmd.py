@@ -42,7 +42,12 @@ def cmd_serve(args) -> int:
         os.environ[TOKEN_ENV] = args.token
     from pathlib import Path
 
-    config = load_scenario(args.scenario, args.overrides)
+    # key=value items after options reach the command as leftovers (see marl.cli.main)
+    overrides = list(args.overrides) + list(getattr(args, "extra_positionals", []))
+    unknown = [item for item in overrides if "=" not in item]
+    if unknown:
+        raise ConfigError(f"marl serve takes one scenario file and key=value overrides, got {unknown}")
+    config = load_scenario(args.scenario, overrides)
     config = serving_config(config, args.host, args.port, args.max_body_kb, args.episode_timeout)
     config.validate()
     run_dir = make_run_dir(Path(args.scenario).stem + "-serve", args.output)
