@@ -7,11 +7,13 @@ Tasks (the same as rllib_tasks.py runs on RLlib):
 * ppo_cartpole: scenarios/cartpole_ppo.yaml until an iteration's mean return reaches 450;
 * ppo_spread:   scenarios/simple_spread_ppo.yaml (3 agents, one shared policy) for a fixed
                 number of env steps;
+* mappo_spread: scenarios/simple_spread_mappo.yaml (the same, with MAPPO's centralised critic);
 * dqn_cartpole: marl's DQN on CartPole-v1 (scenarios/cartpole_dqn.yaml when it exists, else
                 DQNConfig's defaults) until 450 or the time cap. Emits `unavailable` when
                 marl has no DQNConfig.
 
-`--runners N` sets env_runners.num_env_runners (0: sampling in-process, no Ray).
+`--runners N` sets env_runners.num_env_runners (0: sampling in-process, no Ray); `--overlap`
+sets env_runners.overlap (with --runners 0: one runner actor beside the learner).
 The return is `episode_return_mean`: the mean over the episodes that finished
 during the iteration, summed over agents.
 """
@@ -33,11 +35,12 @@ import marl  # noqa: E402
 SCENARIOS = {
     "ppo_cartpole": HERE.parent / "scenarios" / "cartpole_ppo.yaml",
     "ppo_spread": HERE.parent / "scenarios" / "simple_spread_ppo.yaml",
+    "mappo_spread": HERE.parent / "scenarios" / "simple_spread_mappo.yaml",
     "dqn_cartpole": HERE.parent / "scenarios" / "cartpole_dqn.yaml",
 }
 
 
-def make_config(task: str, runners: int, seed: int):
+def make_config(task: str, runners: int, seed: int, overlap: bool = False):
     scenario = SCENARIOS[task]
     if task == "dqn_cartpole":
         try:
@@ -47,7 +50,7 @@ def make_config(task: str, runners: int, seed: int):
         cfg = marl.load_scenario(scenario) if scenario.is_file() else DQNConfig().environment("CartPole-v1")
     else:
         cfg = marl.load_scenario(scenario)
-    cfg.env_runners(num_env_runners=runners)
+    cfg.env_runners(num_env_runners=max(runners, 1) if overlap else runners, overlap=overlap)
     cfg.debugging(seed=seed)
     return cfg
 
@@ -57,13 +60,14 @@ def main() -> None:
     ap.add_argument("task", choices=sorted(SCENARIOS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runners", type=int, default=0, help="remote env runners (0: in-process, no Ray)")
+    ap.add_argument("--overlap", action="store_true", help="env_runners.overlap: sample beside the learner")
     ap.add_argument("--config", choices=["matched", "defaults"], default="matched", help="accepted for symmetry; marl runs its scenario")
     ap.add_argument("--target-return", type=float, default=None)
     ap.add_argument("--max-env-steps", type=int, default=10**9)
     ap.add_argument("--max-train-s", type=float, default=600.0)
     args = ap.parse_args()
 
-    cfg = make_config(args.task, args.runners, args.seed)
+    cfg = make_config(args.task, args.runners, args.seed, args.overlap)
     if cfg is None:
         emit("unavailable", why="marl has no DQN yet")
         return
@@ -78,7 +82,7 @@ def main() -> None:
         run_loop(train, target_return=args.target_return, max_env_steps=args.max_env_steps, max_train_s=args.max_train_s)
     finally:
         algo.stop()
-        if args.runners:
+        if args.runners or args.overlap:
             import ray
 
             ray.shutdown()

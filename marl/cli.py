@@ -229,7 +229,8 @@ def _add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
         "--algo", choices=_algorithm_names(), type=str.upper,
         help=f"{what} this algorithm with its defaults instead of a scenario file (one of: {', '.join(_algorithm_names())})",
     )
-    parser.add_argument("--env", help="environment.env: a Gymnasium id, PettingZoo module path or registered name (see `marl envs`)")
+    parser.add_argument("--env", help="environment.env: a Gymnasium id (module:Id imports its module first), "
+                        "PettingZoo module path, vmas.<scenario> or registered name (see `marl envs`)")
     parser.add_argument(
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import MODULE first (one that calls marl.register_env, say); repeatable",
@@ -295,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         "envs", help="list env families and names",
         description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
     )
-    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium"), help="list only this kind")
+    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas"), help="list only this kind")
     envs.add_argument(
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import MODULE first (one that calls marl.register_env); repeatable",

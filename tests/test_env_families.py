@@ -185,3 +185,273 @@ def test_a_bad_wrapper_in_a_scenario_is_one_line_from_the_cli(tmp_path):
     p = run_cli("train", str(scenario), "--output", str(tmp_path / "run"))
     assert p.returncode != 0 and "Traceback" not in p.stderr
     assert "'environment.wrappers[0].resize_v1'" in p.stderr
+
+
+# -- VMAS: one batched env per runner ---------------------------------------------------
+
+def vmas_config(algo: str = "MAPPO", num_envs: int = 4, **env_config):
+    import marl
+
+    cfg = (getattr(marl, f"{algo}Config")()
+           .environment("vmas.balance", env_config={"n_agents": 3, "max_steps": 20, **env_config})
+           .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=10)
+           .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+           .debugging(seed=0))
+    cfg.validate()
+    return cfg
+
+
+@needs("vmas", "vmas")
+def test_a_vmas_runner_steps_one_batch_of_worlds():
+    from marl.runners.group import EnvRunnerGroup
+    from marl.runners.vector_env_runner import VectorEnvRunner
+
+    group = EnvRunnerGroup(vmas_config(num_envs=4))
+    runner = group.local
+    assert isinstance(runner, VectorEnvRunner)
+    assert runner.batch.num_envs == 4 and [v.batch for v in runner.envs] == [runner.batch] * 4
+    calls = []
+    step = runner.batch.env.step
+    runner.batch.env.step = lambda actions: calls.append([tuple(a.shape) for a in actions]) or step(actions)
+    batch = runner.sample().batch
+    assert len(calls) == 10 and calls[0] == [(4, 2)] * 3  # one VMAS call per lockstep step, all 4 worlds in it
+    rows = batch.policy_batches["default_policy"]
+    assert batch.env_steps == 40 and len(rows) == 120  # 4 worlds x 10 steps x 3 agents
+    state = runner.get_state()
+    VectorEnvRunner(vmas_config(num_envs=4), 0).set_state(state)  # restores (fresh episodes: VMAS cannot replay)
+    runner.stop()
+
+
+@needs("vmas", "vmas")
+def test_vmas_discrete_actions():
+    from marl.runners.vector_env_runner import VectorEnvRunner
+
+    runner = VectorEnvRunner(vmas_config("PPO", num_envs=3, continuous_actions=False), 0)
+    assert runner.envs[0].action_space("agent_0").n == 9
+    batch = runner.sample().batch.policy_batches["default_policy"]
+    actions = batch["actions"]
+    assert actions.shape == (90,) and actions.min() >= 0 and actions.max() < 9
+
+
+@needs("vmas", "vmas")
+def test_unknown_vmas_scenario_is_one_line():
+    with pytest.raises(EnvError, match=r"unknown VMAS scenario 'vmas.balanse' \(did you mean vmas.balance"):
+        make_env("vmas.balanse")
+    with pytest.raises(EnvError, match=r"env 'vmas.balance': env_config has keys the scenario does not use .*n_agent"):
+        make_env("vmas.balance", {"n_agent": 3})
+
+
+@needs("vmas", "vmas")
+def test_vmas_balance_trains_with_mappo_through_marl_train(tmp_path):
+    """The shipped scenario, shortened: MAPPO runs on VectorEnvRunner and the metrics add up."""
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=3200", "training.train_batch_size=1600",
+                "env_runners.num_envs_per_env_runner=16", "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    last = results[-1]
+    assert len(results) == 2 and last["env_steps_total"] == 3200 and last["agent_steps_total"] == 3 * 3200
+    assert all(np.isfinite(r["episode_return_mean"]) and 0 < r["episode_len_mean"] <= 100 for r in results)
+    assert np.isfinite(last["losses/shared/vf_loss"])
+
+
+@pytest.mark.slow
+@needs("vmas", "vmas")
+def test_vmas_balance_mappo_learns(tmp_path):
+    """32k env steps of the shipped scenario: the package stops falling (an untrained team scores about -30)."""
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=32000", "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    returns = [json.loads(line)["episode_return_mean"] for line in (out / "result.jsonl").read_text().splitlines()]
+    assert returns[0] < -20, returns  # the yardstick: what an untrained team scores
+    assert np.mean(returns[-2:]) > -12, returns
+
+
+# -- agents that die mid-episode ------------------------------------------------------
+
+@needs("pymunk", "butterfly")
+def test_knights_archers_zombies_agents_die_mid_episode_and_every_agent_step_is_counted():
+    from marl.algorithms.ppo import PPOConfig
+
+    cfg = (PPOConfig().environment("pettingzoo.butterfly.knights_archers_zombies_v11",
+                                   env_config={"max_cycles": 300, "spawn_delay": 5})
+           .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=200)
+           .training(train_batch_size=400, minibatch_size=200, num_epochs=1).debugging(seed=0))
+    algo = cfg.build()
+    try:
+        sampled = algo.runners.local.sample()
+        rows = sampled.batch.policy_batches["default_policy"]
+        eps, agent, t = rows["eps_id"], rows["agent_index"], rows["t"]
+        died_early = 0
+        for e in np.unique(eps):
+            in_episode = eps == e
+            last_t = t[in_episode].max()
+            for a in np.unique(agent[in_episode]):
+                ts = np.sort(t[in_episode & (agent == a)])
+                assert np.array_equal(ts, np.arange(ts[0], ts[0] + len(ts))), "an agent's steps have a gap"
+                ended = rows["terminateds"][in_episode & (agent == a)]
+                assert ended.sum() <= 1 and (ended.sum() == 0 or ended[np.argmax(t[in_episode & (agent == a)])])
+                if ended.any() and ts[-1] < last_t:
+                    died_early += 1  # terminated while others played on: no rows for it afterwards
+        assert died_early > 0, "no agent died mid-episode in 400 env steps: the test does not test anything"
+        assert sampled.batch.env_steps == 400 and len(rows) < 4 * 400  # dead agents add no rows
+        result = algo.train()
+        assert result["agent_steps_total"] == result["counters/agent_steps_sampled"] < 4 * result["env_steps_total"]
+        assert np.isfinite(result["losses/default_policy/policy_loss"])
+    finally:
+        algo.stop()
+
+
+# -- MAgent2 through the PettingZoo path ------------------------------------------------
+
+@needs("magent2", "magent2")
+def test_magent2_battle_trains_red_against_blue():
+    from marl.algorithms.ppo import PPOConfig
+
+    cfg = (PPOConfig().environment("magent2.environments.battle_v4", env_config={"map_size": 15, "max_cycles": 20})
+           .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=20)
+           .multi_agent(policies=["red", "blue"], policy_mapping_fn=lambda agent, episode: agent.split("_")[0])
+           .training(train_batch_size=20, minibatch_size=256, num_epochs=1).debugging(seed=0))
+    algo = cfg.build()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["counters/agent_steps_sampled/red"] > 0 and result["counters/agent_steps_sampled/blue"] > 0
+    assert np.isfinite(result["losses/red/policy_loss"]) and np.isfinite(result["losses/blue/policy_loss"])
+
+
+@needs("magent2", "magent2")
+def test_magent2_gather_makes_and_steps():
+    env = make_env("magent2.environments.gather_v5", {"max_cycles": 3})
+    assert len(env.possible_agents) == 495 and env.observation_space("omnivore_0").shape == (15, 15, 5)
+    obs, _ = env.reset(seed=0)
+    obs, rew, terms, _, _ = env.step({a: 0 for a in obs})
+    assert len(rew) == 495 and terms[ALL] is False
+
+
+# -- LBF and RWARE through `marl train`, no user code -------------------------------------
+
+@pytest.mark.slow
+@needs("lbforaging", "lbforaging")
+def test_ippo_learns_lbforaging_8x8_2p_2f(tmp_path):
+    """scenarios/lbforaging_ippo.yaml: a mean team return >= 0.8 within 150k env steps
+    (random agents score about 0.2; seed 0 got there at about 76k here)."""
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "scenarios/lbforaging_ippo.yaml", "stop.episode_return_mean=0.8", "--output", str(out), "--quiet",
+                timeout=900)
+    assert p.returncode == 0, p.stderr
+    last = json.loads((out / "result.jsonl").read_text().splitlines()[-1])
+    assert last["episode_return_mean"] >= 0.8 and last["env_steps_total"] <= 150_000, last
+
+
+@pytest.mark.slow
+@needs("rware", "rware")
+def test_rware_trains_through_marl_train_with_no_scenario(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    p = run_cli("train", "--algo", "PPO", "--env", "rware:rware-tiny-2ag-v2", "stop.iterations=2",
+                "training.train_batch_size=1000", "training.minibatch_size=500", "training.num_epochs=2",
+                "env_runners.num_envs_per_env_runner=4", "env_runners.rollout_fragment_length=125", "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    assert results[-1]["env_steps_total"] == 2000 and results[-1]["agent_steps_total"] == 4000
+    assert np.isfinite(results[-1]["losses/default_policy/vf_loss"])
+
+
+@needs("vmas", "vmas")
+def test_vmas_worlds_that_end_restart_from_their_reset_observation():
+    from marl.envs.vmas import VmasBatch
+
+    batch = VmasBatch("vmas.balance", {"n_agents": 2, "max_steps": 3}, num_envs=3, seed=0)
+    for view in batch.views:
+        view.reset()
+    noop = [{a: np.zeros(2, np.float32) for a in batch.agents}] * 3
+    for step in range(3):
+        batch.step(noop)
+        results = [view.step(noop[0]) for view in batch.views]
+    assert all(r[2][ALL] and r[3][ALL] for r in results)  # max_steps reached: every world ended
+    final = results[0][0]["agent_0"].copy()
+    fresh = [view.reset()[0]["agent_0"] for view in batch.views]
+    (now,) = batch.env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
+    for k in range(3):
+        np.testing.assert_allclose(fresh[k], now[0][k].numpy())  # what the reset world shows now
+    assert not np.allclose(final, fresh[0])
+    np.testing.assert_allclose(batch.views[1].state()[: fresh[1].size], fresh[1])  # the global state follows the reset
+    with pytest.raises(EnvError, match="stepped on its own"):
+        batch.views[0].step(noop[0])
+
+
+@needs("Box2D", "sisl")
+def test_sisl_multiwalker_samples_continuous_actions():
+    from marl.algorithms.ppo import PPOConfig
+
+    cfg = (PPOConfig().environment("pettingzoo.sisl.multiwalker_v9", env_config={"max_cycles": 50})
+           .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=30).debugging(seed=0))
+    cfg.validate()
+    algo = cfg.build()
+    try:
+        rows = algo.runners.local.sample().batch.policy_batches["default_policy"]
+    finally:
+        algo.stop()
+    assert rows["actions"].shape[1:] == (4,) and rows["actions"].dtype == np.float32
+    assert 0 < len(rows) <= 3 * 60  # three walkers, fewer rows once one falls
+
+
+def test_an_agent_that_spawns_mid_episode_acts_from_then_on_and_is_counted():
+    import gymnasium
+    from pettingzoo.utils.env import ParallelEnv
+
+    from marl import register_env
+    from marl.algorithms.ppo import PPOConfig
+
+    class Spawning(ParallelEnv):
+        """agent_0 acts for 8 steps; agent_1 appears at step 3 and leaves at step 6."""
+
+        metadata = {"name": "spawning"}
+        possible_agents = ["agent_0", "agent_1"]
+
+        def observation_space(self, agent):
+            return gymnasium.spaces.Box(0, 10, (1,), np.float32)
+
+        def action_space(self, agent):
+            return gymnasium.spaces.Discrete(2)
+
+        def _obs(self):
+            return {a: np.array([self.t], np.float32) for a in self.agents}
+
+        def reset(self, seed=None, options=None):
+            self.t, self.agents = 0, ["agent_0"]
+            return self._obs(), {a: {} for a in self.agents}
+
+        def step(self, actions):
+            assert set(actions) == set(self.agents)
+            self.t += 1
+            rewards = {a: 1.0 for a in self.agents}
+            terms = {a: (a == "agent_1" and self.t == 6) or self.t == 8 for a in self.agents}
+            truncs = dict.fromkeys(self.agents, False)
+            obs = self._obs()
+            self.agents = [a for a in self.agents if not terms[a]]
+            if self.t == 3:
+                self.agents.append("agent_1")
+                obs["agent_1"] = np.array([self.t], np.float32)
+            return obs, rewards, terms, truncs, {a: {} for a in obs}
+
+    register_env("spawning", lambda cfg: Spawning())
+    algo = (PPOConfig().environment("spawning").env_runners(num_envs_per_env_runner=1, rollout_fragment_length=8)
+            .training(train_batch_size=8, minibatch_size=8, num_epochs=1).debugging(seed=0)).build()
+    try:
+        sampled = algo.runners.local.sample()
+    finally:
+        algo.stop()
+    rows = sampled.batch.policy_batches["default_policy"]
+    t, agent = rows["t"], rows["agent_index"]
+    assert list(t[agent == 0]) == list(range(8)) and list(t[agent == 1]) == [3, 4, 5]
+    assert len(rows) == 11 and rows["terminateds"][agent == 1][-1]  # 8 + 3 agent steps; agent_1 ended at step 6

@@ -241,8 +241,29 @@ class AlgorithmConfig:
                 if pid not in ids:
                     raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
         from marl.connectors.build import check_policies
+        from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 
+        for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
+            where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
+            kind, _, _ = recurrent_options(self.model_for(pid), where)
+            if kind is not None:
+                check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
+                n_step = getattr(self.training_for(pid), "n_step", 1)
+                if self.replay_buffer_config_for(pid) is not None and n_step != 1:
+                    raise ConfigError(
+                        f"'training.n_step' is {n_step}; a recurrent Q network ('{where}.recurrent: {kind}') learns from "
+                        "1-step targets over replayed sequences: set training.n_step=1"
+                    )
         check_policies(self)
+        if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
+            from marl.learners.device import check_gpus_available
+
+            check_gpus_available(self.learners_cfg.num_gpus_per_learner)
+        if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
+            raise ConfigError(
+                "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "
+                ">= 1 (1: one sampling process), or overlap=false to sample in-process"
+            )
         ev = self.evaluation_cfg
         if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
             raise ConfigError(

@@ -241,6 +241,9 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
     vectors, `marl.modules.spaces`, normalised with `observation_filter: mean_std`,
     stacked with `frame_stack`, ...; images stay uint8 arrays of their shape for the
     default modules, whose conv encoders are rebuilt from the recorded model options): `load_connectors` gives that pipeline with its state.
+    A recurrent module (`model.recurrent`, recorded with the model options in the
+    manifest) returns `state_out`: pass it back as `state_in` at the agent's next
+    step (no `state_in`: the initial state, an episode start).
     """
     import torch
 

@@ -55,6 +55,14 @@ class EnvRunnersSection:
     num_cpus_per_env_runner: float = doc("CPUs Ray reserves for each runner actor", 1.0, min=0)
     observation_filter: str = doc("observation normalisation: none | mean_std", "none", choices=("none", "mean_std"))
     max_runner_restarts: int = doc("runner crashes tolerated before the run stops", 100, min=0)
+    overlap: bool = doc(
+        "sample the next round on the runner actors while the learner trains on this one (the default graph's "
+        "sample node runs mode=overlap): one round of policy lag, which PPO/MAPPO/A2C/PG correct with the ratio to "
+        "the behaviour policy's recorded log-probs; needs num_env_runners >= 1 (1: one sampling process beside the "
+        "learner); rounds of half a train batch (rollout_fragment_length = train_batch_size / (2 x envs)) keep PPO's "
+        "learning per env step where synchronous sampling has it; false: strictly synchronous sampling (the default)",
+        False,
+    )
 
 
 @dataclass
@@ -79,6 +87,12 @@ class LearnersSection:
     )
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
     num_threads: int = doc("torch threads in the learner (1 is fastest for small MLPs on few cores)", 1, min=1)
+    num_gpus_per_learner: float = doc(
+        "GPUs of each learner (0: the CPU); > 0: modules and optimisers on CUDA, each update's batch moved there once "
+        "(pinned memory), env runners stay on the CPU; with num_learners > 1 gradients are averaged over NCCL; "
+        "a ConfigError where torch cannot use CUDA",
+        0.0, min=0,
+    )
 
 
 @dataclass
@@ -86,6 +100,7 @@ class DebuggingSection:
     seed: int | None = doc("base seed; each runner and env copy derives its own", None)
     log_level: str = doc("python logging level", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     validate_env: bool = doc("check every env reset/step against the multi-agent env contract (agents, spaces, flags)", False)
+    check_module_state: bool = doc("on the first update, check that a stateful (recurrent) module's training pass over sequences reproduces its acting pass (log-probs), and stop with a clear error if not", True)
 
 
 @dataclass

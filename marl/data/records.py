@@ -96,6 +96,22 @@ class SampledBatch:
         indexes = {p: i for p, i in self.replay_indexes.items() if p in policies}
         return SampledBatch(batch, self.episodes, self.weights_versions, self.runners, self.connector_deltas, indexes)
 
+    def to_state(self) -> dict:
+        """The record as a state tree (dicts, lists, arrays: `marl.algorithms.state_files`), for checkpoints."""
+        return {
+            "env_steps": self.batch.env_steps,
+            "policies": {pid: dict(b.columns) for pid, b in self.batch.policy_batches.items()},
+            "episodes": list(self.episodes), "weights_versions": list(self.weights_versions),
+            "runners": list(self.runners), "connector_deltas": list(self.connector_deltas),
+            "replay_indexes": dict(self.replay_indexes),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> "SampledBatch":
+        batch = MultiAgentBatch({pid: SampleBatch(cols) for pid, cols in state["policies"].items()}, int(state["env_steps"]))
+        return cls(batch, list(state["episodes"]), [int(v) for v in state["weights_versions"]],
+                   [int(r) for r in state["runners"]], list(state["connector_deltas"]), dict(state["replay_indexes"]))
+
     def copy(self) -> "SampledBatch":
         """A deep copy: what a second branch of a fan-out gets, so no branch sees another's in-place changes."""
         batch = MultiAgentBatch({p: b.copy() for p, b in self.batch.policy_batches.items()}, self.batch.env_steps)

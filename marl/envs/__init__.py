@@ -9,6 +9,9 @@ from marl.envs.gymnasium import GymnasiumAdapter
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
 from marl.envs.registry import make_env, register_env, registered_envs, wrap_env
 from marl.envs.validation import EnvChecker, EnvOutputError, EnvStepError
+from marl.envs.memory import register_gymnasium_ids
+
+register_gymnasium_ids()  # StatelessCartPole-v1, in every process that imports marl (runners too)
 
 __all__ = [
     "AECEnvAdapter",

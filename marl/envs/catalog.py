@@ -2,7 +2,9 @@
 
 - registered: names given to `register_env` in this process (import the module that registers them first)
 - pettingzoo / mpe2: module paths of the installed PettingZoo env families (`mpe2.simple_spread_v3`)
-- gymnasium: the ids in Gymnasium's registry (`CartPole-v1`), grouped by where they live
+- gymnasium: the ids in Gymnasium's registry (`CartPole-v1`), grouped by where they live; ids of the
+  installed multi-agent Gymnasium packages (lbforaging, rware) module-qualified (`rware:rware-tiny-2ag-v2`)
+- vmas: `vmas.<scenario>` for each scenario of the installed VMAS
 
 PettingZoo modules are found without importing each one: a family whose
 extra dependencies are missing still lists its names, and making one then
@@ -16,7 +18,9 @@ import pkgutil
 import re
 
 _VERSIONED = re.compile(r"_v\d+$")
-PETTINGZOO_FAMILIES = ("pettingzoo.atari", "pettingzoo.butterfly", "pettingzoo.classic", "pettingzoo.sisl", "mpe2")
+PETTINGZOO_FAMILIES = (
+    "pettingzoo.atari", "pettingzoo.butterfly", "pettingzoo.classic", "pettingzoo.sisl", "mpe2", "magent2.environments",
+)
 
 
 def _versioned_modules(package: str) -> list[str]:
@@ -35,9 +39,22 @@ def pettingzoo_families() -> dict[str, list[str] | str]:
     return out
 
 
+# Packages that register multi-agent Gymnasium ids when imported: listed module-qualified, the form that imports them.
+GYMNASIUM_PACKAGES = ("lbforaging", "rware")
+
+
 def gymnasium_families() -> dict[str, list[str]]:
     """'gymnasium.<group>' -> ids, grouped by the module of each id's entry point."""
+    import importlib.util
+
     import gymnasium
+
+    for package in GYMNASIUM_PACKAGES:
+        if importlib.util.find_spec(package) is not None:
+            try:
+                importlib.import_module(package)
+            except Exception:  # a broken optional package must not break the listing
+                pass
 
     out: dict[str, list[str]] = {}
     for env_id, spec in gymnasium.envs.registry.items():
@@ -50,16 +67,33 @@ def gymnasium_families() -> dict[str, list[str]]:
             group = "gymnasium.other"  # legacy ids whose entry point only raises (mujoco-py, gym v21/v26 shims)
         else:
             group = parts[0] or "other"  # ids registered by other packages
+        if group in GYMNASIUM_PACKAGES:
+            env_id = f"{group}:{env_id}"
         out.setdefault(group, []).append(env_id)
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def vmas_families() -> dict[str, list[str] | str]:
+    """'vmas' -> `vmas.<scenario>` names, or why VMAS cannot be listed."""
+    import importlib.util
+
+    if importlib.util.find_spec("vmas") is None:
+        return {"vmas": "unavailable (not installed: pip install 'marl[vmas]')"}
+    import vmas
+
+    return {"vmas": sorted(f"vmas.{name}" for name in vmas.scenarios)}
+
+
+KINDS = ("registered", "pettingzoo", "gymnasium", "vmas")
+
+
 def env_catalog() -> dict[str, dict[str, list[str] | str]]:
-    """kind ('registered', 'pettingzoo', 'gymnasium') -> family -> names."""
+    """kind (one of KINDS) -> family -> names."""
     from marl.envs.registry import registered_envs
 
     return {
         "registered": {"register_env": registered_envs()},
         "pettingzoo": pettingzoo_families(),
         "gymnasium": gymnasium_families(),
+        "vmas": vmas_families(),
     }

@@ -10,8 +10,9 @@ A runner does not make K Python copies of the env: `VmasBatch` makes ONE VMAS en
 each world through the `MultiAgentEnv` protocol to the runner's per-copy bookkeeping.
 `VmasBatch.step(actions)` stacks the K worlds' actions into one tensor per agent and steps
 every world in one call; each view then hands out its row of the results (NumPy views
-of the result tensors: no copy on CPU). A world whose episode ended is reset on its own
-(`reset_at`). `marl.runners.vector_env_runner.VectorEnvRunner` drives this.
+of the result tensors: no copy on CPU; the runner's batches are NumPy). The worlds whose
+episode ended are reset right after the step (`reset_at` each, one observation pass for all).
+`state()` (MAPPO's global state) is every agent's observation joined, built for all worlds at once. `marl.runners.vector_env_runner.VectorEnvRunner` drives this.
 
 Randomness: VMAS keeps its own generator, seeded once per batch (from `debugging.seed`
 and the runner), so per-world reset seeds are not used and an episode cannot be replayed
@@ -21,6 +22,7 @@ from a checkpoint: a restored run starts fresh episodes.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from typing import Any
 
 import gymnasium
@@ -78,14 +80,23 @@ class VmasBatch:
         options = {k: config.pop(k) for k in _VMAS_OPTIONS if k in config}
         self.continuous = bool(options.get("continuous_actions", True))
         try:
-            self.env = vmas.make_env(
-                scenario, num_envs=num_envs, device=options.get("device", "cpu"),
-                continuous_actions=self.continuous, max_steps=options.get("max_steps", DEFAULT_MAX_STEPS),
-                seed=seed, clamp_actions=bool(options.get("clamp_actions", True)), terminated_truncated=True,
-                **config,
-            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.env = vmas.make_env(
+                    scenario, num_envs=num_envs, device=options.get("device", "cpu"),
+                    continuous_actions=self.continuous, max_steps=options.get("max_steps", DEFAULT_MAX_STEPS),
+                    seed=seed, clamp_actions=bool(options.get("clamp_actions", True)), terminated_truncated=True,
+                    **config,
+                )
         except TypeError as err:
             raise EnvError(f"env {name!r} rejected its env_config: {err}") from err
+        for w in caught:
+            if "passed but not used by the scenario" in str(w.message):  # VMAS only warns: a typo would go unseen
+                raise EnvError(
+                    f"env {name!r}: env_config has keys the scenario does not use ({str(w.message).split(' passed')[0]}); "
+                    f"env_config takes the scenario's kwargs and VMAS's {list(_VMAS_OPTIONS)}"
+                )
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         self.name = name
         self.num_envs = num_envs
         self.agents = [a.name for a in self.env.agents]
@@ -97,6 +108,11 @@ class VmasBatch:
         self.views = [VmasWorld(self, k) for k in range(num_envs)]
         self.result = None  # the last step's (obs, rewards, terminated, truncated) as NumPy, per agent
         self._fresh = [False] * num_envs  # world k's row of `result` not handed out yet
+        self._reset_obs, self._reset_ready = None, set()  # worlds reset right after the last step (_reset_early)
+        # Global state of every world (centralised critics): the agents' observations joined, one row per world,
+        # built with one concatenate per step instead of one per world; a world's row is replaced when it resets.
+        self._state_dim = sum(int(np.prod(self.obs_spaces[a].shape)) for a in self.agents)
+        self.states = np.zeros((num_envs, self._state_dim), np.float32)
 
     def step(self, actions: list[dict]) -> None:
         """Steps every world; `actions[k]` is world k's {agent: action} (a missing one: a no-op)."""
@@ -113,10 +129,33 @@ class VmasBatch:
             [_to_numpy(o) for o in obs], [_to_numpy(r) for r in rewards], _to_numpy(terminated), _to_numpy(truncated)
         )
         self._fresh = [True] * self.num_envs
+        self.states = np.concatenate([o.reshape(self.num_envs, -1) for o in self.result[0]], axis=1, dtype=np.float32)
+        self._reset_early(np.flatnonzero(self.result[2] | self.result[3]))
+
+    def _reset_early(self, ended) -> None:
+        """Resets the worlds that just ended, with ONE observation pass for all of them.
+
+        `reset_at(k)` alone recomputes every world's observations; at hundreds of worlds
+        that per-world pass cost more than the step itself. The runner's `reset()` of such
+        a world then hands out the observation computed here (until the next batch step).
+        """
+        self._reset_obs, self._reset_ready = None, set()
+        if len(ended) == 0:
+            return
+        for k in ended:
+            self.env.reset_at(int(k), return_observations=False)
+        (obs,) = self.env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
+        self._reset_obs = [_to_numpy(o) for o in obs]
+        self._reset_ready = {int(k) for k in ended}
 
     def reset_world(self, k: int) -> ObsDict:
-        obs = self.env.reset_at(k)
-        return {a: _to_numpy(o[k]) for a, o in zip(self.agents, obs)}
+        if k in self._reset_ready:  # reset right after the step that ended it
+            self._reset_ready.discard(k)
+            obs = {a: o[k] for a, o in zip(self.agents, self._reset_obs)}
+        else:
+            obs = {a: _to_numpy(o[k]) for a, o in zip(self.agents, self.env.reset_at(k))}
+        self.states[k] = np.concatenate([o.reshape(-1) for o in obs.values()])
+        return obs
 
     def world_result(self, k: int) -> StepResult:
         if not self._fresh[k]:
@@ -170,6 +209,10 @@ class VmasWorld(MultiAgentEnv):
         if self.batch.num_envs == 1:  # a lone world (e.g. `make_env("vmas.balance")`) steps itself
             self.batch.step([actions])
         return self.batch.world_result(self.index)
+
+    def state(self) -> np.ndarray:
+        """Every agent's observation of this world, joined in agent order (computed batched by VmasBatch)."""
+        return self.batch.states[self.index]
 
     def np_random_source(self):
         return None

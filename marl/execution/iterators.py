@@ -112,6 +112,47 @@ def gather_sync(group, metrics: SharedMetrics, method: str = "sample") -> LocalI
     return LocalIterator(gen, metrics, f"gather_sync({method})")
 
 
+class GatherAhead:
+    """`gather_sync` one round ahead: the next round's calls go out before this round is handed on.
+
+    Each item is the list of one `method()` result per runner, all from the same round, as with
+    `gather_sync`; but the calls of round k+1 are sent when round k is yielded, so the runners
+    sample round k+1 while the consumer (the learner) works on round k. Weights synced during
+    that work are queued behind round k+1's calls (actor calls run in order) and reach round
+    k+2: the rounds lag the learner by one update at most. Runners must be remote actors.
+
+    `settle()` waits for the round in flight and keeps its results as the next item (a
+    checkpoint saves them; `ready` set after a restore is handed on first).
+    """
+
+    def __init__(self, group, metrics: SharedMetrics, method: str = "sample"):
+        if group.is_local:
+            raise ValueError("sampling ahead needs remote runners (num_env_runners >= 1)")
+        self.group, self.method = group, method
+        self.in_flight: list | None = None  # refs of the round being sampled, in runner order
+        self.ready: list | None = None  # results of a finished round not yet handed on
+        self.iterator = LocalIterator(self._gen, metrics, f"gather_ahead({method})")
+
+    def _send(self) -> None:
+        self.in_flight = [self.group.call_remote(i, self.method) for i in range(self.group.num_remote)]
+
+    def settle(self) -> list | None:
+        """The next round's results, waiting for the calls in flight if needed (None before the first pull)."""
+        if self.ready is None and self.in_flight is not None:
+            refs, self.in_flight = self.in_flight, None
+            self.ready = [self.group.get_remote(i, ref, self.method) for i, ref in enumerate(refs)]
+        return self.ready
+
+    def _gen(self):
+        while True:
+            if self.ready is None and self.in_flight is None:
+                self._send()
+            results = self.settle()
+            self.ready = None
+            self._send()  # the next round samples while the consumer works on this one
+            yield results
+
+
 def gather_async(
     group,
     metrics: SharedMetrics,

@@ -11,7 +11,7 @@ How one update runs on N ranks:
   they draw the same permutations, and `minibatch_size` keeps its meaning
   (rows per SGD step, all ranks together) whatever N is;
 * of each minibatch, rank r takes its contiguous slice of about 1/N of the
-  rows and computes each parameter group's loss on it inside the forward of
+  rows (of a recurrent module's minibatch: of its whole sequences, never cutting one) and computes each parameter group's loss on it inside the forward of
   that group's `DistributedDataParallel` wrapper (of the policy's module for
   the `default` group), scaled by its share of the rows; DDP averages the
   group's gradients across ranks during its backward. For a loss that is a
@@ -20,9 +20,10 @@ How one update runs on N ranks:
   weights stay identical, and N learners train like one (up to float
   rounding); the win is that each rank computes only its slice.
 
-Backend: gloo for modules on CPU (the `Learner` keeps its modules on CPU
-today), NCCL when the module's parameters are on a GPU. Rank 0 picks the
-rendezvous address (its node's IP and a free port).
+Backend: gloo for modules on the CPU, NCCL when `learners.num_gpus_per_learner` > 0
+puts each rank's modules on its GPU (`marl.learners.device`; Ray gives each
+rank actor its own GPU). Rank 0 picks the rendezvous address (its node's IP
+and a free port).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from marl.learners.learner import Learner
+from marl.learners.sequences import SEQ_LENS, shard_sequences
 
 INIT_TIMEOUT_S = 120
 _COUNTS = ("num_sgd_steps", "agent_steps_trained")  # stats that are counts, the same on every rank
@@ -47,6 +49,13 @@ def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
     base, extra = divmod(n, world_size)
     lo = rank * base + min(rank, extra)
     return lo, lo + base + (1 if rank < extra else 0)
+
+
+def process_group_backend(on_gpu: bool) -> str:
+    """NCCL for modules on GPUs (gradients all-reduced device to device), gloo on the CPU."""
+    if on_gpu and not dist.is_nccl_available():
+        raise RuntimeError("learners on GPUs average gradients over NCCL, but this torch build has no NCCL")
+    return "nccl" if on_gpu else "gloo"
 
 
 class _LossPass(nn.Module):
@@ -91,7 +100,7 @@ class DistributedLearner(Learner):
         """Joins the group (blocks until all ranks joined) and wraps every trainable parameter group in DDP."""
         modules = [self.module[pid] for pid in self.policies_to_train]
         on_gpu = any(p.is_cuda for m in modules for p in m.parameters())
-        backend = "nccl" if on_gpu and dist.is_nccl_available() else "gloo"
+        backend = process_group_backend(on_gpu)
         dist.init_process_group(
             backend,
             init_method=f"tcp://{host}:{port}",
@@ -110,12 +119,16 @@ class DistributedLearner(Learner):
 
     def _group_loss(self, pid: str, group, module, minibatch: dict, cfg, targets: dict):
         """The group's loss on this rank's slice of the minibatch, through the group's DDP wrapper."""
-        n = len(next(iter(minibatch.values())))
-        lo, hi = shard_bounds(n, self.rank, self.world_size)
-        share = (hi - lo) / n
-        if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
-            lo, hi = 0, 1
-        shard = {k: v[lo:hi] for k, v in minibatch.items()}
+        if SEQ_LENS in minibatch:  # a recurrent module's minibatch: each rank takes whole sequences
+            shard, rows, n = shard_sequences(minibatch, self.rank, self.world_size)
+            share, lo, hi = rows / n, 0, rows
+        else:
+            n = len(next(iter(minibatch.values())))
+            lo, hi = shard_bounds(n, self.rank, self.world_size)
+            share = (hi - lo) / n
+            if hi == lo:  # fewer rows than ranks: run one row with weight 0 so DDP still hears from every parameter
+                lo, hi = 0, 1
+            shard = {k: v[lo:hi] for k, v in minibatch.items()}
         loss, stats = self._ddp[(pid, group.name)](lambda: group.loss(module, shard, cfg, targets))
         # DDP averages over ranks; weighting each rank's mean by (its rows / mean rows) makes that average
         # the mean over all the minibatch's rows, also when the slices differ in size.
@@ -147,7 +160,7 @@ class DistributedLearner(Learner):
         # stats); grad_norm is the same on every rank already (taken after DDP averaged the gradients).
         keys = [k for k, v in out.items() if isinstance(v, float) and k not in _COUNTS]
         if keys:
-            packed = torch.tensor([out[k] for k in keys], dtype=torch.float64)
+            packed = torch.tensor([out[k] for k in keys], dtype=torch.float64, device=self.device)  # NCCL: on the GPU
             dist.all_reduce(packed)
             packed /= self.world_size
             out.update({k: float(packed[i]) for i, k in enumerate(keys)})
@@ -156,7 +169,7 @@ class DistributedLearner(Learner):
     def _gather_rows(self, local: torch.Tensor, n: int) -> torch.Tensor:
         sizes = [shard_bounds(n, r, self.world_size) for r in range(self.world_size)]
         width = max(hi - lo for lo, hi in sizes)
-        padded = torch.zeros((width,) + tuple(local.shape[1:]), dtype=local.dtype)
+        padded = torch.zeros((width,) + tuple(local.shape[1:]), dtype=local.dtype, device=local.device)
         padded[: len(local)] = local
         parts = [torch.empty_like(padded) for _ in range(self.world_size)]
         dist.all_gather(parts, padded)
@@ -171,7 +184,8 @@ def start_distributed_learners(config, specs: dict, num_learners: int) -> list:
         # The ranks must draw the same minibatch permutations: give them one seed.
         config = config.copy()
         config.debugging_cfg.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-    cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner)(DistributedLearner)
+    cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner,
+                     num_gpus=config.learners_cfg.num_gpus_per_learner)(DistributedLearner)
     actors = [cls.remote(config, specs, rank, num_learners) for rank in range(num_learners)]
     host, port = ray.get(actors[0].rendezvous_address.remote())
     ray.get([a.init_process_group.remote(host, port) for a in actors])

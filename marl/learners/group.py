@@ -8,16 +8,35 @@ arguments put once in the object store; calls that only read (get_weights,
 
 from __future__ import annotations
 
+from marl.errors import ConfigError
 from marl.learners.learner import Learner
 
 # Calls that read learner state: answered by rank 0 alone. Anything else goes to every rank.
 _READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "get_state", "ping"})
 
 
+def check_gpu_resources(config) -> None:
+    """Learner actors asking for more GPUs than the Ray cluster has would wait forever: a ConfigError instead."""
+    lc = config.learners_cfg
+    if lc.num_gpus_per_learner <= 0:
+        return
+    import ray
+
+    have = ray.cluster_resources().get("GPU", 0)
+    need = lc.num_learners * lc.num_gpus_per_learner
+    if need > have:
+        raise ConfigError(
+            f"'learners.num_learners' x 'learners.num_gpus_per_learner' = {need:g} GPUs, but the Ray cluster has "
+            f"{have:g}; use fewer learners or GPUs per learner (0: learn on the CPU)"
+        )
+
+
 class LearnerGroup:
     def __init__(self, config, specs: dict):
         n = config.learners_cfg.num_learners
         self.is_local = n == 0
+        if n:
+            check_gpu_resources(config)
         self.replicas: list = []  # all learner actors, rank order (rank 0 is also `remote`)
         if self.is_local:
             self.local = Learner(config, specs)
@@ -25,7 +44,8 @@ class LearnerGroup:
         elif n == 1:
             import ray
 
-            cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner)(Learner)
+            cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner,
+                             num_gpus=config.learners_cfg.num_gpus_per_learner)(Learner)
             self.local = None
             self.remote = cls.remote(config, specs)
             ray.get(self.remote.ping.remote())

@@ -11,6 +11,8 @@ per-row (DQN: TD errors for replay priorities). Everything else (epochs,
 minibatches, clipping, versions, target updates, observation-filter state) is
 here, shared by all algorithms. Each policy has its own parts, training section
 and optimisers, so one learner can update a PPO policy and a DQN policy side by side.
+A stateful (recurrent) module trains on sequences: chunks of its trajectory pieces,
+shuffled whole (`marl.learners.sequences`), checked once against its acting pass.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from torch import nn
 
 from marl.connectors import LearnerConnectors, build_policy_module
 from marl.data import MultiAgentBatch, SampleBatch
+from marl.data import sample_batch as sb
+from marl.learners import sequences as seq
 from marl.learners.adam import make_adam
+from marl.learners.device import learner_device, to_device
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
+from marl.modules.recurrent import recurrent_options
 from marl.modules.rl_module import load_network_state, network_state
 
 
@@ -78,7 +84,9 @@ class Learner:
             torch.manual_seed(int(seed) + 1)
         self.rng = np.random.default_rng(None if seed is None else int(seed) + 2)
         self.specs = specs
+        self.device = learner_device(config.learners_cfg.num_gpus_per_learner)
         self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in specs.items()})
+        self.module.to(self.device)  # before the optimisers and target copies are made: they follow the parameters
         self.policies_to_train = config.trained_policy_ids(list(specs))
         self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
         self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
@@ -112,6 +120,13 @@ class Learner:
             if copies:
                 self.targets[pid] = {c.name: _frozen_copy(c.of(module)) for c in copies}
                 self._target_sources[pid] = {c.name: c.of for c in copies}
+        # Stateful modules train on sequences of at most max_seq_len steps; the first update checks that
+        # their training pass reproduces acting (`debugging.check_module_state`).
+        self.max_seq_len = {
+            pid: recurrent_options(config.model_for(pid))[2]
+            for pid in self.policies_to_train if self.module[pid].get_initial_state()
+        }
+        self._check_state = {pid: config.debugging_cfg.check_module_state for pid in self.max_seq_len}
         # Learner connector pipelines, and the central statistics of runner pieces (mean/std filter).
         self.connectors = LearnerConnectors(config, specs, self.policies_to_train)
         self.version = 1  # runners start at 0: the first sync always sends
@@ -137,42 +152,45 @@ class Learner:
         batch = SampleBatch(dict(batch.columns))  # connectors add columns to this view, not the caller's batch
         batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
+        # Moved to the learner's device once per update (a no-op on the CPU), never per minibatch.
         tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch}
+        plan = self.minibatching[pid]
+        sequences = None
+        # (Replayed sequences of recurrent VDN/QMIX agents are one row each, with their starting states: plain rows here.)
+        names = seq.state_names(module) if pid in self.max_seq_len else []
+        if names and sb.state_in_column(names[0]) in batch:  # a stateful module trains on chunks of its trajectory pieces
+            sequences = seq.SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len[pid])
+            tensors = seq.add_sequences(tensors, batch, sequences, names)
+        tensors = to_device(tensors, self.device)
+        if sequences is not None and self._check_state.pop(pid, False):
+            seq.check_acting_matches_training(pid, module, tensors)
         tensors = algo.prepare(module, tensors, cfg)
         module.train()
         n = len(batch)
-        plan = self.minibatching[pid]
-        size = min(plan.minibatch_size or n, n)
-        num_epochs = plan.num_epochs
         groups = [g for g in self.groups[pid] if g.trainable]
         sums: dict[str, dict[str, torch.Tensor]] = {g.name: {} for g in groups}
         group_steps = {g.name: 0 for g in groups}
         per_row = {key: np.zeros(n, dtype=np.float32) for key in algo.per_row_stats}
         steps = 0
-        for _ in range(num_epochs):
-            if num_epochs == 1 and size == n:
-                order, shuffled = None, tensors  # one step on the whole batch: nothing to shuffle
-            else:
-                # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
-                order = torch.from_numpy(self.rng.permutation(n))
-                shuffled = {k: t[order] for k, t in tensors.items()}
-            for start in range(0, n, size):
-                minibatch = {k: t[start : start + size] for k, t in shuffled.items()}
-                for group in groups:  # declared order: a later group's loss sees the earlier groups' new weights
-                    if self.sgd_steps[pid] % group.every:
-                        continue
-                    stats = self._step_group(pid, group, module, minibatch, cfg, targets)
-                    for key in per_row:  # rows back in batch order (the last epoch's values win)
-                        if key in stats:
-                            rows = slice(start, start + size) if order is None else order[start : start + size].numpy()
-                            per_row[key][rows] = stats.pop(key).detach().numpy()
-                    acc = sums[group.name]
-                    for key, value in stats.items():
-                        value = value.detach()
-                        acc[key] = acc[key] + value if key in acc else value
-                    group_steps[group.name] += 1
-                self.sgd_steps[pid] += 1
-                steps += 1
+        if sequences is not None:
+            minibatches = seq.sequence_minibatches(tensors, sequences, plan.minibatch_size, plan.num_epochs, self.rng)
+        else:
+            minibatches = self._row_minibatches(tensors, n, plan)
+        for rows, minibatch in minibatches:
+            for group in groups:  # declared order: a later group's loss sees the earlier groups' new weights
+                if self.sgd_steps[pid] % group.every:
+                    continue
+                stats = self._step_group(pid, group, module, minibatch, cfg, targets)
+                for key in per_row:  # rows back in batch order (the last epoch's values win)
+                    if key in stats:
+                        per_row[key][rows.cpu().numpy() if torch.is_tensor(rows) else rows] = stats.pop(key).detach().cpu().numpy()
+                acc = sums[group.name]
+                for key, value in stats.items():
+                    value = value.detach()
+                    acc[key] = acc[key] + value if key in acc else value
+                group_steps[group.name] += 1
+            self.sgd_steps[pid] += 1
+            steps += 1
         module.eval()
         out: dict = {}
         for group in groups:  # one group: today's stat names; several: '<group>/<stat>'
@@ -183,6 +201,21 @@ class Learner:
         out["agent_steps_trained"] = n
         out.update(per_row)
         return out
+
+    def _row_minibatches(self, tensors: dict, n: int, plan):
+        """(rows, minibatch) of each SGD step of a memoryless module: rows shuffled once per epoch (`rows`: a slice
+        or the row indices as a tensor, turned into NumPy only where per-row stats need them)."""
+        size = min(plan.minibatch_size or n, n)
+        for _ in range(plan.num_epochs):
+            if plan.num_epochs == 1 and size == n:
+                yield slice(0, n), tensors  # one step on the whole batch: nothing to shuffle
+                continue
+            # Shuffle once per epoch; minibatches are then contiguous views, not gathers.
+            order = torch.from_numpy(self.rng.permutation(n))
+            on_device = order.to(self.device) if self.device.type != "cpu" else order
+            shuffled = {k: t[on_device] for k, t in tensors.items()}
+            for start in range(0, n, size):
+                yield order[start : start + size], {k: t[start : start + size] for k, t in shuffled.items()}
 
     def _step_group(self, pid: str, group: ParamGroup, module, minibatch: dict, cfg, targets: dict) -> dict:
         """One SGD step of one group: its loss, zero_grad, backward, clip, Adam step; returns the loss stats."""

@@ -17,7 +17,8 @@ Encoders (`encoder_for(space, model_config)`), chosen from the observation space
 - Dict / Tuple: `PartsEncoder`, one encoder per part (by these rules), outputs concatenated.
 
 Cores (`core_for`): the slot between encoder and heads; memoryless modules get
-`IdentityCore`. Heads (`policy_head`, `value_head`, `q_trunk`/`q_head`): MLPs with
+`IdentityCore`; with `model.recurrent` set the default actor-critics are built as their
+recurrent variants (`marl.modules.recurrent`: encoder -> MLP -> `RecurrentCore` -> head). Heads (`policy_head`, `value_head`, `q_trunk`/`q_head`): MLPs with
 orthogonal init (policy outputs small: a near-uniform start). Each piece has `out_dim`.
 
 A user's module reuses them::
@@ -61,6 +62,16 @@ MODEL_OPTIONS = [
     ("initial_log_std", "float", "`0.0`", "", "Box actions: initial log std of the Gaussian policy"),
     ("value_function", "bool", "`true`", "", "actor-critic: false builds a policy-only network (PG)"),
     ("critic_hiddens", "list of int or None", "`null`", "widths >= 1", "MAPPO: the centralised critic's layers; null: hiddens"),
+    ("recurrent", "str or None", "`null`", "`lstm`, `gru`, `null`",
+     "a recurrent core (`marl.modules.recurrent`) in the actor-critic (PPO, APPO, IMPALA, A2C, PG) and MAPPO modules "
+     "(encoder -> hiddens -> LSTM/GRU -> head, separate for actor and critic; the learner trains on sequences) and in "
+     "DQN's Q network and VDN/QMIX agents (`marl.modules.recurrent_q`, sequence replay with stored states, n_step 1); "
+     "null: memoryless"),
+    ("cell_size", "int", "`64`", ">= 1", "hidden size of the recurrent core"),
+    ("max_seq_len", "int", "`20`", ">= 1",
+     "the learner cuts each agent's trajectory pieces into chunks of at most this many steps (minibatches of whole chunks, "
+     "zero-padded inside the module; each chunk starts from the state recorded at its first step); DQN/VDN/QMIX replay "
+     "chunks of this many (joint) steps"),
     ("dueling", "bool", "`true`", "", "DQN family: dueling Q head"),
     ("epsilon", "list", "`[[0, 1.0], [10000, 0.05]]`", "`[[env_step, eps], ...]`", "DQN family: epsilon-greedy schedule"),
 ]

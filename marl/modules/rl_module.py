@@ -28,6 +28,12 @@ The contract runners rely on (one screen):
   (it advances only when the agent acts), never shared between agents or env
   copies, saved with the runner's checkpoint state. Batches of stateful modules
   carry `state_in.<name>` and `episode_start` columns (`marl.data.sample_batch`).
+  In `forward_train` a stateful module gets whole sequences laid end to end:
+  `seq_lens` (int64 [S]) and `state_in` {name: [S, ...]} the state entering each
+  sequence (chunks of at most `model.max_seq_len` steps of one agent's trajectory,
+  `marl.learners.sequences`); it must return one output row per input row, as
+  acting step by step would have (checked on the first update,
+  `debugging.check_module_state`). `marl.modules.recurrent` has the pieces.
 """
 
 from __future__ import annotations
@@ -127,9 +133,37 @@ def build_module(module_class, observation_space, action_space, model_config: di
             cls = import_object(cls)
         except (ImportError, AttributeError, ValueError) as err:
             raise ValueError(f"module_class '{module_class}' cannot be imported: {err}") from None
+    if isinstance(cls, type):
+        cls, model_config = _builtin_class(cls, model_config)
     if not (isinstance(cls, type) and issubclass(cls, RLModule)):
         raise ValueError(f"module_class {cls!r} is not a subclass of marl.RLModule")
     return cls(observation_space, action_space, model_config)
+
+
+def _builtin_class(cls, model_config: dict | None):
+    """A built-in memoryless module class and `model.recurrent`: the class to build, and its options."""
+    from marl.modules.central_critic import CentralCriticMLP
+    from marl.modules.mlp import ActorCriticMLP
+    from marl.modules.recurrent import RECURRENT_KEYS, RecurrentActorCritic, RecurrentCentralCritic, recurrent_options
+
+    from marl.modules.joint_q import JointQModule
+    from marl.modules.q_mlp import QMLP
+    from marl.modules.recurrent_q import RecurrentJointQ, RecurrentQ
+
+    model = dict(model_config or {})
+    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic, JointQModule: RecurrentJointQ, QMLP: RecurrentQ}
+    builtin = cls.__module__.startswith("marl.modules.")
+    if not builtin or not RECURRENT_KEYS & set(model):
+        return cls, model
+    kind, _, _ = recurrent_options(model)
+    if kind is None:  # memoryless: the recurrent keys mean nothing to it
+        return cls, {k: v for k, v in model.items() if k not in RECURRENT_KEYS}
+    if cls in variants.values():
+        return cls, model
+    if cls not in variants:
+        raise ValueError(f"model.recurrent: {kind} is not available for {cls.__name__} yet; the recurrent defaults "
+                         f"are {sorted(c.__name__ for c in variants)}")
+    return variants[cls], model
 
 
 class MultiRLModule(nn.Module):

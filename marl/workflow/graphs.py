@@ -1,7 +1,7 @@
 """The graph shapes several algorithms share, built once.
 
     synchronous_workflow (PPO, MAPPO, A2C, PG):
-    sample(sync) --batch--> concat(train_batch_size) --batch--> learn
+    sample(sync | overlap) --batch--> concat(train_batch_size) --batch--> learn
         [--results--> snapshot_opponents(every)]        (self-play runs: the pool's new snapshot ships with the sync)
         --results--> sync_weights(all) --results--> report(min_env_steps)
 """
@@ -13,6 +13,12 @@ from marl.workflow.operators import ConcatBatches, Learn, Report, Sample, SyncWe
 from marl.workflow.self_play_ops import SnapshotOpponents
 
 
+def sample_node(config) -> Sample:
+    """The sample node of a synchronous graph: mode=overlap when `env_runners.overlap` (the next round is
+    sampled on the runner actors while the learner trains on this one), else mode=sync."""
+    return Sample(mode="overlap" if config.env_runners_cfg.overlap else "sync")
+
+
 def synchronous_workflow(config, name: str, report_min_env_steps: int = 0) -> Workflow:
     """Fresh samples of `training.train_batch_size` env steps, one learner update each.
 
@@ -21,7 +27,7 @@ def synchronous_workflow(config, name: str, report_min_env_steps: int = 0) -> Wo
     """
     wf = (
         Workflow(name)
-        .add("sample", Sample(mode="sync"))
+        .add("sample", sample_node(config))
         .add("concat", ConcatBatches(min_env_steps=config.training_cfg.train_batch_size), after="sample")
         .add("learn", Learn(), after="concat")
     )

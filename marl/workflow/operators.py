@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 
+from marl.errors import ConfigError
 from marl.data.records import ANY, BATCH, EVALUATION, REPORT, RESULTS, SKIP, LearnResults, SampledBatch
-from marl.execution import LocalIterator, SharedMetrics, gather_async, gather_sync, union
+from marl.execution import GatherAhead, LocalIterator, SharedMetrics, gather_async, gather_sync, union
 from marl.execution import metrics as m
 from marl.workflow.protocol import ExecutionContext, Operator, policy_list
 
@@ -32,22 +33,45 @@ class Sample(Operator):
     """Pulls rollout fragments from the env runners.
 
     mode=sync: every runner samples once per item and the fragments are
-    concatenated (one item = one round). mode=async: items are single
+    concatenated (one item = one round). mode=overlap: the same rounds, but
+    the next round's calls go out when this one is emitted, so the remote
+    runners sample it while the nodes below (the learner) work on this one:
+    one round of policy lag, no more (`GatherAhead`); a checkpoint keeps the
+    round in flight (`get_state` waits for it). mode=async: items are single
     fragments in arrival order, `num_async` requests in flight per runner,
     none older than `max_policy_lag` learner updates when it is set.
     """
 
     op_name, consumes, produces = "sample", (), BATCH
+    MODES = ("sync", "overlap", "async")
 
     def __init__(self, mode: str = "sync", num_async: int = 1, max_policy_lag: int | None = None):
-        if mode not in ("sync", "async"):
-            raise ValueError(f"sample.mode must be 'sync' or 'async', got {mode!r}")
+        if mode not in self.MODES:
+            raise ValueError(f"sample.mode must be one of {list(self.MODES)}, got {mode!r}")
         if int(num_async) < 1:
             raise ValueError(f"sample.num_async must be >= 1, got {num_async}")
         if max_policy_lag is not None and int(max_policy_lag) < 1:
             raise ValueError(f"sample.max_policy_lag must be >= 1 or null, got {max_policy_lag}")
         self.mode, self.num_async = mode, int(num_async)
         self.max_policy_lag = None if max_policy_lag is None else int(max_policy_lag)
+        self._ahead: GatherAhead | None = None
+        self._restored: list | None = None
+
+    def get_state(self) -> dict | None:
+        """mode=overlap: the round sampled ahead (waited for), so a restored run emits it first; else nothing."""
+        if self.mode != "overlap":
+            return None
+        ready = self._ahead.settle() if self._ahead is not None else self._restored
+        return {"ready": None if ready is None else [record.to_state() for record in ready]}
+
+    def set_state(self, state: dict) -> None:
+        if self.mode != "overlap":
+            return super().set_state(state)
+        ready = state.get("ready")
+        records = None if ready is None else [SampledBatch.from_state(r) for r in ready]
+        if self._ahead is not None:
+            self._ahead.ready = records
+        self._restored = records
 
     def build(self, ctx, inputs):
         metrics = ctx.metrics
@@ -55,6 +79,14 @@ class Sample(Operator):
 
         if self.mode == "sync":
             it = gather_sync(ctx.runners, metrics).for_each(SampledBatch.concat)
+        elif self.mode == "overlap":
+            if ctx.runners.is_local:
+                raise ConfigError(
+                    "sample(mode=overlap) samples on remote runners beside the learner: set "
+                    "'env_runners.num_env_runners' >= 1"
+                )
+            self._ahead, self._restored = GatherAhead(ctx.runners, metrics), None
+            it = self._ahead.iterator.for_each(SampledBatch.concat)
         else:
             learners = ctx.learners
             it = gather_async(

@@ -51,6 +51,11 @@ class A2CConfig(AlgorithmConfig):
         super().__init__()
         self.env_runners_cfg.rollout_fragment_length = ROLLOUT_FRAGMENT_LENGTH
 
+    def columns_for(self, policy_id: str) -> frozenset[str]:
+        """Overlapped sampling trains on rows of the weights one update back: record their log-probs for the ratio."""
+        columns = super().columns_for(policy_id)
+        return columns | {sb.ACTION_LOGP} if self.env_runners_cfg.overlap else columns
+
     def algorithm_parts(self):
         return A2CParts()
 

@@ -13,14 +13,29 @@ import torch
 
 from marl.data import sample_batch as sb
 
-LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK)
+# ACTION_LOGP is recorded only under `env_runners.overlap` (see `behaviour_weighted_pg`).
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK, sb.ACTION_LOGP)
+
+
+def behaviour_weighted_pg(dist, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """-mean(log pi(a|s) * A), or, when the batch holds the behaviour policy's log-probs mu (sampling
+    overlapped with learning: the rows come from the weights one update back),
+    -mean(pi(a|s) / mu(a|s) * A), whose gradient mean(pi/mu * grad log pi * A) is the importance-sampled
+    policy gradient of pi from mu's rows (equal to the first where pi = mu)."""
+    logp = dist.logp(batch[sb.ACTIONS])
+    adv = batch[sb.ADVANTAGES]
+    behaviour = batch.get(sb.ACTION_LOGP)
+    if behaviour is None:
+        return -(logp * adv).mean(), {}
+    ratio = (logp - behaviour).exp()
+    return -(ratio * adv).mean(), {"behaviour_ratio_mean": ratio.detach().mean()}
 
 
 def a2c_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
-    policy_loss = -(dist.logp(batch[sb.ACTIONS]) * batch[sb.ADVANTAGES]).mean()
+    policy_loss, ratio_stats = behaviour_weighted_pg(dist, batch)
     vf_loss = 0.5 * (out["vf_preds"] - batch[sb.VALUE_TARGETS]).pow(2).mean()
     entropy = dist.entropy().mean()
     total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-    return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+    return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, **ratio_stats}

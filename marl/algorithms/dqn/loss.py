@@ -17,11 +17,16 @@ import torch.nn.functional as F
 
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
+from marl.replay.sequences import SEQ_MASK, STATE_START, state_start_column
 
-LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, sb.NEXT_ACTION_MASK)
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, sb.NEXT_ACTION_MASK,
+                # a recurrent Q network's sequence rows (marl.replay.sequences)
+                SEQ_MASK, state_start_column("h"), state_start_column("c"))
 
 
 def dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    if SEQ_MASK in batch:
+        return recurrent_dqn_loss(module, batch, cfg, target)
     obs, next_obs = batch[sb.OBS], batch[sb.NEXT_OBS]
     n = obs.shape[0]
     # One pass over s and s' together: on small networks the call overhead is the cost.
@@ -60,3 +65,40 @@ def weighted_td_loss(q: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, ki
         per_row = 0.5 * td_error.pow(2)
     loss = (weights * per_row).mean()
     return loss, {"target_mean": y.mean(), "td_error_abs_mean": td_error.abs().mean(), "td_error": td_error.abs().detach()}
+
+
+def masked_td_loss(q: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor, kind: str):
+    """Sequence rows [B, L]: each row's mean TD loss over its real steps (mask 1), weighted per row; padded steps
+    count for nothing. The per-row TD error (mean |q - y| over real steps) is the row's replay priority."""
+    if kind == "huber":
+        per_step = F.huber_loss(q, y, reduction="none", delta=1.0)
+    else:
+        per_step = 0.5 * (q - y).pow(2)
+    valid = mask.sum(1).clamp(min=1.0)
+    loss = (weights * (per_step * mask).sum(1) / valid).mean()
+    td = (q - y).abs() * mask
+    total = mask.sum().clamp(min=1.0)
+    return loss, {"target_mean": (y * mask).sum() / total, "td_error_abs_mean": td.sum() / total,
+                  "td_error": (td.sum(1) / valid).detach()}
+
+
+def recurrent_dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
+    """DQN on sequence rows [B, L, ...] of a recurrent Q network (1-step targets): one pass over
+    [obs_0, next_obs_0 .. next_obs_{L-1}] from the stored state gives Q(s_t) (output t) and Q(s_{t+1}) (t + 1)."""
+    obs, next_obs, mask = batch[sb.OBS], batch[sb.NEXT_OBS], batch[SEQ_MASK]
+    length = mask.shape[1]
+    seq = torch.cat([obs[:, :1], next_obs], dim=1)
+    state = {k[len(STATE_START) + 1:]: v for k, v in batch.items() if k.startswith(STATE_START + ".")}
+    q_all = module.q_sequences(seq, state)
+    q, q_next_online = q_all[:, :length], q_all[:, 1:].detach()
+    q_taken = q.gather(2, batch[sb.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        q_next_target = target.q_sequences(seq, state)[:, 1:] if target is not None else q_next_online
+        chooser = q_next_online if cfg.double_q else q_next_target
+        next_mask = batch.get(sb.NEXT_ACTION_MASK)
+        if next_mask is not None:
+            chooser = legal_only(chooser.flatten(0, 1), next_mask.flatten(0, 1)).view_as(chooser)
+        q_next = q_next_target.gather(2, chooser.argmax(-1, keepdim=True)).squeeze(-1)
+        y = batch[sb.REWARDS] + cfg.gamma * (1.0 - batch[sb.TERMINATEDS].float()) * q_next
+    loss, stats = masked_td_loss(q_taken, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
+    return loss, {"loss": loss, "q_mean": (q_taken * mask).sum() / mask.sum().clamp(min=1.0), **stats}

@@ -1,12 +1,15 @@
 """DQN's iteration as a graph: two branches joined round-robin.
 
-    sample(sync) --batch--> store_to_replay ---------------------------------------------.
+    sample(sync | overlap) --batch--> store_to_replay ---------------------------------------------.
                                                                                           v
     replay --batch--> learn --> update_priorities --> update_target --> sync_weights --> concurrently --> report
 
 `concurrently` pulls `a` items from the storing branch, then `b` from the
 learning branch; a:b follows `training_intensity` (replayed transitions per
-sampled env step), so the ratio holds however big a sampling round is.
+sampled env step), so the ratio holds however big a sampling round is. With `env_runners.overlap` the
+sample node runs mode=overlap: the runner actors sample the next round while the
+learning branch makes its updates (the actions of a round lag the newest Q-values
+by one round, which off-policy learning from replay does not mind).
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ from marl.workflow import (
     Learn,
     Replay,
     Report,
-    Sample,
     StoreToReplay,
     SyncWeights,
     UpdatePriorities,
     UpdateTarget,
     Workflow,
 )
+from marl.workflow.graphs import sample_node
 
 
 def round_robin_weights(config) -> list[int]:
@@ -43,7 +46,7 @@ def dqn_workflow(config, name: str = "dqn", joint: bool = False) -> Workflow:
     rounds, updates = round_robin_weights(config)
     return (
         Workflow(name)
-        .add("sample", Sample(mode="sync"))
+        .add("sample", sample_node(config))
         .add("store", StoreToReplay(n_step=t.n_step, gamma=t.gamma, joint=joint), after="sample")
         .add("replay", Replay(batch_size=t.train_batch_size, learning_starts=t.num_steps_sampled_before_learning_starts))
         .add("learn", Learn(), after="replay")

@@ -49,6 +49,11 @@ class IMPALAConfig(AlgorithmConfig):
     def validate(self) -> None:
         super().validate()
         t = self.training_cfg
+        if self.env_runners_cfg.overlap:
+            raise ConfigError(
+                f"'env_runners.overlap' is for synchronous graphs; {self.algo_name} samples asynchronously already "
+                "(training.max_requests_in_flight_per_env_runner sets how far ahead)"
+            )
         in_flight = max(1, self.env_runners_cfg.num_env_runners) * t.max_requests_in_flight_per_env_runner
         if t.max_policy_lag is not None and t.max_policy_lag < in_flight:
             raise ConfigError(

@@ -48,7 +48,7 @@ class MAPPOConfig(PPOConfig):
         return model
 
     def algorithm_parts(self):
-        return MAPPOParts()
+        return MAPPOParts(decoupled=self.env_runners_cfg.overlap)
 
     def default_workflow(self):
         from marl.algorithms.mappo.workflow import mappo_workflow

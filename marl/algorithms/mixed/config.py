@@ -104,6 +104,8 @@ class MixedConfig(AlgorithmConfig):
 
     def validate(self) -> None:
         super().validate()
+        if self.env_runners_cfg.overlap:
+            raise ConfigError("'env_runners.overlap' is not supported by MIXED runs yet: set it to false")
         declared = list(self.policy_specs())
         algorithms = self.training_cfg.algorithms
         unknown = [pid for pid in algorithms if pid not in declared]

@@ -18,11 +18,11 @@ from marl.algorithms.sections import EnvRunnersSection, doc
 @dataclass
 class MixingTraining(DQNTraining):
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
-    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update", 32, min=1)
+    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update; recurrent agents: replayed sequences (chunks of model.max_seq_len joint steps)", 32, min=1)
     dueling: bool = doc("dueling head on each agent's Q network: Q = V + A - mean(A)", False)
     td_error_loss: str = doc("loss on the team TD error", "mse", choices=("huber", "mse"))
-    replay_capacity: int = doc("joint transitions each group's buffer holds", 50_000, min=1)
-    num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 1000, min=0)
+    replay_capacity: int = doc("joint transitions each group's buffer holds (recurrent agents: sequences)", 50_000, min=1)
+    num_steps_sampled_before_learning_starts: int = doc("joint transitions (recurrent agents: sequences) a group's buffer holds before it is replayed", 1000, min=0)
     agent_id: bool = doc("append a one-hot of the agent's place in its group to its observation", True)
     # Value decomposition keeps its own defaults where DQN's are sized for one CartPole agent.
     n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
@@ -34,7 +34,7 @@ class MixingTraining(DQNTraining):
     training_intensity: float | None = doc(
         "replayed joint transitions per sampled env step; null: one update per sampling round", None, min=0
     )
-    model: dict = doc("default agent Q-network options: hiddens, activation", default_factory=lambda: {"hiddens": [64, 64], "activation": "relu"})
+    model: dict = doc("default agent Q-network options: hiddens, activation; recurrent (gru|lstm: recurrent agents on sequence replay), cell_size, max_seq_len", default_factory=lambda: {"hiddens": [64, 64], "activation": "relu"})
 
 
 class MixingParts(AlgorithmParts):

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import torch
 
-from marl.algorithms.dqn.loss import weighted_td_loss
+from marl.algorithms.dqn.loss import masked_td_loss, weighted_td_loss
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 from marl.replay.joint import NEXT_STATE, STATE
+from marl.replay.sequences import SEQ_MASK, STATE_START, state_start_column
 
-LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, STATE, NEXT_STATE)
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, STATE, NEXT_STATE,
+                # recurrent agents' sequence rows (marl.replay.sequences)
+                SEQ_MASK, state_start_column("h"), state_start_column("c"))
 
 
 def mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    if SEQ_MASK in batch:
+        return recurrent_mixing_loss(module, batch, cfg, target)
     obs, next_obs = batch[sb.OBS], batch[sb.NEXT_OBS]  # [B, n, obs_dim]
     b = obs.shape[0]
     q_both = module.agent_q_values(torch.cat([obs, next_obs]))  # one pass over s and s'
@@ -36,4 +41,32 @@ def mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tup
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_tot_next
     loss, td_stats = weighted_td_loss(q_tot, y, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
     stats = {"loss": loss, "q_tot_mean": q_tot.mean(), "agent_q_mean": q_taken.mean(), **td_stats}
+    return loss, stats
+
+
+def recurrent_mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
+    """The same TD loss on sequence rows [B, L, ...] of recurrent agents; padded steps (seq_mask 0) count for nothing.
+
+    The agent network runs once over [obs_0, next_obs_0 .. next_obs_{L-1}] from the stored
+    state: output t is Q(s_t), output t + 1 is Q(s_{t+1}) (online and target alike).
+    """
+    obs, next_obs, mask = batch[sb.OBS], batch[sb.NEXT_OBS], batch[SEQ_MASK]
+    b, length = mask.shape
+    seq = torch.cat([obs[:, :1], next_obs], dim=1)  # [B, L + 1, n, ...]
+    state = {k[len(STATE_START) + 1:]: v for k, v in batch.items() if k.startswith(STATE_START + ".")}
+    q_all = module.agent_q_sequences(seq, state)
+    q, q_next_online = q_all[:, :length], q_all[:, 1:].detach()
+    q_taken = q.gather(3, batch[sb.ACTIONS].long().unsqueeze(-1)).squeeze(-1)  # [B, L, n]
+    n = q_taken.shape[-1]
+    q_tot = module.mix(q_taken.reshape(b * length, n), batch[STATE].reshape(b * length, -1)).view(b, length)
+    with torch.no_grad():
+        target = target if target is not None else module
+        q_next_target = target.agent_q_sequences(seq, state)[:, 1:]
+        chooser = q_next_online if cfg.double_q else q_next_target
+        q_next = q_next_target.gather(3, chooser.argmax(-1, keepdim=True)).squeeze(-1)
+        q_tot_next = target.mix(q_next.reshape(b * length, n), batch[NEXT_STATE].reshape(b * length, -1)).view(b, length)
+        not_done = 1.0 - batch[sb.TERMINATEDS].float()
+        y = batch[sb.REWARDS] + cfg.gamma * not_done * q_tot_next
+    loss, td_stats = masked_td_loss(q_tot, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
+    stats = {"loss": loss, "q_tot_mean": (q_tot * mask).sum() / mask.sum().clamp(min=1.0), **td_stats}
     return loss, stats

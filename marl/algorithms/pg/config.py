@@ -16,6 +16,7 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.pg.loss import LOSS_COLUMNS, pg_loss, returns_to_go
 from marl.algorithms.sections import doc
 from marl.connectors import StandardizeAdvantages
+from marl.data import sample_batch as sb
 
 
 @dataclass
@@ -54,6 +55,11 @@ class PGConfig(AlgorithmConfig):
     def __init__(self):
         super().__init__()
         self.env_runners_cfg.batch_mode = "complete_episodes"
+
+    def columns_for(self, policy_id: str) -> frozenset[str]:
+        """Overlapped sampling trains on rows of the weights one update back: record their log-probs for the ratio."""
+        columns = super().columns_for(policy_id)
+        return columns | {sb.ACTION_LOGP} if self.env_runners_cfg.overlap else columns
 
     def algorithm_parts(self):
         return PGParts()

@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from marl.algorithms.a2c.loss import behaviour_weighted_pg
 from marl.connectors import reverse_scan
 from marl.data import sample_batch as sb
 
-LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.ACTION_MASK)
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.ACTION_MASK, sb.ACTION_LOGP)  # log-probs: only under overlap
 
 
 def returns_to_go(batch: sb.SampleBatch, gamma: float) -> sb.SampleBatch:
@@ -30,7 +31,7 @@ def returns_to_go(batch: sb.SampleBatch, gamma: float) -> sb.SampleBatch:
 def pg_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
-    policy_loss = -(dist.logp(batch[sb.ACTIONS]) * batch[sb.ADVANTAGES]).mean()
+    policy_loss, ratio_stats = behaviour_weighted_pg(dist, batch)  # weighted by pi/mu when sampling overlaps learning
     entropy = dist.entropy().mean()
     total = policy_loss - cfg.entropy_coeff * entropy
-    return total, {"total_loss": total, "policy_loss": policy_loss, "entropy": entropy}
+    return total, {"total_loss": total, "policy_loss": policy_loss, "entropy": entropy, **ratio_stats}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
-from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss
+from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss, proximal_log_probs
 from marl.algorithms.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
@@ -33,6 +33,10 @@ class PPOParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
     loss = staticmethod(ppo_loss)
 
+    def __init__(self, decoupled: bool = False):
+        if decoupled:  # overlapped sampling: the loss's trust region is centred on pi_prox (see ppo/loss.py)
+            self.prepare = proximal_log_probs
+
     @staticmethod
     def learner_connectors(cfg):
         return gae_pieces(cfg.gamma, cfg.gae_lambda, cfg.standardize_advantages)
@@ -45,7 +49,7 @@ class PPOConfig(AlgorithmConfig):
     mixed_family = "on_policy"
 
     def algorithm_parts(self):
-        return PPOParts()
+        return PPOParts(decoupled=self.env_runners_cfg.overlap)
 
     def default_workflow(self):
         from marl.algorithms.ppo.workflow import ppo_workflow

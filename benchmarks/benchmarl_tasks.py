@@ -1,0 +1,116 @@
+"""The BenchMARL side of benchmarks/compare_benchmarl.py: one task in a fresh process, printing events.
+
+    /work/venvs/benchmarl/bin/python benchmarks/benchmarl_tasks.py TASK [--seed 0] [--max-env-steps N]
+
+Runs in BenchMARL's own venv (benchmarks/setup_benchmarl.sh), never in marl's. Tasks:
+
+* mappo_spread / ippo_spread: PettingZoo simple_spread_v3 (3 agents, discrete actions,
+  25 cycles), BenchMARL's MAPPO / IPPO with the settings of marl's scenarios
+  (scenarios/simple_spread_mappo.yaml, simple_spread_ppo.yaml): 8 vectorised envs, 2,048 env
+  steps per iteration, 5 epochs, minibatch 512 agent rows (BenchMARL counts a minibatch in env
+  steps of all agents: 171 x 3 = 513 rows), lr 1e-3, Adam eps 1e-5, [128, 128] tanh for actor
+  and critic, shared parameters, gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value loss
+  weight 0.5, gradient norm clip 0.5; no evaluation, no loggers.
+
+The return emitted per iteration is BenchMARL's collection return (mean over the episodes that
+ended in the iteration of the mean over agents) times the number of agents: the episode return
+summed over agents, as marl reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _events import emit  # noqa: E402
+
+emit("started")
+
+import os  # noqa: E402
+
+os.environ["TQDM_DISABLE"] = "1"  # its progress bar writes '\r' lines into stdout's event lines
+
+import torch  # noqa: E402
+import torchrl.envs.libs.pettingzoo as tr_pz  # noqa: E402
+
+
+
+def _with_mpe2() -> dict:
+    """torchrl looks for MPE under `pettingzoo.mpe`, which PettingZoo 1.27 moved to the mpe2 package."""
+    from mpe2.all_modules import mpe_environments
+
+    return dict(mpe_environments)
+
+
+tr_pz._load_available_envs = _with_mpe2
+
+from benchmarl.algorithms import IppoConfig, MappoConfig  # noqa: E402
+from benchmarl.environments import PettingZooTask  # noqa: E402
+from benchmarl.experiment import Callback, Experiment, ExperimentConfig  # noqa: E402
+from benchmarl.models.mlp import MlpConfig  # noqa: E402
+
+N_AGENTS = 3
+ALGORITHMS = {"mappo_spread": MappoConfig, "ippo_spread": IppoConfig}
+
+
+class Events(Callback):
+    """Emits one `iter` event per iteration, after its training (marl emits after train() returns)."""
+
+    def __init__(self, max_env_steps: int):
+        super().__init__()
+        self.max_env_steps = max_env_steps
+        self.iter = 0
+        self.episodes = 0
+
+    def on_batch_collected(self, batch):
+        self.episodes = int(self.experiment.logger._get_global_done(batch).sum())
+
+    def on_train_end(self, training_td, group):
+        self.iter += 1
+        ret = self.experiment.mean_return * N_AGENTS if self.episodes else float("nan")
+        frames = int(self.experiment.total_frames)
+        emit("iter", iter=self.iter, env_steps=frames, episodes=self.episodes, **{"return": float(ret)})
+        if frames >= self.max_env_steps:
+            emit("done", reason=f"env steps {frames} >= {self.max_env_steps}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("task", choices=sorted(ALGORITHMS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-env-steps", type=int, default=30_720)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    task = PettingZooTask.SIMPLE_SPREAD.get_from_yaml()
+    task.config.update({"N": N_AGENTS, "max_cycles": 25})
+    algorithm = ALGORITHMS[args.task].get_from_yaml()
+    algorithm.entropy_coef, algorithm.lmbda, algorithm.clip_epsilon = 0.01, 0.95, 0.2
+    algorithm.critic_coef, algorithm.loss_critic_type, algorithm.share_param_critic = 0.5, "l2", True
+    model = MlpConfig(num_cells=[128, 128], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
+    cfg = ExperimentConfig.get_from_yaml()
+    cfg.sampling_device = cfg.train_device = cfg.buffer_device = "cpu"
+    cfg.share_policy_params, cfg.prefer_continuous_actions = True, False
+    cfg.gamma, cfg.lr, cfg.adam_eps = 0.99, 1e-3, 1e-5
+    cfg.clip_grad_norm, cfg.clip_grad_val = True, 0.5
+    cfg.on_policy_collected_frames_per_batch = 2048
+    cfg.on_policy_n_envs_per_worker = 8
+    cfg.on_policy_n_minibatch_iters = 5
+    cfg.on_policy_minibatch_size = 171
+    cfg.max_n_frames = args.max_env_steps
+    cfg.evaluation, cfg.render, cfg.loggers, cfg.create_json = False, False, [], False
+    cfg.checkpoint_interval, cfg.checkpoint_at_end = 0, False
+    cfg.save_folder = tempfile.mkdtemp(prefix="benchmarl-")
+    experiment = Experiment(task=task, algorithm_config=algorithm, model_config=model, critic_model_config=model,
+                            seed=args.seed, config=cfg, callbacks=[Events(args.max_env_steps)])
+    emit("built")
+    experiment.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""marl side by side with BenchMARL (TorchRL) on simple_spread: MAPPO and IPPO, matched settings, alternating runs.
+
+    bash benchmarks/setup_benchmarl.sh                   # once: BenchMARL in its own venv (/work/venvs/benchmarl)
+    nice .venv/bin/python benchmarks/compare_benchmarl.py --seeds 3 --json runs/benchmarl.json
+
+Every run is a fresh process: marl's through benchmarks/marl_tasks.py in marl's venv (the scenario
+as it is, in-process, and with `--overlap`: one runner actor sampling beside the learner), BenchMARL's
+through benchmarks/benchmarl_tasks.py in its venv (BenchMARL is never a marl dependency). For each
+algorithm and seed the sides run back to back, their order rotating with the seed. Settings on both
+sides (scenarios/simple_spread_mappo.yaml and simple_spread_ppo.yaml; benchmarl_tasks.py): PettingZoo
+simple_spread_v3, 3 agents, discrete actions, 25 cycles; 8 vectorised envs, 2,048 env steps per
+iteration, 5 epochs of 512-row minibatches, lr 1e-3, [128, 128] tanh, parameters shared by the agents;
+IPPO is marl's PPO with one shared policy. Measured from outside each process (compare_rllib.py's
+machinery): env steps/s including learning (from the build to the last result), process start to the
+first result, peak memory (PSS summed over the process tree), and the return at equal env steps
+(mean of the per-iteration returns over the last 20 % of the budget, summed over agents on both sides);
+and simple_spread's own random-action rate over 8 envs (sampling.py's loop), before and after the runs,
+against which the IPPO rows give the share of the raw env rate (overlap target: >= 0.9).
+BenchMARL runs with OMP_NUM_THREADS=1 and one torch thread, like marl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import _common as C
+from compare_rllib import MARL_PY, Run, fmt, fmt_mb, ratio_row, run_process
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_BENCHMARL_PY = Path(os.environ.get("BENCHMARL_VENV", "/work/venvs/benchmarl")) / "bin" / "python"
+ALGOS = {"MAPPO": ("mappo_spread", "mappo_spread"), "IPPO": ("ppo_spread", "ippo_spread")}
+TARGETS = {"steps_per_s": 5.0, "startup": 2.0, "memory": 4 / 3}
+
+
+def raw_env_rate(seconds: float) -> float:
+    """simple_spread's random-action rate over 8 envs made by marl.make_env (sampling.py's loop), in this process."""
+    from sampling import SPREAD_CONFIG, RandomLoop
+
+    loop = RandomLoop("mpe2.simple_spread_v3", SPREAD_CONFIG, 8, inline=False, seed=0)
+    steps, elapsed = C.run_for(seconds, lambda: loop.run(64))
+    return steps / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--algos", default="MAPPO,IPPO")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--env-steps", type=int, default=20_480, help="env-step budget of every run (10 iterations)")
+    ap.add_argument("--sides", default="marl,marl overlap,BenchMARL")
+    ap.add_argument("--raw-seconds", type=float, default=5.0, help="seconds of the raw env-rate loop, before and after")
+    ap.add_argument("--benchmarl-python", default=str(DEFAULT_BENCHMARL_PY))
+    ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--merge", action="append", default=[], metavar="JSON", help="add an earlier --json file's runs")
+    args = ap.parse_args()
+    bm_py = Path(args.benchmarl_python)
+    sides_wanted = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if "BenchMARL" in sides_wanted and not bm_py.exists():
+        sys.exit(f"BenchMARL's python '{bm_py}' does not exist: run `bash benchmarks/setup_benchmarl.sh` first")
+    if args.log_dir:
+        log_dir = Path(args.log_dir)
+    else:
+        import tempfile
+
+        log_dir = Path(tempfile.mkdtemp(prefix="compare_benchmarl-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    print(f"compare_benchmarl: {C.machine_line()}; logs in {log_dir}", flush=True)
+
+    budget = ["--max-env-steps", str(args.env_steps)]
+    runs: list[Run] = [Run(**r) for path in args.merge for r in json.loads(Path(path).read_text())["runs"]]
+    t_all = time.time()
+    raw = [raw_env_rate(args.raw_seconds)]  # simple_spread's own random-action rate, before and after the runs
+    print(f"  raw env rate (random actions, 8 envs): {raw[0]:,.0f} env steps/s", flush=True)
+    for seed in range(args.seeds):  # seed-major: an interrupted invocation still has whole seeds of every algorithm
+        for algo in [a.strip() for a in args.algos.split(",") if a.strip()]:
+            marl_task, bm_task = ALGOS[algo]
+            sides = [
+                ("marl", MARL_PY, "marl_tasks.py", marl_task, ["--runners", "0", *budget, "--max-train-s", "3600"]),
+                ("marl overlap", MARL_PY, "marl_tasks.py", marl_task, ["--overlap", *budget, "--max-train-s", "3600"]),
+                ("BenchMARL", bm_py, "benchmarl_tasks.py", bm_task, budget),
+            ]
+            sides = [s for s in sides if s[0] in sides_wanted]
+            sides = sides[seed % len(sides):] + sides[: seed % len(sides)]  # rotate the order with the seed
+            for side, python, script, task, extra in sides:
+                print(f"  {algo} seed {seed}: {side} ...", end=" ", flush=True)
+                run = run_process(side, python, script, algo, task, seed, extra, log_dir, False)
+                runs.append(run)
+                print("FAILED, see " + run.log if run.failed else
+                      f"{run.env_steps():,} env steps, {run.steps_per_s():,.0f}/s, first result {run.startup_s():.1f} s, "
+                      f"peak {fmt_mb(run.peak_pss)}, return at end {fmt(run.return_at_end(args.env_steps))}", flush=True)
+    raw.append(raw_env_rate(args.raw_seconds))
+
+    rows = []
+    for r in runs:
+        if r.failed:
+            rows.append([f"{r.task} seed {r.seed}", r.side, f"{r.load:.1f}", "failed", "", "", "", "", ""])
+            continue
+        rows.append([f"{r.task} seed {r.seed}", r.side, f"{r.load:.1f}", fmt(r.startup_s(), " s"), f"{r.env_steps():,}",
+                     fmt(r.steps_per_s()), fmt(r.return_at_end(args.env_steps)), fmt(r.iters[-1]["return"]),
+                     f"{fmt_mb(r.peak_pss)} / {r.peak_procs}"])
+    C.print_table(["run", "side", "load", "first result", "env steps", "env steps/s", "return (last 20 %)",
+                   "last return", "peak PSS / procs"], rows, title="Runs (times from process start)")
+
+    table = []
+    for algo in ALGOS:
+        bm = [r for r in runs if r.task == algo and r.side == "BenchMARL" and not r.failed]
+        for side in ("marl", "marl overlap"):
+            ours = [r for r in runs if r.task == algo and r.side == side and not r.failed]
+            if not ours or not bm:
+                continue
+            label = f"{algo} ({side})"
+            table.append(ratio_row(f"{label}: env steps/s incl. learning", [r.steps_per_s() for r in ours],
+                                   [r.steps_per_s() for r in bm], "", "higher", TARGETS["steps_per_s"]))
+            table.append(ratio_row(f"{label}: process start to first result", [r.startup_s() for r in ours],
+                                   [r.startup_s() for r in bm], " s", "lower", TARGETS["startup"]))
+            table.append(ratio_row(f"{label}: peak memory (PSS, process tree)", [r.peak_pss / 2**20 for r in ours],
+                                   [r.peak_pss / 2**20 for r in bm], " MB", "lower", TARGETS["memory"]))
+            m_ret = [r.return_at_end(args.env_steps) for r in ours]
+            b_ret = [r.return_at_end(args.env_steps) for r in bm]
+            table.append([f"{label}: return at {args.env_steps:,} env steps (last 20 %, median; seeds)", fmt(C.median(m_ret)),
+                          fmt(C.median(b_ret)), f"{C.spread(m_ret)} vs {C.spread(b_ret)}", "not worse",
+                          "met" if C.median(m_ret) >= min(b_ret) else "MISSED"])
+    C.print_table(["figure (median over seeds)", "marl", "BenchMARL", "marl better by", "target", "verdict"], table,
+                  title="marl vs BenchMARL (times and memory: BenchMARL / marl; throughput: marl / BenchMARL)")
+    raw_rate = sum(raw) / len(raw)
+    rows = []
+    for algo in ALGOS:
+        for side in ("marl", "marl overlap", "BenchMARL"):
+            rates = [r.steps_per_s() for r in runs if r.task == algo and r.side == side and not r.failed]
+            if rates:
+                rows.append([f"{algo} ({side})", fmt(C.median(rates)), fmt(C.median(rates) / raw_rate),
+                             ">= 0.9" if (algo, side) == ("IPPO", "marl overlap") else ""])
+    C.print_table(["env steps/s incl. learning (median)", "rate", "/ raw env rate", "target"], rows,
+                  title=f"Against simple_spread's own random-action rate, 8 envs, measured in this invocation: "
+                        f"{' / '.join(f'{x:,.0f}' for x in raw)} env steps/s (before / after)")
+    print(f"\ntotal {time.time() - t_all:.0f} s; load avg now {os.getloadavg()[0]:.2f}")
+    if args.json:
+        data = [{**{k: getattr(r, k) for k in ("side", "task", "seed", "t_spawn", "t_end", "rc", "peak_pss", "peak_rss",
+                                                  "peak_procs", "log", "load")}, "events": r.events} for r in runs]
+        Path(args.json).write_text(json.dumps({"machine": C.machine_line(), "args": vars(args), "runs": data,
+                                               "table": table, "raw_env_rate": raw}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Env steps/s of marl sampling a VMAS scenario, next to VMAS stepped alone, in the same run.
+
+    .venv/bin/python benchmarks/vmas_rate.py [--scenario balance] [--envs 32 256] [--seconds 2] [--repeats 3]
+
+Three sides, measured interleaved in alternating chunks of equal work (one
+`rollout_fragment_length` of lockstep steps), the medians over repeats shown:
+
+* VMAS alone: one `vmas.make_env(num_envs=K)` stepped with pre-generated random
+  action tensors; worlds that end are reset with `reset_at`, then one observation pass
+  for all worlds (the cheap way; `reset_at` returning observations recomputes them per world);
+* marl (batched): `VectorEnvRunner.sample()` (what `marl train` uses for `vmas.*`):
+  one VMAS env of K worlds, MAPPO's columns (values, log-probs, global state),
+  one policy shared by the agents;
+* marl (K copies): the plain `EnvRunner` over K single-world VMAS envs (what a
+  runner would do without the batched path), for comparison (only up to --copies-max worlds).
+
+An env step is one step of one world. The machine is shared with other jobs: the
+ratios (same process, interleaved) are the figures to read, not the absolute rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import _common as C
+import torch
+
+import marl
+from marl.runners import EnvRunner
+from marl.runners.vector_env_runner import VectorEnvRunner
+
+
+def make_config(scenario: str, env_config: dict, num_envs: int, fragment: int, seed: int):
+    cfg = (
+        marl.MAPPOConfig()
+        .environment(f"vmas.{scenario}", env_config=dict(env_config))
+        .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment)
+        .multi_agent(policies=["shared"], policy_mapping_fn=lambda agent, episode: "shared")
+        .debugging(seed=seed)
+    )
+    cfg.validate()
+    return cfg
+
+
+class VmasAlone:
+    """One VMAS env of `num_envs` worlds, random actions from a pre-generated pool."""
+
+    POOL = 64
+
+    def __init__(self, scenario: str, env_config: dict, num_envs: int, seed: int):
+        import vmas
+
+        config = dict(env_config)
+        max_steps = config.pop("max_steps", 100)
+        self.env = vmas.make_env(scenario, num_envs=num_envs, device="cpu", continuous_actions=True,
+                                 max_steps=max_steps, seed=seed, terminated_truncated=True, **config)
+        self.env.reset()
+        self.pool = [self.env.get_random_actions() for _ in range(self.POOL)]
+        self.i = 0
+        self.num_envs = num_envs
+
+    def run(self, steps: int) -> int:
+        env = self.env
+        for _ in range(steps):
+            self.i = (self.i + 1) % self.POOL
+            _obs, _rew, terminated, truncated, _info = env.step(self.pool[self.i])
+            done = (terminated | truncated).nonzero().flatten().tolist()
+            for k in done:  # reset the ended worlds, then one observation pass for all (as marl does)
+                env.reset_at(k, return_observations=False)
+            if done:
+                env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
+        return steps * self.num_envs
+
+
+def measure(sides: dict, fragment: int, seconds: float) -> dict:
+    """Env steps/s of each side, in alternating chunks until each side ran ~`seconds`."""
+    time_s = dict.fromkeys(sides, 0.0)
+    steps = dict.fromkeys(sides, 0)
+    order = list(sides)
+    while min(time_s.values()) < seconds:
+        for name in order:
+            t0 = time.perf_counter()
+            steps[name] += sides[name]()
+            time_s[name] += time.perf_counter() - t0
+        order.reverse()
+    return {name: steps[name] / time_s[name] for name in sides}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenario", default="balance")
+    ap.add_argument("--agents", type=int, default=3, help="n_agents of the scenario (default 3)")
+    ap.add_argument("--envs", type=int, nargs="+", default=[32, 256], help="worlds per runner (default 32 256)")
+    ap.add_argument("--fragment", type=int, default=50, help="rollout_fragment_length (default 50)")
+    ap.add_argument("--seconds", type=float, default=2.0, help="seconds per side per repeat (default 2)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--copies-max", type=int, default=32,
+                    help="measure the K single-world copies side only up to this K (it is ~20x slower; default 32)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    env_config = {"n_agents": args.agents, "max_steps": 100}
+
+    print(f"VMAS rate benchmark: {C.machine_line()}")
+    print(f"scenario vmas.{args.scenario} {env_config}, fragment {args.fragment}, {args.repeats} repeats x "
+          f"{args.seconds:g} s per side, sides interleaved chunk by chunk; env step = one world's step")
+    rows = []
+    for num_envs in args.envs:
+        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed)
+        batched = VectorEnvRunner(cfg, 0)
+        alone = VmasAlone(args.scenario, env_config, num_envs, args.seed)
+        sides = {
+            "vmas": lambda a=alone: a.run(args.fragment),
+            "batched": lambda r=batched: r.sample().env_steps,
+        }
+        if num_envs <= args.copies_max:
+            copies = EnvRunner(cfg, 0)  # K single-world VMAS envs, stepped one after the other
+            sides["copies"] = lambda r=copies: r.sample().env_steps
+        for fn in sides.values():  # warm-up
+            fn()
+        results = [measure(sides, args.fragment, args.seconds) for _ in range(args.repeats)]
+        med = {name: C.median([r[name] for r in results]) for name in sides}
+        ratio = C.median([r["batched"] / r["vmas"] for r in results])
+        row = [num_envs, C.fmt_num(med["vmas"]), C.fmt_num(med["batched"]), f"{ratio:.3f}"]
+        if "copies" in med:
+            row += [C.fmt_num(med["copies"]), f"{C.median([r['batched'] / r['copies'] for r in results]):.2f}"]
+        else:
+            row += ["-", "-"]
+        rows.append(row)
+        C.flush()
+    C.print_table(
+        ["worlds", "VMAS alone steps/s", "marl batched steps/s", "batched/VMAS", "marl K copies steps/s", "batched/copies"],
+        rows, title=f"vmas.{args.scenario}: env steps/s (medians)",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Overlapped sampling: the next round is sampled on a runner actor while the learner trains on this one.
+
+The graph's sample node runs mode=overlap (`env_runners.overlap`); the data lags the learner by one
+update at most, which PPO/MAPPO take care of with the ratio to the behaviour policy's log-probs and
+A2C/PG with the importance weight pi/mu (`behaviour_weighted_pg`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import marl
+from marl import A2CConfig, APPOConfig, DQNConfig, PGConfig, PPOConfig
+from marl.algorithms.a2c.loss import behaviour_weighted_pg
+from marl.algorithms.algorithm import workflow_for
+from marl.data import MultiAgentBatch, SampleBatch
+from marl.data import sample_batch as sb
+from marl.data.records import SampledBatch
+from marl.errors import ConfigError
+from marl.modules.distributions import Categorical
+
+
+def overlapped(config, runners: int = 1):
+    return config.environment("CartPole-v1").env_runners(num_env_runners=runners, overlap=True)
+
+
+# -- no Ray needed -------------------------------------------------------------
+@pytest.mark.parametrize("cls", [PPOConfig, A2CConfig, PGConfig, DQNConfig])
+def test_the_graph_shows_the_overlap_mode(cls):
+    assert workflow_for(cls().environment("CartPole-v1")).graph.nodes["sample"]["params"]["mode"] == "sync"
+    graph = workflow_for(overlapped(cls())).graph
+    assert graph.nodes["sample"]["params"]["mode"] == "overlap"
+
+
+def test_overlap_needs_a_runner_actor_and_a_synchronous_graph():
+    with pytest.raises(ConfigError, match="num_env_runners"):
+        PPOConfig().environment("CartPole-v1").env_runners(overlap=True).validate()
+    with pytest.raises(ConfigError, match="asynchronously already"):
+        overlapped(APPOConfig()).validate()
+    with pytest.raises(ConfigError, match="overlap"):
+        marl.load_scenario("scenarios/cartpole_ppo.yaml", ["env_runners.overlap=2"])
+
+
+def test_a2c_and_pg_record_behaviour_log_probs_only_when_overlapping():
+    for cls in (A2CConfig, PGConfig):
+        assert sb.ACTION_LOGP not in cls().columns_for("default_policy")
+        assert sb.ACTION_LOGP in overlapped(cls()).columns_for("default_policy")
+
+
+def test_behaviour_weighted_policy_gradient():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 3, requires_grad=True)
+    actions = torch.tensor([0, 1, 2, 0, 1, 2])
+    adv = torch.randn(6)
+    dist = Categorical(logits)
+    logp = dist.logp(actions)
+
+    def grad(loss):
+        (g,) = torch.autograd.grad(loss, logits, retain_graph=True)
+        return g
+
+    plain, _ = behaviour_weighted_pg(dist, {sb.ACTIONS: actions, sb.ADVANTAGES: adv})
+    on_policy, stats = behaviour_weighted_pg(dist, {sb.ACTIONS: actions, sb.ADVANTAGES: adv, sb.ACTION_LOGP: logp.detach()})
+    torch.testing.assert_close(grad(on_policy), grad(plain))  # pi = mu: the plain policy gradient
+    assert float(stats["behaviour_ratio_mean"]) == pytest.approx(1.0)
+    mu = logp.detach() + torch.tensor([0.5, -0.5, 0.0, 0.2, -0.3, 0.1])  # rows sampled by another policy
+    weighted, _ = behaviour_weighted_pg(dist, {sb.ACTIONS: actions, sb.ADVANTAGES: adv, sb.ACTION_LOGP: mu})
+    ratio = (logp.detach() - mu).exp()
+    by_hand = -(ratio * logp * adv).mean()  # the importance-sampled policy gradient
+    torch.testing.assert_close(grad(weighted), grad(by_hand))
+    assert not torch.allclose(grad(weighted), grad(plain))
+
+
+def test_a_sampled_round_round_trips_through_a_state_tree(tmp_path):
+    from marl.algorithms.state_files import read_tree, write_tree
+
+    cols = {sb.OBS: np.arange(12, dtype=np.float32).reshape(6, 2), sb.ACTIONS: np.arange(6)}
+    record = SampledBatch(MultiAgentBatch({"p": SampleBatch(cols)}, 6), episodes=[{"episode_return": 3.5, "agent_returns": {"a": 1.0}}],
+                          weights_versions=[4], runners=[1], connector_deltas=[{"p": {"count": 2.0, "mean": np.ones(2)}}])
+    write_tree(record.to_state(), tmp_path, "s")
+    back = SampledBatch.from_state(read_tree(tmp_path, "s"))
+    assert back.env_steps == 6 and back.weights_versions == [4] and back.runners == [1]
+    assert back.episodes == record.episodes
+    np.testing.assert_array_equal(back["p"][sb.OBS], cols[sb.OBS])
+    np.testing.assert_array_equal(back.connector_deltas[0]["p"]["mean"], np.ones(2))
+
+
+# -- with a runner actor -------------------------------------------------------
+def ppo_cartpole():
+    """scenarios/cartpole_ppo.yaml's settings, one runner actor sampling beside the in-process learner."""
+    return overlapped(marl.load_scenario("scenarios/cartpole_ppo.yaml")).debugging(seed=0)
+
+
+@pytest.mark.slow
+def test_overlapped_ppo_lags_exactly_one_update_and_learns_cartpole(ray_session):
+    algo = ppo_cartpole().build()
+    try:
+        results = [algo.train() for _ in range(10)]
+    finally:
+        algo.stop()
+    assert results[0]["perf/policy_lag_max"] == 0  # the first round was sampled before any update
+    for r in results[1:]:  # every later round was sampled while the learner made the previous update
+        assert r["perf/policy_lag_mean"] == 1 and r["perf/policy_lag_max"] == 1
+    returns = [r["episode_return_mean"] for r in results]
+    assert returns[-1] >= 150 and returns[-1] > 4 * returns[0], returns
+
+
+@pytest.mark.slow
+def test_overlapped_run_resumes_exactly_and_dqn_overlaps_replay_learning(ray_session, tmp_path):
+    config = ppo_cartpole().env_runners(num_envs_per_env_runner=4, rollout_fragment_length=32).training(
+        train_batch_size=128, minibatch_size=64, num_epochs=2)
+    algo = config.build()
+    try:
+        algo.train()
+        algo.save(tmp_path / "ck")  # waits for the round in flight and keeps it
+        after = [algo.train()["losses/default_policy/total_loss"] for _ in range(2)]
+        weights = algo.get_weights()["modules"]
+    finally:
+        algo.stop()
+    restored = marl.Algorithm.from_checkpoint(tmp_path / "ck")
+    try:
+        assert restored.config.env_runners_cfg.overlap
+        again = [restored.train()["losses/default_policy/total_loss"] for _ in range(2)]
+        weights_again = restored.get_weights()["modules"]
+    finally:
+        restored.stop()
+    assert again == after
+    for k in weights["default_policy"]:
+        np.testing.assert_array_equal(weights["default_policy"][k], weights_again["default_policy"][k])
+
+    dqn = overlapped(DQNConfig()).training(num_steps_sampled_before_learning_starts=256).debugging(seed=0).build()
+    try:
+        r = dqn.train()
+        assert r["counters/learner_updates"] > 0 and r["env_steps_this_iter"] > 0
+    finally:
+        dqn.stop()
