@@ -139,8 +139,7 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path)
         [sys.executable, "examples/external_client.py", "--address", f"http://127.0.0.1:{port}", "--episodes", "5000"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert server.wait(timeout=900) == 0
-        assert client.poll() is None, "the client stopped before the server had its 30k env steps"
+        assert server.wait(timeout=900) == 0  # its stop criterion (30k env steps) met; the client then loses it
     finally:
         for proc in (server, client):
             if proc.poll() is None:
@@ -149,6 +148,7 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path)
 
     results = [json.loads(line) for line in (tmp_path / "run" / "result.jsonl").read_text().splitlines()]
     returns = [r["episode_return_mean"] for r in results if not math.isnan(r["episode_return_mean"])]
+    assert results[-1]["env_steps_total"] >= 30000
     late = float(np.mean(returns[-5:]))
     assert late >= RANDOM_SIMPLE_SPREAD + 10, f"return {late:.1f} after {results[-1]['env_steps_total']} env steps"
     assert (tmp_path / "run" / "checkpoint").is_dir()  # checkpoints like any algorithm
