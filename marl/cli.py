@@ -5,7 +5,7 @@
     marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
     marl envs                                        marl defaults ALGO
     marl reference [ALGO ...]                        marl experiment SUITE.yaml
-    marl report RUNS_DIR
+    marl report RUNS_DIR                             marl serve SCENARIO.yaml --port 9900
 """
 
 from __future__ import annotations
@@ -143,6 +143,8 @@ def cmd_evaluate(args) -> int:
     except CheckpointError as err:
         print(f"marl: error: {err}", file=sys.stderr)
         return 2
+    if args.record:
+        return _record_evaluation(algo, args)
     try:
         if args.opponent is not None:  # checked before any episode runs: one line naming what is wrong
             if algo.config.self_play() is None:
@@ -159,6 +161,19 @@ def cmd_evaluate(args) -> int:
           f"{'sampled' if args.explore else 'greedy'} actions")
     for key, value in result.items():
         print(f"{key}: {_fmt(value, '.2f') if isinstance(value, float) else value}")
+    return 0
+
+
+def _record_evaluation(algo, args) -> int:
+    from marl.offline.episodes import record_episodes
+
+    try:
+        summary = record_episodes(algo, args.episodes, args.record, explore=args.explore)
+    finally:
+        algo.stop()
+    print(f"recorded {summary['episodes']} {'sampled' if args.explore else 'greedy'} episodes of {args.checkpoint} "
+          f"to {args.record}: {summary['rows']} rows in {len(summary['files'])} files; "
+          f"episode_return_mean {_fmt(summary['episode_return_mean'], '.2f')}")
     return 0
 
 
@@ -277,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="self-play checkpoints: play this fixed opponent instead of the pool, 'random' (uniform over legal moves) "
              "or an RLModule class path 'pkg.module:Class'; prints evaluation/self_play/win_rate",
     )
+    evaluate.add_argument("--record", metavar="DIR",
+                          help="write the episodes' rows to DIR in the offline format (docs/offline_format.md)")
     evaluate.set_defaults(fn=cmd_evaluate)
 
     graph = sub.add_parser(
@@ -330,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     from marl.experiment.commands import add_parsers as add_experiment_parsers
 
     add_experiment_parsers(sub)  # marl experiment SUITE.yaml, marl report RUNS_DIR
+
+    from marl.external.serve_cmd import add_parser as add_serve_parser
+
+    add_serve_parser(sub)
     return parser
 
 

@@ -188,7 +188,7 @@ def test_envs_lists_families_and_registered_names(tmp_path):
     assert p.returncode == 0 and "CartPole-v1" not in p.stdout and "mpe2.simple_tag_v3" in p.stdout
 
 
-@pytest.mark.parametrize("command", ["train", "evaluate", "graph", "plot", "envs", "defaults", "reference", None])
+@pytest.mark.parametrize("command", ["train", "evaluate", "graph", "plot", "envs", "defaults", "reference", "serve", None])
 def test_help_documents_every_option(command):
     from marl.cli import build_parser
 

@@ -76,12 +76,33 @@ def workflow_for(config) -> Workflow:
         wf = wf.copy()  # the run's own graph: compiling keeps operator state on its nodes
     else:
         raise ConfigError(f"'workflow' must be a Workflow or its YAML form, got {type(wf).__name__}")
+    if config.offline_cfg.output:
+        record_after_samples(wf)
     ev = config.evaluation_cfg
     if ev.evaluation_interval and not any(data.get("op") == "evaluate" for _, data in wf.graph.nodes(data=True)):
         wf.validate()
         wf.add("evaluate", Evaluate(interval=ev.evaluation_interval, parallel=ev.evaluation_parallel_to_training))
         wf.add_input(wf.report_node(), "evaluate")
     return wf.validate()
+
+
+def record_after_samples(wf: Workflow) -> None:
+    """`offline.output`: a `record` node right after every `sample` node (what it fed, `record` feeds now)."""
+    from marl.workflow.offline_ops import Record
+
+    g = wf.graph
+    if any(data.get("op") == "record" for _, data in g.nodes(data=True)):
+        return  # the workflow places its own
+    samples = [n for n, data in g.nodes(data=True) if data.get("op") == "sample"]
+    if not samples:
+        raise ConfigError(f"'offline.output' records sampled batches, but workflow '{wf.name}' has no sample node")
+    for node in samples:
+        name = "record" if len(samples) == 1 else f"record_{node}"
+        outs = [(v, dict(data)) for _, v, data in g.out_edges(node, data=True)]
+        g.remove_edges_from([(node, v) for v, _ in outs])
+        wf.add(name, Record(), after=node)
+        for v, data in outs:
+            g.add_edge(name, v, **data)
 
 
 class Algorithm:
@@ -254,6 +275,8 @@ class Algorithm:
         return algo
 
     def stop(self) -> None:
+        for _, data in self.workflow.graph.nodes(data=True):  # operators holding files open (record) publish them
+            data["operator"].close()
         self.runners.stop()
         self.learners.stop()
         self.evaluation.stop()

@@ -25,6 +25,7 @@ from marl.algorithms.sections import (
     LearnersSection,
     LoggersSection,
     MultiAgentSection,
+    OfflineSection,
     StopSection,
     check_relations,
     section_fields,
@@ -37,7 +38,7 @@ from marl.policies.self_play import SelfPlay
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
-    "connectors", "loggers",
+    "connectors", "loggers", "offline",
 )
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
 
@@ -119,6 +120,7 @@ class AlgorithmConfig:
         self.checkpointing_cfg = CheckpointingSection()
         self.connectors_cfg = ConnectorsSection()
         self.loggers_cfg = LoggersSection()
+        self.offline_cfg = OfflineSection()
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
@@ -194,6 +196,9 @@ class AlgorithmConfig:
     def loggers(self, **kw) -> "AlgorithmConfig":
         """Where a run's metrics go besides result.jsonl: tensorboard, csv, mlflow, wandb (see `LoggersSection`)."""
         return self._set("loggers", kw)
+    def offline_data(self, **kw) -> "AlgorithmConfig":
+        """Recording (output=DIR) and offline input (input=DIR | glob | list) for BC, MARWIL, CQL."""
+        return self._set("offline", kw)
 
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
@@ -356,6 +361,14 @@ class AlgorithmConfig:
     def columns_for(self, policy_id: str) -> frozenset[str]:
         """The sample columns runners record for one policy (the same for every policy, except in a MIXED run)."""
         return self.sample_columns
+
+    def runner_columns(self, policy_id: str) -> frozenset[str]:
+        """What runners record for a policy: its algorithm's columns, plus what recording keeps
+        (`offline.output`: action log-probs and next observations)."""
+        columns = self.columns_for(policy_id)
+        if self.offline_cfg.output:
+            columns = columns | {sb.ACTION_LOGP, sb.NEXT_OBS, sb.NEXT_ACTION_MASK}
+        return columns
 
     def global_state_spec(self) -> dict | None:
         """{source, dim, num_agents} of the env's global state when a policy's columns hold it, else None.

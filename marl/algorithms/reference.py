@@ -30,6 +30,7 @@ SECTION_INTROS = {
     "stop": "When `marl train` stops: the first criterion met wins (none set: until Ctrl-C).",
     "checkpointing": "When `marl train` writes the run's `checkpoint/` (read by `--resume` and `marl evaluate`).",
     "loggers": "Where a run's metrics, config and checkpoint go besides `result.jsonl`: TensorBoard, CSV, MLflow, Weights & Biases.",
+    "offline": "Recording sampled batches as Parquet, and the recorded files offline algorithms (BC, MARWIL, CQL) train from.",
     "connectors": "Pipelines of pieces: env->module (observations, every step), module->env (actions), learner (each train batch).",
 }
 

@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from marl.algorithms.registry import config_class
 from marl.algorithms.sections import ConfigError
 
-TOP_LEVEL = ("algo", "name", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "workflow")
+TOP_LEVEL = ("algo", "name", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow")
 
 
 def _check_top_level(data: dict, where: str) -> None:

@@ -169,6 +169,29 @@ class ConnectorsSection:
 
 
 @dataclass
+class OfflineSection:
+    output: str | None = doc(
+        "record every sampled batch here as Parquet, one folder per policy (docs/offline_format.md); "
+        "a `record` node follows each `sample` node of the workflow", None,
+    )
+    output_max_file_mb: float = doc("a recorded file is closed and published once it reaches this size", 64.0, min=0.001)
+    output_compression: str = doc("Parquet compression of recorded files", "zstd", choices=("zstd", "snappy", "gzip", "none"))
+    input: Any = doc(
+        "offline algorithms (BC, MARWIL, CQL) train from these recorded files, read with Ray Data: a folder, "
+        "a glob or a list of them; rows go to policies by multi_agent.policy_mapping", None,
+    )
+    shuffle: str = doc(
+        "rows: shuffle file order and rows within a buffer; files: file order only (keeps each agent's pieces "
+        "contiguous, as MARWIL's returns need); none", "rows", choices=("rows", "files", "none"),
+    )
+    shuffle_buffer_rows: int = doc("rows the local shuffle buffer holds (memory bound of shuffling)", 50_000, min=1)
+    cache_mb: float = doc(
+        "input no larger than this on disk is streamed once and kept in memory for later epochs; "
+        "larger input streams through Ray Data every epoch (flat memory)", 256.0, min=0,
+    )
+
+
+@dataclass
 class StopSection:
     episode_return_mean: float | None = doc("stop once the iteration's mean episode return reaches this", None)
     env_steps_total: int | None = doc("stop after this many env steps", None, min=1)

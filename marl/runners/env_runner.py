@@ -91,7 +91,7 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
         # Each policy's env->module and module->env pipelines (state per env copy and agent).
         self.connectors = {pid: PolicyConnectors(config, pid, s, self.num_envs, len(self.possible_agents)) for pid, s in self.specs.items()}
         # Only what each policy's algorithm asks for is computed and recorded (DQN: no values, no log-probs).
-        self.columns = {pid: check_columns(config.columns_for(pid), pid) for pid in self.specs}
+        self.columns = {pid: check_columns(config.runner_columns(pid), pid) for pid in self.specs}
         self.module_inputs = {pid: ModuleInputs(self.module[pid], self.connectors[pid], pid) for pid in self.specs}
         # Stateful modules: one state per (env copy, agent); stateless policies have no entry (and no cost).
         self.agent_states = {

@@ -13,6 +13,7 @@
         get_state() -> dict | None      what a checkpoint keeps of it (None: nothing, the default)
         set_state(state)                continues from get_state()'s output (after a fresh build)
         check_inputs(kinds) -> str|None a reason the inputs do not fit beyond `consumes` (validation)
+        close()                         releases what it holds open (files) when the algorithm stops
 
 Settings are the keyword parameters of `__init__` (stored under the same
 names): that is what YAML nodes set and what `params()` shows. The graph
@@ -71,6 +72,9 @@ class Operator:
         raise TypeError(f"operator {self.op_name} keeps no state, but was given some")
 
     def check_inputs(self, kinds: list[str]) -> str | None:
+        return None
+
+    def close(self) -> None:
         return None
 
     def params(self) -> dict:

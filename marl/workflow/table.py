@@ -7,6 +7,8 @@ means adding it to `BUILTIN_OPERATORS` here.
 from __future__ import annotations
 
 from marl.workflow.evaluation_ops import Evaluate
+from marl.workflow.external_ops import Serve
+from marl.workflow.offline_ops import ReadOffline, Record
 from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
 from marl.workflow.protocol import Operator
 from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
@@ -17,7 +19,7 @@ BUILTIN_OPERATORS: dict[str, type[Operator]] = {
     for cls in (
         Sample, ConcatBatches, Learn, SyncWeights, Concurrently, Report,
         StoreToReplay, Replay, UpdatePriorities, UpdateTarget,
-        SnapshotOpponents, Evaluate,
+        SnapshotOpponents, Evaluate, Record, ReadOffline, Serve,
     )
 }
 

@@ -1,0 +1,76 @@
+"""An external simulator driving `marl serve`: simple_spread (3 agents) played through a PolicyClient.
+
+    marl serve scenarios/simple_spread_serve.yaml --port 9900 &
+    python examples/external_client.py --address http://127.0.0.1:9900 --episodes 500
+
+The env runs here; every action comes from the server, which trains PPO on what
+this client reports. Any language works the same way: the JSON wire format is
+in marl/external/server.py and the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from marl.external import PolicyClient, PolicyServerError
+
+
+def play(address: str, episodes: int, token: str | None = None, seed: int = 0, wait_s: float = 60.0, stop=None) -> list[float]:
+    """Plays `episodes` episodes (fewer once the `stop` event, if given, is set); returns their returns."""
+    from mpe2 import simple_spread_v3
+
+    env = simple_spread_v3.parallel_env(N=3, max_cycles=25)
+    deadline = time.monotonic() + wait_s
+    while True:  # the server may still be starting
+        try:
+            client = PolicyClient(address, token=token)
+            client.stats()
+            break
+        except (OSError, PolicyServerError) as err:
+            if isinstance(err, PolicyServerError) or time.monotonic() > deadline:
+                raise
+            try:
+                client.close()
+            except Exception:
+                pass
+            time.sleep(0.5)
+        except Exception:  # httpx.ConnectError and friends
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    returns = []
+    with client:
+        for i in range(episodes):
+            if stop is not None and stop.is_set():
+                break
+            obs, _ = env.reset(seed=seed + i)
+            eid = client.start_episode()
+            total = 0.0
+            while env.agents:
+                actions = client.get_action(eid, obs)
+                obs, rewards, terms, truncs, _ = env.step(actions)
+                client.log_returns(eid, rewards)
+                total += sum(rewards.values())
+                if all(terms.values()) or all(truncs.values()):
+                    client.end_episode(eid, obs, truncated=not any(terms.values()))
+                    break
+            returns.append(total)
+    env.close()
+    return returns
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--address", default="http://127.0.0.1:9900")
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--token", default=None, help="the server's token (or set MARL_SERVE_TOKEN)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    returns = play(args.address, args.episodes, args.token, args.seed)
+    window = returns[-50:]
+    print(f"{len(returns)} episodes; mean return of the last {len(window)}: {sum(window) / len(window):.1f}")
+
+
+if __name__ == "__main__":
+    main()

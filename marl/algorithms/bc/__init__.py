@@ -1,0 +1,3 @@
+from marl.algorithms.bc.config import BCConfig
+
+__all__ = ["BCConfig"]

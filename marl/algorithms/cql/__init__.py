@@ -1,0 +1,3 @@
+from marl.algorithms.cql.config import CQLConfig
+
+__all__ = ["CQLConfig"]

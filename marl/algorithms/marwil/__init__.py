@@ -1,0 +1,3 @@
+from marl.algorithms.marwil.config import MARWILConfig
+
+__all__ = ["MARWILConfig"]

@@ -1,0 +1,79 @@
+"""`marl serve SCENARIO.yaml --port 9900`: the scenario's algorithm trained from external clients' experience.
+
+The scenario's workflow runs with its `sample` node replaced by a `serve` node
+(`marl.workflow.external_ops`): a run directory, progress lines, checkpoints
+and `--resume` work as for `marl train`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from marl.errors import ConfigError
+from marl.workflow.external_ops import TOKEN_ENV, Serve
+
+
+def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episode_timeout_s: float = 60.0):
+    """The config with its workflow's one `sample` node replaced by `serve` (same edges)."""
+    from marl.algorithms.algorithm import workflow_for
+
+    wf = workflow_for(config)
+    g = wf.graph
+    samples = [n for n, d in g.nodes(data=True) if d.get("op") == "sample"]
+    if len(samples) != 1:
+        raise ConfigError(f"marl serve replaces the workflow's one sample node; workflow '{wf.name}' has {len(samples)}")
+    node = samples[0]
+    outs = [(v, dict(d)) for _, v, d in g.out_edges(node, data=True)]
+    g.remove_node(node)
+    wf.add(node, Serve(host=host, port=port, max_body_kb=max_body_kb, episode_timeout_s=episode_timeout_s))
+    for v, d in outs:
+        g.add_edge(node, v, **d)
+    if config.env_runners_cfg.num_env_runners:
+        config.env_runners_cfg.num_env_runners = 0  # clients sample; no runner actors
+    return config.with_workflow(wf.validate())
+
+
+def cmd_serve(args) -> int:
+    from marl.algorithms import load_scenario
+    from marl.logging import make_run_dir
+    from marl.run import train_run
+
+    if args.token:
+        os.environ[TOKEN_ENV] = args.token
+    from pathlib import Path
+
+    # key=value items after options reach the command as leftovers (see marl.cli.main)
+    overrides = list(args.overrides) + list(getattr(args, "extra_positionals", []))
+    unknown = [item for item in overrides if "=" not in item]
+    if unknown:
+        raise ConfigError(f"marl serve takes one scenario file and key=value overrides, got {unknown}")
+    config = load_scenario(args.scenario, overrides)
+    config = serving_config(config, args.host, args.port, args.max_body_kb, args.episode_timeout)
+    config.validate()
+    run_dir = make_run_dir(Path(args.scenario).stem + "-serve", args.output)
+    echo = None if args.quiet else (lambda line: print(line, flush=True))
+    if echo:
+        echo(f"run directory: {run_dir.resolve()}")
+        echo(f"serving {config.algo_name} on http://{args.host}:{args.port} "
+             f"({'token required' if os.environ.get(TOKEN_ENV) else 'no token: local clients only'})")
+    train_run(config, run_dir, echo=echo)
+    return 0
+
+
+def add_parser(sub) -> None:
+    serve = sub.add_parser(
+        "serve", help="train a scenario from external simulators (policy server)",
+        description="Start an HTTP policy server: external simulators connect with marl.external.PolicyClient "
+                    "(or any HTTP client: wire format in marl/external/server.py and the README), get actions and "
+                    "send rewards; the scenario's algorithm trains on their experience.",
+    )
+    serve.add_argument("scenario", help="scenario YAML file (its env gives the agents and spaces)")
+    serve.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. stop.iterations=50")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)")
+    serve.add_argument("--port", type=int, default=9900, help="port (default 9900; 0 picks a free one)")
+    serve.add_argument("--token", help=f"shared secret every request must carry (or set {TOKEN_ENV})")
+    serve.add_argument("--max-body-kb", type=int, default=1024, help="largest request body accepted (default 1024 KiB)")
+    serve.add_argument("--episode-timeout", type=float, default=60.0, help="seconds without a request before an episode is dropped")
+    serve.add_argument("--output", metavar="RUN_DIR", help="run directory (default: ./runs/<scenario>-serve-<timestamp>)")
+    serve.add_argument("--quiet", action="store_true", help="print nothing")
+    serve.set_defaults(fn=cmd_serve)

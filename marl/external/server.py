@@ -1,0 +1,365 @@
+"""The policy server: external simulators play episodes over HTTP; their experience becomes training batches.
+
+Wire format (JSON over HTTP; every request with `Authorization: Bearer <token>` when a token is set):
+
+    POST /episodes                        {}                                   -> {"episode_id": "e3f1..."}
+    POST /episodes/<id>/action            {"obs": {agent: [float, ...]}}       -> {"actions": {agent: int | [float]}}
+    POST /episodes/<id>/rewards           {"rewards": {agent: float}}          -> {"ok": true}
+    POST /episodes/<id>/end               {"obs": {agent: [...]}, "truncated": false} -> {"ok": true}
+    GET  /stats                                                                -> {counter: value}
+
+An error is a 4xx status with {"error": "<what is wrong>"}: 400 malformed body, unknown
+agent, wrong observation size; 401 missing or wrong token; 404 unknown episode id; 413
+body larger than the limit. Every refusal is counted (`external/refused/<status>`) and
+nothing of the refused request reaches a batch. An episode with no request for
+`episode_timeout_s` (its client died) is dropped with its rows (`external/episodes_dropped`).
+
+Rewards logged after an action belong to that action (several calls add up). Episodes
+are cut every `rollout_fragment_length` steps (bootstrapped with the value of the
+observation the next action request brings) and at their end (bootstrapped when
+`truncated`). Inference runs here, on the learner's newest weights, one forward pass
+per policy per request.
+
+aiohttp serves (it comes with ray[default], bounds request bodies itself and runs
+in a thread of its own, so training keeps the main thread); the client uses httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+import threading
+import time
+import uuid
+
+import numpy as np
+import torch
+
+from marl.data import SampleBatch
+from marl.data import sample_batch as sb
+from marl.errors import ConfigError
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class _Episode:
+    __slots__ = ("id", "number", "rows", "last_seen", "t", "agent_returns", "length")
+
+    def __init__(self, number: int):
+        self.id = uuid.uuid4().hex
+        self.number = number  # the int64 eps_id of its rows
+        self.rows: dict[str, dict[str, list]] = {}  # agent -> column -> values (rows not yet emitted)
+        self.last_seen = time.monotonic()
+        self.t: dict[str, int] = {}
+        self.agent_returns: dict[str, float] = {}
+        self.length = 0
+
+
+class ExperienceServer:
+    """Episodes, inference and the queue of finished pieces; the HTTP layer is `start()`'s aiohttp app."""
+
+    def __init__(self, config, specs: dict, agents_of: dict, possible_agents: list[str], host: str = "127.0.0.1",
+                 port: int = 9900, token: str | None = None, max_body_bytes: int = 1 << 20,
+                 episode_timeout_s: float = 60.0):
+        from marl.connectors.build import build_policy_module
+
+        if host not in LOCAL_HOSTS and not token:
+            raise ConfigError(
+                f"serving on {host} (beyond this machine) needs a token: give --token or set MARL_SERVE_TOKEN; "
+                "clients send it as 'Authorization: Bearer <token>'"
+            )
+        cfg = config
+        if cfg.connectors_cfg.env_to_module or cfg.connectors_cfg.policies or cfg.env_runners_cfg.observation_filter != "none":
+            raise ConfigError("marl serve takes observations as clients send them: remove connectors and env_runners.observation_filter")
+        self.host, self.port, self.token = host, int(port), token
+        self.max_body_bytes, self.episode_timeout_s = int(max_body_bytes), float(episode_timeout_s)
+        self.fragment = cfg.env_runners_cfg.rollout_fragment_length
+        self.possible_agents = list(possible_agents)
+        self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.policy_of = {a: pid for pid, agents in agents_of.items() for a in agents}
+        self.modules = {pid: build_policy_module(cfg, pid, spec) for pid, spec in specs.items()}
+        for module in self.modules.values():
+            module.eval()
+        self.obs_dim = {pid: int(np.prod(spec.observation_space.shape)) for pid, spec in specs.items()}
+        self.discrete = {pid: spec.action_space.shape == () for pid, spec in specs.items()}
+        self.values = {pid: sb.VF_PREDS in cfg.runner_columns(pid) for pid in specs}
+        self.weights_version = -1
+        self.episodes: dict[str, _Episode] = {}
+        self.pieces: list[tuple[dict[str, SampleBatch], int]] = []  # (policy batches, env steps)
+        self.finished: list[dict] = []  # episode metrics
+        self.counters: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.rng = torch.Generator().manual_seed(int(cfg.debugging_cfg.seed or 0))
+        self._next_number = 1
+        self._loop = self._thread = self._runner = None
+
+    # -- state the training side reads and sets (main thread) -----------------------------------
+    def count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def set_weights(self, weights: dict) -> None:
+        with self.lock:
+            if weights["version"] != self.weights_version:
+                for pid, module in self.modules.items():
+                    module.set_state(weights["modules"][pid])
+                self.weights_version = weights["version"]
+
+    def drain(self) -> tuple[list, list]:
+        """The pieces and finished-episode metrics since the last call; drops episodes whose client went silent."""
+        with self.lock:
+            self._drop_stale()
+            pieces, finished = self.pieces, self.finished
+            self.pieces, self.finished = [], []
+            return pieces, finished
+
+    def _drop_stale(self) -> None:
+        now = time.monotonic()
+        for eid in [e for e, ep in self.episodes.items() if now - ep.last_seen > self.episode_timeout_s]:
+            del self.episodes[eid]
+            self.count("external/episodes_dropped")
+
+    # -- the verbs (server thread; each under the lock) ----------------------------------------
+    def _episode(self, eid: str) -> _Episode:
+        ep = self.episodes.get(eid)
+        if ep is None:
+            raise RequestError(404, f"unknown episode id '{eid}' (never started, already ended, or dropped after "
+                                    f"{self.episode_timeout_s:g} s without requests)")
+        ep.last_seen = time.monotonic()
+        return ep
+
+    def _obs(self, body, key: str = "obs") -> dict[str, np.ndarray]:
+        if not isinstance(body, dict) or not isinstance(body.get(key), dict) or not body[key]:
+            raise RequestError(400, f"body must be a JSON object with '{key}': {{agent id: [float, ...]}}")
+        out = {}
+        unknown = [a for a in body[key] if a not in self.agent_index]
+        if unknown:
+            raise RequestError(400, f"unknown agent id(s) {unknown}; this env's agents: {self.possible_agents}")
+        for agent, value in body[key].items():
+            pid = self.policy_of[agent]
+            try:
+                arr = np.asarray(value, dtype=np.float32).reshape(-1)
+            except (TypeError, ValueError):
+                raise RequestError(400, f"observation of '{agent}' is not a list of numbers") from None
+            if arr.size != self.obs_dim[pid] or not np.all(np.isfinite(arr)):
+                raise RequestError(400, f"observation of '{agent}' must be {self.obs_dim[pid]} finite numbers, got {arr.size}")
+            out[agent] = arr
+        return out
+
+    def start_episode(self) -> str:
+        ep = _Episode(self._next_number)
+        self._next_number += 1
+        self.episodes[ep.id] = ep
+        self.count("external/episodes_started")
+        return ep.id
+
+    def _forward(self, obs: dict[str, np.ndarray]) -> dict[str, tuple]:
+        """agent -> (action, logp, value) from one forward pass per policy."""
+        out = {}
+        by_policy: dict[str, list[str]] = {}
+        for agent in obs:
+            by_policy.setdefault(self.policy_of[agent], []).append(agent)
+        for pid, agents in by_policy.items():
+            x = torch.from_numpy(np.stack([obs[a] for a in agents]))
+            module = self.modules[pid]
+            with torch.inference_mode():
+                res = module.forward_exploration({sb.OBS: x})
+                dist = module.action_dist(res["action_dist_inputs"])
+                act = dist.sample(self.rng)
+                logp = dist.logp(act).numpy()
+            vf = res.get("vf_preds")
+            vf = vf.numpy() if vf is not None else np.zeros(len(agents), np.float32)
+            for i, a in enumerate(agents):
+                out[a] = (act[i].numpy(), float(logp[i]), float(vf[i]))
+        return out
+
+    def _values(self, obs: dict[str, np.ndarray]) -> dict[str, float]:
+        return {a: v for a, (_, _, v) in self._forward(obs).items()}
+
+    def get_action(self, eid: str, body) -> dict:
+        ep = self._episode(eid)
+        obs = self._obs(body)
+        if any(len(r["obs"]) >= self.fragment for r in ep.rows.values()):
+            self._emit(ep, next_obs=obs, end=None)  # a fragment's worth: cut, bootstrapped from these observations
+        acted = self._forward(obs)
+        actions = {}
+        for agent, (act, logp, vf) in acted.items():
+            rows = ep.rows.setdefault(agent, {k: [] for k in ("obs", "actions", "logp", "vf", "rewards", "t")})
+            t = ep.t.get(agent, 0)
+            for key, value in (("obs", obs[agent]), ("actions", act), ("logp", logp), ("vf", vf), ("rewards", 0.0), ("t", t)):
+                rows[key].append(value)
+            ep.t[agent] = t + 1
+            actions[agent] = int(act) if self.discrete[self.policy_of[agent]] else act.astype(float).tolist()
+        ep.length += 1
+        self.count("external/actions", len(actions))
+        return {"actions": actions}
+
+    def log_returns(self, eid: str, body) -> dict:
+        ep = self._episode(eid)
+        rewards = body.get("rewards") if isinstance(body, dict) else None
+        if not isinstance(rewards, dict):
+            raise RequestError(400, "body must be a JSON object with 'rewards': {agent id: float}")
+        unknown = [a for a in rewards if a not in self.agent_index]
+        if unknown:
+            raise RequestError(400, f"unknown agent id(s) {unknown}; this env's agents: {self.possible_agents}")
+        checked = {}
+        for agent, r in rewards.items():
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
+                raise RequestError(400, f"reward of '{agent}' must be a finite number, got {r!r}")
+            if agent not in ep.rows or not ep.rows[agent]["rewards"]:
+                raise RequestError(400, f"agent '{agent}' has not acted in episode '{eid}': no action to credit the reward to")
+            checked[agent] = float(r)
+        for agent, r in checked.items():
+            ep.rows[agent]["rewards"][-1] += r
+            ep.agent_returns[agent] = ep.agent_returns.get(agent, 0.0) + r
+        return {"ok": True}
+
+    def end_episode(self, eid: str, body) -> dict:
+        ep = self._episode(eid)
+        truncated = bool(body.get("truncated", False)) if isinstance(body, dict) else False
+        obs = self._obs(body) if isinstance(body, dict) and body.get("obs") else {}
+        del self.episodes[eid]
+        self._emit(ep, next_obs=obs, end="truncated" if truncated else "terminated")
+        returns = dict(ep.agent_returns)
+        policy_returns: dict[str, float] = {}
+        for agent, r in returns.items():
+            policy_returns[self.policy_of[agent]] = policy_returns.get(self.policy_of[agent], 0.0) + r
+        self.finished.append({"episode_id": ep.number, "return": float(sum(returns.values())), "length": ep.length,
+                              "policy_returns": policy_returns, "agent_returns": returns,
+                              "policy_of": {a: self.policy_of[a] for a in returns}})
+        self.count("external/episodes_completed")
+        return {"ok": True}
+
+    def _emit(self, ep: _Episode, next_obs: dict, end: str | None) -> None:
+        """Queues the episode's rows so far as one piece per policy; `end`: None (a cut), terminated, truncated."""
+        bootstrap = self._values(next_obs) if next_obs and end != "terminated" else {}
+        per_policy: dict[str, list[dict]] = {}
+        steps = 0
+        for agent, rows in ep.rows.items():
+            n = len(rows["obs"])
+            if not n:
+                continue
+            steps = max(steps, n)
+            pid = self.policy_of[agent]
+            obs = np.stack(rows["obs"])
+            nxt = np.concatenate([obs[1:], next_obs.get(agent, obs[-1])[None]])
+            last = np.zeros(n, bool)
+            last[-1] = True
+            cols = {
+                sb.OBS: obs, sb.NEXT_OBS: nxt, sb.ACTIONS: np.stack(rows["actions"]),
+                sb.REWARDS: np.asarray(rows["rewards"], np.float32),
+                sb.TERMINATEDS: last & (end == "terminated"), sb.TRUNCATEDS: last & (end == "truncated"),
+                sb.SEGMENT_END: last, sb.EPS_ID: np.full(n, ep.number, np.int64),
+                sb.AGENT_INDEX: np.full(n, self.agent_index[agent], np.int32), sb.ENV_INDEX: np.zeros(n, np.int32),
+                sb.T: np.asarray(rows["t"], np.int32), sb.ACTION_LOGP: np.asarray(rows["logp"], np.float32),
+            }
+            if self.values[pid]:
+                cols[sb.VF_PREDS] = np.asarray(rows["vf"], np.float32)
+                own = rows["vf"][-1]  # no observation reached (the agent left): its own value
+                cols[sb.BOOTSTRAP_VALUE] = np.where(last, bootstrap.get(agent, own) if end != "terminated" else 0.0, 0.0).astype(np.float32)
+            per_policy.setdefault(pid, []).append(cols)
+            for key in rows:
+                rows[key] = []
+        if per_policy:
+            batches = {pid: SampleBatch.concat([SampleBatch(c) for c in parts]) for pid, parts in per_policy.items()}
+            self.pieces.append((batches, steps))
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    def _app(self):
+        from aiohttp import web
+
+        server = self
+
+        @web.middleware
+        async def guard(request, handler):
+            try:
+                if server.token is not None:
+                    sent = request.headers.get("Authorization", "")
+                    if not hmac.compare_digest(sent.encode(), f"Bearer {server.token}".encode()):
+                        raise RequestError(401, "missing or wrong token: send 'Authorization: Bearer <token>'")
+                return await handler(request)
+            except RequestError as err:
+                with server.lock:
+                    server.count(f"external/refused/{err.status}")
+                return web.json_response({"error": err.message}, status=err.status)
+            except web.HTTPException as err:  # 413 (body over the limit), 404 (no such route), 405
+                with server.lock:
+                    server.count(f"external/refused/{err.status}")
+                return web.json_response({"error": f"{err.reason}: {err.text}" if err.status != 413 else
+                                          f"request body over the limit of {server.max_body_bytes} bytes"}, status=err.status)
+
+        async def body_of(request):
+            if not request.can_read_body:
+                return {}
+            try:
+                return await request.json()
+            except web.HTTPException:
+                raise
+            except Exception:  # invalid JSON or encoding
+                raise RequestError(400, "body is not valid JSON") from None
+
+        def verb(method):
+            async def handle(request):
+                body = await body_of(request)
+                eid = request.match_info.get("eid")
+                with server.lock:
+                    server.count("external/requests")
+                    result = method(eid, body) if eid is not None else method()
+                return web.json_response(result if isinstance(result, dict) else {"episode_id": result})
+            return handle
+
+        async def stats(request):
+            with server.lock:
+                return web.json_response({**server.counters, "weights_version": server.weights_version,
+                                          "open_episodes": len(server.episodes)})
+
+        app = web.Application(middlewares=[guard], client_max_size=self.max_body_bytes)
+        app.router.add_post("/episodes", verb(lambda: server.start_episode()))
+        app.router.add_post("/episodes/{eid}/action", verb(self.get_action))
+        app.router.add_post("/episodes/{eid}/rewards", verb(self.log_returns))
+        app.router.add_post("/episodes/{eid}/end", verb(self.end_episode))
+        app.router.add_get("/stats", stats)
+        return app
+
+    def start(self) -> "ExperienceServer":
+        """Serves in a thread of its own; returns once listening (`self.port` is the bound port)."""
+        from aiohttp import web
+
+        ready, failure = threading.Event(), []
+
+        def run():
+            loop = self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                self._runner = web.AppRunner(self._app(), access_log=None)
+                loop.run_until_complete(self._runner.setup())
+                site = web.TCPSite(self._runner, self.host, self.port)
+                loop.run_until_complete(site.start())
+                self.port = site._server.sockets[0].getsockname()[1]
+            except Exception as err:  # port taken, bad host: reported to the caller
+                failure.append(err)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="marl-policy-server", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise ConfigError(f"cannot serve on {self.host}:{self.port}: {failure[0]}")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop = self._thread = None

@@ -1,0 +1,88 @@
+"""serve: a source of batches made of external simulators' experience (`marl serve`, `marl.external`).
+
+    serve(host, port) --batch--> concat --> learn --> ... --> report      (the scenario's graph, sample replaced)
+
+Building the node starts the HTTP policy server (`marl.external.server`) in a
+thread; each item waits for client experience, then emits every finished piece
+as one batch. Before waiting it gives the server the learner's newest weights
+(inference runs on the server). The token comes from the environment variable
+named by `token_env` (never from the graph, which config.yaml records).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from marl.data import MultiAgentBatch, SampleBatch
+from marl.data.records import BATCH, SampledBatch
+from marl.execution import LocalIterator
+from marl.execution import metrics as m
+from marl.workflow.protocol import Operator
+
+TOKEN_ENV = "MARL_SERVE_TOKEN"
+
+
+class Serve(Operator):
+    op_name, consumes, produces = "serve", (), BATCH
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 9900, token_env: str = TOKEN_ENV,
+                 max_body_kb: int = 1024, episode_timeout_s: float = 60.0):
+        if not 0 <= int(port) <= 65535:
+            raise ValueError(f"serve.port must be in [0, 65535], got {port}")
+        if int(max_body_kb) < 1 or float(episode_timeout_s) <= 0:
+            raise ValueError("serve.max_body_kb must be >= 1 and serve.episode_timeout_s > 0")
+        self.host, self.port, self.token_env = str(host), int(port), str(token_env)
+        self.max_body_kb, self.episode_timeout_s = int(max_body_kb), float(episode_timeout_s)
+        self.server = None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def build(self, ctx, inputs):
+        from marl.envs import make_env
+        from marl.external.server import ExperienceServer
+        from marl.policies import resolve_policies
+
+        config = ctx.config
+        env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
+        try:
+            specs, agents_of = resolve_policies(env, config.policy_specs(), config.policy_mapping())
+            agents = list(env.possible_agents)
+        finally:
+            env.close()
+        self.close()
+        self.server = server = ExperienceServer(
+            config, specs, agents_of, agents, self.host, self.port, os.environ.get(self.token_env) or None,
+            self.max_body_kb * 1024, self.episode_timeout_s,
+        ).start()
+        metrics, learners = ctx.metrics, ctx.learners
+        counters, timer = metrics.counters, metrics.timers["serve"]
+
+        def gen():
+            while True:
+                server.set_weights(learners.get_weights())  # skipped when the version is loaded already
+                with timer.timing():
+                    while True:
+                        pieces, finished = server.drain()
+                        with server.lock:
+                            counters.update(server.counters)
+                        if pieces:
+                            break
+                        time.sleep(0.02)
+                policies: dict[str, list[SampleBatch]] = {}
+                for batches, _ in pieces:
+                    for pid, b in batches.items():
+                        policies.setdefault(pid, []).append(b)
+                batch = MultiAgentBatch({p: SampleBatch.concat(bs) for p, bs in policies.items()}, sum(s for _, s in pieces))
+                record = SampledBatch(batch, finished, [server.weights_version])
+                counters[m.ENV_STEPS_SAMPLED] += batch.env_steps
+                counters[m.AGENT_STEPS_SAMPLED] += batch.agent_steps()
+                for pid, n in batch.agent_steps_per_policy().items():
+                    counters[f"{m.AGENT_STEPS_SAMPLED}/{pid}"] += n
+                metrics.episodes.extend(finished)
+                yield record
+
+        return LocalIterator(gen, metrics, "serve")

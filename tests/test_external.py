@@ -1,0 +1,154 @@
+"""marl serve: external clients drive training over HTTP; bad requests are refused with their error; a client that
+dies mid-episode is dropped; PPO on simple_spread learns from an external client process (slow)."""
+
+from __future__ import annotations
+
+import math
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+import marl
+from marl.errors import ConfigError
+from marl.external import PolicyClient, PolicyServerError
+from marl.external.serve_cmd import serving_config
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+RANDOM_SIMPLE_SPREAD = -79.0  # shared/FACTS.md
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serving_algo(port, overrides=(), **serve):
+    config = marl.load_scenario(str(ROOT / "scenarios/simple_spread_serve.yaml"), list(overrides))
+    return serving_config(config, "127.0.0.1", port, **serve).build()
+
+
+def player(address, token=None, seed=0):
+    """A client thread playing until its `stop` event is set."""
+    from external_client import play
+
+    stop = threading.Event()
+    thread = threading.Thread(target=play, args=(address, 10**6, token, seed, 60.0, stop), daemon=True)
+    thread.start()
+    return thread, stop
+
+
+def test_bad_requests_are_refused_with_their_error_while_training_goes_on(monkeypatch):
+    monkeypatch.setenv("MARL_SERVE_TOKEN", "s3cret")
+    port = free_port()
+    address = f"http://127.0.0.1:{port}"
+    algo = serving_algo(port, ["training.train_batch_size=100"], max_body_kb=4)
+    try:
+        ops = [d["op"] for _, d in algo.workflow.graph.nodes(data=True)]
+        assert "serve" in ops and "sample" not in ops
+        thread, stop = player(address, token="s3cret")
+        r1 = algo.train()
+        http = httpx.Client(base_url=address)
+        good = {"Authorization": "Bearer s3cret"}
+        obs = {f"agent_{i}": [0.0] * 18 for i in range(3)}
+
+        def refused(status, fragment, method="post", path="/episodes", **kw):
+            response = getattr(http, method)(path, **kw)
+            assert response.status_code == status, response.text
+            assert fragment in response.json()["error"], response.json()
+
+        refused(401, "missing or wrong token", json={})
+        refused(401, "missing or wrong token", json={}, headers={"Authorization": "Bearer guess"})
+        refused(401, "missing or wrong token", method="get", path="/stats")
+        eid = PolicyClient(address, token="s3cret").start_episode()
+        refused(404, "unknown episode id 'nope'", path="/episodes/nope/action", json={"obs": obs}, headers=good)
+        refused(400, "not valid JSON", path=f"/episodes/{eid}/action", content=b"{obs:", headers={**good, "Content-Type": "application/json"})
+        refused(400, "unknown agent id(s) ['agent_7']", path=f"/episodes/{eid}/action", json={"obs": {"agent_7": [0.0] * 18}}, headers=good)
+        refused(400, "observation of 'agent_0' must be 18 finite numbers, got 3", path=f"/episodes/{eid}/action", json={"obs": {"agent_0": [1, 2, 3]}}, headers=good)
+        refused(400, "not a list of numbers", path=f"/episodes/{eid}/action", json={"obs": {"agent_0": ["a"] * 18}}, headers=good)
+        refused(400, "has not acted", path=f"/episodes/{eid}/rewards", json={"rewards": {"agent_0": 1.0}}, headers=good)
+        refused(413, "over the limit of 4096 bytes", path=f"/episodes/{eid}/action", json={"obs": {"agent_0": [0.5] * 5000}}, headers=good)
+        with pytest.raises(PolicyServerError, match="unknown episode id"):
+            PolicyClient(address, token="s3cret").end_episode("gone", {})
+        r2 = algo.train()
+        stop.set()
+        thread.join(timeout=60)
+        assert r2["env_steps_total"] > r1["env_steps_total"] >= 100
+        assert r2["counters/external/refused/401"] == 3
+        assert r2["counters/external/refused/404"] == 2
+        assert r2["counters/external/refused/400"] == 5
+        assert r2["counters/external/refused/413"] == 1
+        assert math.isfinite(r2["episode_return_mean"])
+        assert r2["losses/shared/num_sgd_steps"] > 0
+    finally:
+        algo.stop()
+
+
+def test_serving_beyond_this_machine_needs_a_token(monkeypatch):
+    monkeypatch.delenv("MARL_SERVE_TOKEN", raising=False)
+    config = marl.load_scenario(str(ROOT / "scenarios/simple_spread_serve.yaml"))
+    with pytest.raises(ConfigError, match="serving on 0.0.0.0 .* needs a token"):
+        serving_config(config, "0.0.0.0", free_port()).build()
+
+
+def test_a_client_killed_mid_episode_is_dropped_and_training_goes_on():
+    port = free_port()
+    address = f"http://127.0.0.1:{port}"
+    algo = serving_algo(port, ["training.train_batch_size=100"], episode_timeout_s=1.0)
+    try:
+        thread, stop = player(address)
+        doomed = subprocess.Popen([sys.executable, "-c", (
+            "import sys, numpy as np; sys.path.insert(0, 'examples'); from marl.external import PolicyClient\n"
+            f"c = PolicyClient('{address}'); e = c.start_episode()\n"
+            "obs = {f'agent_{i}': np.zeros(18) for i in range(3)}\n"
+            "for _ in range(5): c.get_action(e, obs); c.log_returns(e, {a: -1.0 for a in obs})\n"
+            "print('mid-episode', flush=True)\nimport time; time.sleep(600)\n")],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert doomed.stdout.readline().strip() == "mid-episode"
+        doomed.kill()  # dies mid-episode, never ends it
+        doomed.wait()
+        algo.train()
+        time.sleep(1.5)
+        r = algo.train()
+        stop.set()
+        thread.join(timeout=60)
+        assert r["counters/external/episodes_dropped"] == 1
+        assert r["counters/external/episodes_completed"] >= 4
+        assert r["losses/shared/num_sgd_steps"] > 0
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path):
+    """`marl serve` and examples/external_client.py as two processes, until PPO's return is 10 above random."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "marl.cli", "serve", "scenarios/simple_spread_serve.yaml", "--port", str(port),
+         "--output", str(tmp_path / "run"), "--quiet", "stop.env_steps_total=30000"], cwd=ROOT)
+    # More episodes than the server needs: it stops at its stop criterion, then the client is let go.
+    client = subprocess.Popen(
+        [sys.executable, "examples/external_client.py", "--address", f"http://127.0.0.1:{port}", "--episodes", "5000"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert server.wait(timeout=900) == 0  # its stop criterion (30k env steps) met; the client then loses it
+    finally:
+        for proc in (server, client):
+            if proc.poll() is None:
+                proc.kill()
+    import json
+
+    results = [json.loads(line) for line in (tmp_path / "run" / "result.jsonl").read_text().splitlines()]
+    returns = [r["episode_return_mean"] for r in results if not math.isnan(r["episode_return_mean"])]
+    assert results[-1]["env_steps_total"] >= 30000
+    late = float(np.mean(returns[-5:]))
+    assert late >= RANDOM_SIMPLE_SPREAD + 10, f"return {late:.1f} after {results[-1]['env_steps_total']} env steps"
+    assert (tmp_path / "run" / "checkpoint").is_dir()  # checkpoints like any algorithm
