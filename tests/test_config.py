@@ -256,7 +256,7 @@ def test_conf_yaml_matches_defaults(algo):
 def test_to_dict_is_plain_data():
     d = PPOConfig().to_dict()
     assert d["algo"] == "PPO"
-    assert set(d) == {"algo", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "workflow"}
+    assert set(d) == {"algo", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow"}
     # survives YAML (OmegaConf) unchanged
     assert OmegaConf.to_container(OmegaConf.create(d)) == d
 

@@ -50,7 +50,7 @@ def test_bad_requests_are_refused_with_their_error_while_training_goes_on(monkey
     monkeypatch.setenv("MARL_SERVE_TOKEN", "s3cret")
     port = free_port()
     address = f"http://127.0.0.1:{port}"
-    algo = serving_algo(port, ["training.train_batch_size=100"], max_body_kb=4)
+    algo = serving_algo(port, ["training.train_batch_size=375"], max_body_kb=4)
     try:
         ops = [d["op"] for _, d in algo.workflow.graph.nodes(data=True)]
         assert "serve" in ops and "sample" not in ops
@@ -102,7 +102,7 @@ def test_serving_beyond_this_machine_needs_a_token(monkeypatch):
 def test_a_client_killed_mid_episode_is_dropped_and_training_goes_on():
     port = free_port()
     address = f"http://127.0.0.1:{port}"
-    algo = serving_algo(port, ["training.train_batch_size=100"], episode_timeout_s=1.0)
+    algo = serving_algo(port, ["training.train_batch_size=375"], episode_timeout_s=1.0)
     try:
         thread, stop = player(address)
         doomed = subprocess.Popen([sys.executable, "-c", (

@@ -112,7 +112,7 @@ def test_offline_output_adds_a_record_node_after_sample_and_records_each_policy(
         marl.PPOConfig().environment("mpe2.simple_tag_v3", env_config=TAG)
         .multi_agent(policies=["predator", "prey"], policy_mapping_fn={"adversary_*": "predator", "*": "prey"})
         .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=25)
-        .training(train_batch_size=50, num_epochs=1)
+        .training(train_batch_size=150, num_epochs=1)  # agent steps: 50 env steps x 3 agents
         .offline_data(output=str(tmp_path / "rec"))
     )
     wf = workflow_for(config)
