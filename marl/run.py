@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -96,18 +98,26 @@ def train_run(
         _record_cluster(algo, run_dir, say)
         stop_cfg, ckpt_cfg = config.stop_cfg, config.checkpointing_cfg
         reason = None
+        mid_iteration = False
         try:
-            while reason is None:
-                result = algo.train()
-                reason = stop_reason(stop_cfg, result)
-                if reason is not None and final_evaluation:
-                    result.update(algo.evaluate(final_evaluation, unit="episodes"))
-                logger.log(result)
-                show(result)
-                if reason is None and ckpt_cfg.checkpoint_frequency and algo.iteration % ckpt_cfg.checkpoint_frequency == 0:
-                    algo.save(run_dir / CHECKPOINT_DIR)
+            with _FinishIterationOnInterrupt(say) as interrupt:
+                while reason is None:
+                    mid_iteration = True
+                    result = algo.train()
+                    reason = stop_reason(stop_cfg, result)
+                    if reason is not None and final_evaluation:
+                        result.update(algo.evaluate(final_evaluation, unit="episodes"))
+                    logger.log(result)
+                    mid_iteration = False
+                    show(result)
+                    if reason is None and ckpt_cfg.checkpoint_frequency and algo.iteration % ckpt_cfg.checkpoint_frequency == 0:
+                        algo.save(run_dir / CHECKPOINT_DIR)
+                    if interrupt.requested and reason is None:
+                        raise KeyboardInterrupt
         except KeyboardInterrupt:
-            if ckpt_cfg.checkpoint_at_end and algo.iteration:
+            if mid_iteration:  # a second Ctrl-C stopped an iteration halfway: its state is not one to resume from
+                say(f"interrupted mid-iteration; the checkpoint in {run_dir / CHECKPOINT_DIR}, if any, is from an earlier one")
+            elif ckpt_cfg.checkpoint_at_end and algo.iteration:
                 algo.save(run_dir / CHECKPOINT_DIR)
                 say(f"interrupted; checkpoint: {run_dir / CHECKPOINT_DIR} (continue with --resume {run_dir})")
             status = "interrupted"
@@ -122,6 +132,33 @@ def train_run(
         if logger is not None:
             logger.close(status)
         algo.stop()
+
+
+class _FinishIterationOnInterrupt:
+    """The first Ctrl-C lets the iteration in progress finish (its result row, counters and checkpoint then
+    agree, so a resumed run repeats nothing and loses nothing); a second one stops at once. Only the main
+    thread can own SIGINT: elsewhere (Ray Tune's trial threads) Ctrl-C keeps its default behaviour."""
+
+    def __init__(self, say):
+        self.say = say
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.say("interrupt: finishing the current iteration, then a checkpoint (Ctrl-C again to stop at once)")
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
 
 
 def _record_cluster(algo, run_dir: Path, say) -> None:

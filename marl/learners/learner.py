@@ -153,8 +153,10 @@ class Learner:
         batch = self.connectors.run(pid, batch, algo.learner_connectors(cfg))
         module, targets = self.module[pid], self.targets.get(pid, {})
         # Tables (MAPPO's state: one row per env step) stay shared; each minibatch joins its own rows.
-        tables = to_device({k: _as_tensor(batch.tables[k]) for k in algo.loss_columns if k in batch.tables}, self.device)
-        # Moved to the learner's device once per update (a no-op on the CPU), never per minibatch.
+        # Both moved to the learner's device once per update (a no-op on the CPU), never per minibatch.
+        tables = {k: _as_tensor(batch.tables[k]) for k in algo.loss_columns if k in batch.tables}
+        if tables:
+            tables = to_device(tables, self.device)
         tensors = {k: _as_tensor(batch[k]) for k in algo.loss_columns if k in batch and k not in tables}
         tensors.update({sb.table_index(k): _as_tensor(batch[sb.table_index(k)]) for k in tables})
         plan = self.minibatching[pid]

@@ -9,6 +9,8 @@ TD3, MASAC and MADDPG build on this config.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
@@ -58,6 +60,7 @@ class SACTraining(ReplayActorCriticTraining):
     target_entropy: float | None = doc(
         "entropy alpha steers the policy to, per agent; null: -action dims (Box), "
         "discrete_target_entropy_scale * log(actions) (Discrete)", None,
+        check=lambda v: None if v is None or math.isfinite(v) else "must be a finite number (or null)",
     )
     discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.1, min=0, max=1)
 
