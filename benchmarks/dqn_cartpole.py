@@ -14,7 +14,6 @@ finished in each 1,000-step window, the rule `episode_return_mean` uses.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np

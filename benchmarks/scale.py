@@ -37,7 +37,6 @@ import _common as C
 
 import marl
 from marl.execution import SharedMetrics, gather_async
-from marl.learners import Learner
 from marl.runners import EnvRunner, EnvRunnerGroup
 
 SCENARIO = str(C.REPO_ROOT / "scenarios" / "simple_spread_ppo.yaml")
@@ -233,7 +232,7 @@ def main() -> None:
             ["remote sample() of 1 env x 1 step, round trip", f"{ov['sample_remote']:,.0f} us"],
             ["the same sample() in-process", f"{ov['sample_local']:,.0f} us"],
             ["=> fixed cost of one remote sample call", f"{ov['sample_remote'] - ov['sample_local']:,.0f} us"],
-            [f"fragment: env steps / agent rows", f"{pay['env_steps']:,} / {pay['agent_rows']:,}"],
+            ["fragment: env steps / agent rows", f"{pay['env_steps']:,} / {pay['agent_rows']:,}"],
             ["fragment payload: NumPy columns / pickled", f"{pay['column_bytes'] / 1e3:,.0f} kB / {pay['pickled_bytes'] / 1e3:,.0f} kB"],
             ["payload per env step", f"{pay['column_bytes'] / pay['env_steps']:,.0f} B"],
             ["driver: ray.get of a finished fragment", f"{pay['get_s'] * 1e3:.2f} ms ({pay['get_s'] / pay['env_steps'] * 1e6:.2f} us/env step)"],
