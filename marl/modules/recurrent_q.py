@@ -26,27 +26,28 @@ from marl.modules.recurrent import RECURRENT_KEYS, RecurrentCore, recurrent_opti
 from marl.modules.rl_module import RLModule
 
 
-class RecurrentQ(RLModule):
-    """DQN's recurrent Q network: encoder -> MLP -> LSTM/GRU -> Q head, epsilon-greedy acting like `QMLP`.
-
-    Replay holds chunks of one agent's steps (`marl.replay.sequences.agent_sequences`)."""
+class _RecurrentAgentQ(RLModule):
+    """What DQN's and VDN/QMIX's recurrent Q networks share: encoder -> MLP -> LSTM/GRU -> Q head per agent,
+    epsilon-greedy acting like `QMLP`, one step per acting agent (`_step`)."""
 
     MODEL_KEYS = AGENT_KEYS | RECURRENT_KEYS
+    KIND = "Q-model"
 
-    def __init__(self, observation_space, action_space, model_config=None):
-        super().__init__(observation_space, action_space, model_config)
+    def _check_and_build(self, extra_width: int = 0):
+        """Checks the model options and builds encoder, MLP, core and Q head (`extra_width`: features joined
+        after the encoder, e.g. the agent id)."""
         cfg = self.model_config
         unknown = set(cfg) - self.MODEL_KEYS
         if unknown:
-            raise ValueError(f"unknown Q-model option(s) {sorted(unknown)}; allowed: {sorted(self.MODEL_KEYS)}")
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"Q-learning needs a Discrete action space, got {action_space}")
+            raise ValueError(f"unknown {self.KIND} option(s) {sorted(unknown)}; allowed: {sorted(self.MODEL_KEYS)}")
+        if not isinstance(self.action_space, gym.spaces.Discrete):
+            raise ValueError(f"Q-learning needs a Discrete action space, got {self.action_space}")
         kind, cell_size, self.max_seq_len = recurrent_options(cfg)
         hiddens = check_hiddens(cfg.get("hiddens", [64]))
         activation = check_activation(cfg.get("activation", "relu"))
-        self.encoder = encoder_for(observation_space, cfg)
+        self.encoder = encoder_for(self.observation_space, cfg)
         layers: list[nn.Module] = []
-        width = self.encoder.out_dim
+        width = self.encoder.out_dim + extra_width
         for h in hiddens:
             layers += [linear(width, h, 2**0.5), ACTIVATIONS[activation]()]
             width = h
@@ -62,8 +63,11 @@ class RecurrentQ(RLModule):
     def get_initial_state(self):
         return self.core.initial_state()
 
+    def _features(self, batch) -> torch.Tensor:
+        return self.encoder(batch["obs"])
+
     def _step(self, batch, epsilon: float):
-        x = self.encoder(batch["obs"])
+        x = self._features(batch)
         state = batch.get("state_in") or {n: torch.zeros(len(x), self.core.cell_size) for n in self.core.state_names}
         y, state_out = self.core(self.mlp(x).unsqueeze(1), state)
         q = self.q_head(y.squeeze(1))
@@ -76,6 +80,16 @@ class RecurrentQ(RLModule):
     def forward_inference(self, batch):
         with torch.inference_mode():
             return self._step(batch, 0.0)
+
+
+class RecurrentQ(_RecurrentAgentQ):
+    """DQN's recurrent Q network: encoder -> MLP -> LSTM/GRU -> Q head, epsilon-greedy acting like `QMLP`.
+
+    Replay holds chunks of one agent's steps (`marl.replay.sequences.agent_sequences`)."""
+
+    def __init__(self, observation_space, action_space, model_config=None):
+        super().__init__(observation_space, action_space, model_config)
+        self._check_and_build()
 
     def forward_train(self, batch):
         raise NotImplementedError("RecurrentQ trains through q_sequences (DQN's sequence loss)")
@@ -88,20 +102,15 @@ class RecurrentQ(RLModule):
         return self.q_head(y)
 
 
-class RecurrentJointQ(RLModule):
+class RecurrentJointQ(_RecurrentAgentQ):
     """Per-agent recurrent Q network shared by the group, plus the group's mixer."""
 
     MODEL_KEYS = AGENT_KEYS | MIXER_KEYS | RECURRENT_KEYS
+    KIND = "VDN/QMIX model"
 
     def __init__(self, observation_space, action_space, model_config=None):
         super().__init__(observation_space, action_space, model_config)
         cfg = self.model_config
-        unknown = set(cfg) - self.MODEL_KEYS
-        if unknown:
-            raise ValueError(f"unknown VDN/QMIX model option(s) {sorted(unknown)}; allowed: {sorted(self.MODEL_KEYS)}")
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"Q-learning needs a Discrete action space, got {action_space}")
-        kind, cell_size, self.max_seq_len = recurrent_options(cfg)
         indices = cfg.get("agent_indices")
         if not indices:
             raise ValueError("RecurrentJointQ needs model.agent_indices; VDNConfig/QMIXConfig fill it in")
@@ -110,17 +119,7 @@ class RecurrentJointQ(RLModule):
         place = np.full(max(indices) + 1, -1, dtype=np.int64)
         place[list(indices)] = np.arange(self.n_agents)
         self.register_buffer("group_place", torch.from_numpy(place), persistent=False)
-        hiddens = check_hiddens(cfg.get("hiddens", [64]))
-        activation = check_activation(cfg.get("activation", "relu"))
-        self.encoder = encoder_for(observation_space, cfg)
-        layers: list[nn.Module] = []
-        width = self.encoder.out_dim + (self.n_agents if self.use_agent_id else 0)
-        for h in hiddens:
-            layers += [linear(width, h, 2**0.5), ACTIVATIONS[activation]()]
-            width = h
-        self.mlp = nn.Sequential(*layers)
-        self.core = RecurrentCore(kind, width, cell_size)
-        self.q_head = linear(cell_size, self.action_dim, 1.0)
+        self._check_and_build(self.n_agents if self.use_agent_id else 0)
         mixer = cfg.get("mixer", "qmix")
         if mixer == "vdn":
             self.mixer = VDNMixer()
@@ -129,34 +128,15 @@ class RecurrentJointQ(RLModule):
             self.mixer = QMixer(self.n_agents, state_dim, int(cfg.get("mixing_embed_dim", 32)), int(cfg.get("hypernet_embed", 64)))
         else:
             raise ValueError(f"model.mixer must be 'vdn' or 'qmix', got {mixer!r}")
-        self.epsilon_schedule = cfg.get("epsilon", [[0, 1.0], [10000, 0.05]])
-        self.epsilon = float(piecewise_linear(self.epsilon_schedule, 0))
         self.inputs = ("obs", "action_mask", "agent_index") if self.use_agent_id else ("obs", "action_mask")
 
-    def set_exploration_step(self, env_steps: int) -> None:
-        self.epsilon = float(piecewise_linear(self.epsilon_schedule, env_steps))
-
-    def get_initial_state(self):
-        return self.core.initial_state()
-
-    # -- acting: one step per acting agent ---------------------------------------------------
-    def _step(self, batch, epsilon: float):
+    # -- acting: one step per acting agent, the agent id joined after the encoder ------------------
+    def _features(self, batch) -> torch.Tensor:
         x = self.encoder(batch["obs"])
         if self.use_agent_id:
             place = self.group_place[batch["agent_index"].long()]
             x = torch.cat([x, torch.nn.functional.one_hot(place, self.n_agents).to(x.dtype)], dim=-1)
-        state = batch.get("state_in") or {n: torch.zeros(len(x), self.core.cell_size) for n in self.core.state_names}
-        y, state_out = self.core(self.mlp(x).unsqueeze(1), state)
-        q = self.q_head(y.squeeze(1))
-        return {"action_dist_inputs": QMLP._greedy_logits(self, q, batch, epsilon), "state_out": state_out}
-
-    def forward_exploration(self, batch):
-        with torch.inference_mode():
-            return self._step(batch, self.epsilon)
-
-    def forward_inference(self, batch):
-        with torch.inference_mode():
-            return self._step(batch, 0.0)
+        return x
 
     def forward_train(self, batch):
         raise NotImplementedError("RecurrentJointQ trains through agent_q_sequences (the VDN/QMIX sequence loss)")

@@ -1,6 +1,6 @@
 """Replay: ring buffers of NumPy columns (uniform and prioritised), n-step transitions."""
 
-from marl.replay.buffers import REPLAY_WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
+from marl.replay.buffers import REPLAY_WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer, buffer_settings, make_replay_buffer
 from marl.replay.nstep import DISCOUNTS, nstep_transitions
 from marl.replay.segment_tree import MinSegmentTree, SumSegmentTree
 
@@ -11,6 +11,7 @@ __all__ = [
     "PrioritizedReplayBuffer",
     "ReplayBuffer",
     "SumSegmentTree",
+    "buffer_settings",
     "make_replay_buffer",
     "nstep_transitions",
 ]

@@ -181,3 +181,15 @@ def make_replay_buffer(capacity: int, prioritized: bool, alpha: float, beta: flo
     if prioritized:
         return PrioritizedReplayBuffer(capacity, alpha, beta, beta_final, beta_annealing_steps, seed=seed)
     return ReplayBuffer(capacity, seed=seed)
+
+
+def buffer_settings(training) -> dict:
+    """`make_replay_buffer`'s settings from a training section's replay keys (DQN's, SAC's and their kin)."""
+    return {
+        "capacity": training.replay_capacity,
+        "prioritized": training.prioritized_replay,
+        "alpha": training.prioritized_replay_alpha,
+        "beta": training.prioritized_replay_beta,
+        "beta_final": training.prioritized_replay_beta_final,
+        "beta_annealing_steps": training.prioritized_replay_beta_annealing_steps,
+    }

@@ -8,6 +8,7 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
 from marl.algorithms.sections import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
+from marl.replay import buffer_settings
 
 
 @dataclass
@@ -71,15 +72,7 @@ class DQNConfig(AlgorithmConfig):
         return model
 
     def replay_buffer_config(self) -> dict:
-        t = self.training_cfg
-        return {
-            "capacity": t.replay_capacity,
-            "prioritized": t.prioritized_replay,
-            "alpha": t.prioritized_replay_alpha,
-            "beta": t.prioritized_replay_beta,
-            "beta_final": t.prioritized_replay_beta_final,
-            "beta_annealing_steps": t.prioritized_replay_beta_annealing_steps,
-        }
+        return buffer_settings(self.training_cfg)
 
     def algorithm_parts(self):
         return DQNParts()

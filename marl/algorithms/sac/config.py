@@ -19,6 +19,7 @@ from marl.algorithms.sections import ConfigError, doc
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import ParamGroup, TargetCopy
 from marl.modules.q_mlp import piecewise_linear
+from marl.replay import buffer_settings
 
 
 @dataclass
@@ -123,15 +124,7 @@ class SACConfig(AlgorithmConfig):
         return {"initial_alpha": self.training_cfg.initial_alpha}
 
     def replay_buffer_config(self) -> dict:
-        t = self.training_cfg
-        return {
-            "capacity": t.replay_capacity,
-            "prioritized": t.prioritized_replay,
-            "alpha": t.prioritized_replay_alpha,
-            "beta": t.prioritized_replay_beta,
-            "beta_final": t.prioritized_replay_beta_final,
-            "beta_annealing_steps": t.prioritized_replay_beta_annealing_steps,
-        }
+        return buffer_settings(self.training_cfg)
 
     def algorithm_parts(self):
         return SACParts()
