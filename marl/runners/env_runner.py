@@ -41,7 +41,6 @@ from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.actor_basics import ActorBasics
-from marl.runners.agent_loops import ActingLayouts, add_rewards, cut_pending, env_runs, gather_groups, scatter_block
 from marl.runners.collector import PolicyCollector, check_columns
 from marl.runners.env_checks import BoundaryCheck
 from marl.runners.fragments import fragment_length
@@ -78,7 +77,6 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
         env0 = self.envs[0]
         self.possible_agents = list(env0.possible_agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
-        self._layouts = ActingLayouts(self.agent_index)  # per env copy: acting agents grouped by policy
         self.fragment_length = fragment_length(config, len(self.possible_agents))
 
         self.mapping: PolicyMapping = config.policy_mapping()
@@ -187,15 +185,24 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
     # -- one lockstep step over all envs ------------------------------------
     def _act(self, collect: bool, explore: bool) -> list[dict]:
         """One forward pass per policy over the acting agents of all envs; returns per-env action dicts."""
-        # pid -> pieces (env copy, agents, agent indices, raw obs, episode id, env step), one per env copy
-        pieces: dict[str, list] = {}
+        # pid -> (env indices, agent ids, raw obs, episode ids, env steps, agent indices)
+        groups: dict[str, tuple[list, list, list, list, list, list]] = {}
+        agent_index = self.agent_index
         for k in self._active:
-            episode, obs_k = self._episodes[k], self._obs[k]
-            for pid, agents, agent_idx in self._layouts.groups(k, episode, obs_k, self._bind):
-                raw = list(map(obs_k.__getitem__, agents))
-                pieces.setdefault(pid, []).append((k, agents, agent_idx, raw, episode.id, episode.t))
-            episode.agent_steps.update(obs_k.keys())  # one count per acting agent (a C loop)
-        groups = {pid: gather_groups(p) for pid, p in pieces.items()}
+            episode = self._episodes[k]
+            binding, eps_id, t = episode.policy_of, episode.id, episode.t
+            for agent, ob in self._obs[k].items():
+                pid = binding.get(agent) or self._bind(episode, agent)
+                group = groups.get(pid)
+                if group is None:
+                    group = groups[pid] = ([], [], [], [], [], [])
+                group[0].append(k)
+                group[1].append(agent)
+                group[2].append(ob)
+                group[3].append(eps_id)
+                group[4].append(t)
+                group[5].append(agent_index[agent])
+            episode.agent_steps.update(self._obs[k].keys())  # one count per acting agent (a C loop)
 
         actions: list[dict] = [{} for _ in range(self.num_envs)]
         states = None
@@ -228,13 +235,16 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
                 agent_states.scatter(envs_idx, agents, out.get("state_out"))
             act = act_t.numpy()
             env_actions = conn.to_env(act, rows)
-            row = 0
             if collect:
                 row = self.collectors[pid].add_block(
                     obs, act, mask, eps_ids, agent_idx, envs_idx, steps,
                     self._requested(pid, out, dist, act_t, state_block, state_in, episode_start),
                 )
-            scatter_block(env_runs(envs_idx), agents, env_actions, actions, self._pending if collect else None, pid, row)
+                for k, agent in zip(envs_idx, agents):
+                    self._pending[k][agent] = (pid, row)
+                    row += 1
+            for j, (k, agent) in enumerate(zip(envs_idx, agents)):
+                actions[k][agent] = env_actions[j]
         return actions
 
     def _agent_returns(self, envs_idx: list, agents: list) -> list:
@@ -295,7 +305,12 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
             self._boundary.step(obs, rewards, terminateds, truncateds, lambda: self._label(k), episode.t)
             pending = self._pending[k]
             returns = episode.agent_returns
-            add_rewards(rewards, returns, pending, collectors, collect)
+            for agent, r in rewards.items():
+                r = float(r)
+                returns[agent] = returns.get(agent, 0.0) + r
+                slot = pending.get(agent)
+                if slot is not None and collect:
+                    collectors[slot[0]].rewards[slot[1]] += r
             all_done = terminateds.get(ALL, False) or truncateds.get(ALL, False)
             ended = [a for a, d in terminateds.items() if d and a != ALL]
             ended_trunc = [a for a, d in truncateds.items() if d and a != ALL]
@@ -414,9 +429,12 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
         for k in range(self.num_envs):
             obs = self._obs[k]
             state = self.global_state(self.envs[k], obs) if self.global_state is not None and self._pending[k] else None
-            # obs None (not acting now, e.g. turn-based): the row bootstraps from its own value
-            cut_pending(self._pending[k], obs, state, cut, lambda pid, agent, k=k: self._carried_state(pid, k, agent),
-                        stateful=set(self.agent_states))
+            for agent, (pid, row) in self._pending[k].items():
+                rows = cut.setdefault(pid, ([], [], [], []))
+                rows[0].append(row)
+                rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
+                rows[2].append(state)
+                rows[3].append(self._carried_state(pid, k, agent))
             self._pending[k] = {}
         self._bootstrap(cut)
         self._steps_sampled += env_steps
