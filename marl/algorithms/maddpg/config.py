@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.masac.config import CentralisedGroups, GroupTraining
-from marl.algorithms.sections import EnvRunnersSection, doc
+from marl.algorithms.sections import doc
 from marl.algorithms.td3.config import TD3Config, TD3Training
 
 
@@ -38,8 +38,3 @@ class MADDPGTraining(TD3Training, GroupTraining):
 class MADDPGConfig(CentralisedGroups, TD3Config):
     algo_name = "MADDPG"
     training_section_cls = MADDPGTraining
-
-    def __init__(self):
-        super().__init__()
-        self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
-        self._groups_cache: dict = {}

@@ -39,10 +39,13 @@ class MASACTraining(SACTraining, GroupTraining):
 class CentralisedGroups:
     """What MASAC and MADDPG add to their single-agent configs: groups, joint replay, group module options."""
 
+    def __init__(self):
+        super().__init__()
+        self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
+        self._groups_cache: dict = {}
+
     def group_agent_indices(self, policy_id: str) -> list[int]:
         """The env agent indices (positions in `possible_agents`) of the agents mapped to a policy."""
-        if not hasattr(self, "_groups_cache"):
-            self._groups_cache = {}
         return MixingConfig.group_agent_indices(self, policy_id)
 
     def joint_replay(self) -> bool:
@@ -62,8 +65,3 @@ class CentralisedGroups:
 class MASACConfig(CentralisedGroups, SACConfig):
     algo_name = "MASAC"
     training_section_cls = MASACTraining
-
-    def __init__(self):
-        super().__init__()
-        self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
-        self._groups_cache: dict = {}
