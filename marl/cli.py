@@ -160,7 +160,8 @@ def cmd_evaluate(args) -> int:
     print(f"checkpoint {args.checkpoint} (iteration {algo.iteration}): {result['evaluation/episodes']} episodes{against}, "
           f"{'sampled' if args.explore else 'greedy'} actions")
     for key, value in result.items():
-        print(f"{key}: {_fmt(value, '.2f') if isinstance(value, float) else value}")
+        if not isinstance(value, list):  # the per-episode lists: their min/mean/max are printed
+            print(f"{key}: {_fmt(value, '.2f') if isinstance(value, float) else value}")
     return 0
 
 

@@ -41,6 +41,12 @@ def test_evaluation_runs_every_interval_with_the_current_weights():
         assert r["evaluation/env_steps"] >= 3 * 8  # a greedy CartPole episode lasts at least 8 steps
         assert r["evaluation/policy_return_mean/default_policy"] == r["evaluation/episode_return_mean"]
         assert r["evaluation/episode_return_min"] <= r["evaluation/episode_return_mean"] <= r["evaluation/episode_return_max"]
+        returns, lengths = r["evaluation/episode_returns"], r["evaluation/episode_lengths"]  # every episode
+        assert len(returns) == len(lengths) == 3 and all(isinstance(n, int) and n >= 8 for n in lengths)
+        assert returns == [float(n) for n in lengths]  # CartPole pays 1 per step: each return pairs with its length
+        assert np.mean(returns) == pytest.approx(r["evaluation/episode_return_mean"])
+        assert (min(returns), max(returns)) == (r["evaluation/episode_return_min"], r["evaluation/episode_return_max"])
+        assert np.mean(lengths) == pytest.approx(r["evaluation/episode_len_mean"])
 
 
 def test_episodes_unit_runs_exactly_the_first_episodes_started():
@@ -114,6 +120,7 @@ def test_remote_evaluation_runners_in_parallel_with_training(ray_session):
         algo.stop()
     for previous, r in zip([None] + results, results):
         assert r["evaluation/episodes"] == 5  # split 3 + 2 over the two runners
+        assert len(r["evaluation/episode_returns"]) == len(r["evaluation/episode_lengths"]) == 5  # both runners' episodes
         # launched before this iteration trained: the weights of the previous iteration
         assert r["evaluation/weights_version"] == (1 if previous is None else previous["weights_version"])
         assert r["evaluation/weights_version"] < r["weights_version"]

@@ -86,6 +86,11 @@ def test_local_suite_skips_finished_runs_and_extends_them_from_checkpoints(tmp_p
     rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
     assert [r["env_steps_total"] for r in rows] == [128, 256, 384, 512]
     assert "evaluation/episode_return_mean" in rows[-1] and "evaluation/episode_return_mean" in rows[1]
+    for row in (rows[1], rows[-1]):  # interval and final evaluations keep every episode (CartPole: return = length)
+        assert len(row["evaluation/episode_returns"]) == 2
+        assert row["evaluation/episode_returns"] == [float(n) for n in row["evaluation/episode_lengths"]]
+        assert np.mean(row["evaluation/episode_returns"]) == pytest.approx(row["evaluation/episode_return_mean"])
+    assert "episode_returns" not in (run_dir / "progress.csv").read_text()  # the CSV holds scalars only
     first = (run_dir / "result.jsonl").read_bytes()
 
     p = cli("experiment", str(suite), "--local", "--output", str(out))  # nothing to do
@@ -115,12 +120,14 @@ def _png_ok(path: Path, min_size=(300, 200)):
     assert_real_png(path, min_size=min_size)
 
 
-MARL_EVAL_STEP = {"step_count"}
+MARL_EVAL_METRICS = {"return", "episode_length"}
 
 
-def assert_marl_eval_layout(data: dict, tasks, algorithms, seeds):
-    """marl-eval's raw-data layout: env -> task -> algorithm -> run -> step_i {step_count, metric: [...]} +
-    absolute_metrics; every run with the same steps (marl-eval aggregates them as arrays)."""
+def assert_marl_eval_layout(data: dict, tasks, algorithms, seeds, episodes: int | None = None):
+    """marl-eval's raw-data layout, as its loader (`data_process_pipeline`, `create_matrices_for_rliable`) and its
+    `DiagnoseData.check_data` read it: env -> task -> algorithm (lower case, no comma) -> run -> step_i
+    {step_count: int, metric: [one number per episode]} + absolute_metrics {metric: [...]}; every run with the same
+    steps and every step (absolute_metrics included) with the same metrics. `episodes`: each list's length."""
     steps_seen = set()
     assert len(data) >= 1
     found_tasks = {}
@@ -129,22 +136,26 @@ def assert_marl_eval_layout(data: dict, tasks, algorithms, seeds):
         for task, algos in env_tasks.items():
             found_tasks[task] = set(algos)
             for algo, runs in algos.items():
-                assert algo == algo.lower()
+                assert algo == algo.lower() and "," not in algo
                 assert set(runs) == {f"seed_{s}" for s in seeds}
                 for run in runs.values():
                     step_keys = [k for k in run if k.startswith("step_")]
                     assert set(run) == set(step_keys) | {"absolute_metrics"}
                     assert step_keys == [f"step_{i}" for i in range(len(step_keys))]
                     counts = []
-                    for key in step_keys:
-                        entry = run[key]
-                        assert set(entry) == MARL_EVAL_STEP | {"return"}
-                        assert isinstance(entry["step_count"], int) and isinstance(entry["return"], list)
-                        assert all(isinstance(v, float) for v in entry["return"])
-                        counts.append(entry["step_count"])
-                    assert counts == sorted(counts)
+                    for entry in [run[key] for key in step_keys] + [run["absolute_metrics"]]:
+                        assert set(entry) - {"step_count"} == MARL_EVAL_METRICS
+                        returns, lengths = entry["return"], entry["episode_length"]
+                        assert isinstance(returns, list) and isinstance(lengths, list) and len(returns) == len(lengths) >= 1
+                        assert all(isinstance(v, float) and np.isfinite(v) for v in returns + lengths)
+                        assert all(v >= 1 for v in lengths)
+                        if episodes is not None:
+                            assert len(returns) == episodes
+                        if entry is not run["absolute_metrics"]:
+                            assert isinstance(entry["step_count"], int)
+                            counts.append(entry["step_count"])
+                    assert counts == sorted(counts) and len(set(counts)) == len(counts)
                     steps_seen.add(tuple(counts))
-                    assert isinstance(run["absolute_metrics"]["return"], list) and run["absolute_metrics"]["return"]
     assert len(steps_seen) == 1
     assert found_tasks == {t: {a.lower() for a in algorithms} for t in tasks}
 
@@ -199,10 +210,15 @@ def test_smoke_suite_on_ray_interrupted_with_sigint_then_resumed_and_reported(tm
             assert f"| {task} | {algo} | 2 |" in table
     assert "| PPO | 2 x 2 |" in table and "| A2C | 2 x 2 |" in table
     assert_marl_eval_layout(json.loads((report / "marl_eval.json").read_text()), ["cartpole", "simple_spread"],
-                            ["PPO", "A2C"], [0, 1])
+                            ["PPO", "A2C"], [0, 1], episodes=2)  # the suite's evaluation.episodes, each one listed
     _png_ok(report / "sample_efficiency.png", (1200, 300))
     _png_ok(report / "performance_profile.png", (500, 300))
     _png_ok(report / "aggregates.png", (400, 100))
+
+
+def _episode_values(mean: float, spread: float = 3.0) -> list[float]:
+    """Three episode returns whose mean is `mean` (as an evaluation of 3 episodes records them)."""
+    return [mean - spread, mean - 0.5 * spread, mean + 1.5 * spread]
 
 
 def _fake_runs(root: Path, finals: dict, budget: int = 1000) -> None:
@@ -214,9 +230,12 @@ def _fake_runs(root: Path, finals: dict, budget: int = 1000) -> None:
         (d / "run.json").write_text(json.dumps({"task": task, "algorithm": algo, "seed": seed, "family": "mpe2"}))
         (d / "done.json").write_text(json.dumps({"env_steps_total": budget}))
         steps = np.linspace(budget / len(curve), budget, len(curve)).astype(int)
-        rows = [{"iteration": i + 1, "env_steps_total": int(s), "episode_return_mean": -1.0,
-                 "evaluation/episode_return_mean": float(v)} for i, (s, v) in enumerate(zip(steps, curve))]
-        rows[-1]["evaluation/episode_return_mean"] = float(final)  # the last evaluation is the run's score
+        rows = []
+        for i, (s, v) in enumerate(zip(steps, [*curve[:-1], final])):  # the last evaluation is the run's score
+            returns = _episode_values(float(v))
+            rows.append({"iteration": i + 1, "env_steps_total": int(s), "episode_return_mean": -1.0,
+                         "evaluation/episode_return_mean": float(np.mean(returns)),
+                         "evaluation/episode_returns": returns, "evaluation/episode_lengths": [25, 25, 10 + i]})
         (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -268,8 +287,14 @@ def test_report_iqm_and_cis_match_rliable_called_directly(tmp_path):
     assert_marl_eval_layout(json.loads((tmp_path / "report/marl_eval.json").read_text()), tasks, algos, list(seeds))
     data = json.loads((tmp_path / "report/marl_eval.json").read_text())
     run = data["mpe2"]["spread"]["ppo"]["seed_2"]
-    assert run["absolute_metrics"]["return"] == [pytest.approx(finals[("spread", "PPO", 2)][1])]
+    curve, final = finals[("spread", "PPO", 2)]
+    # every episode of the final evaluation, and of the evaluation at each step (here one per grid point)
+    assert run["absolute_metrics"] == {"return": pytest.approx(_episode_values(final)), "episode_length": [25, 25, 13]}
     assert [run[f"step_{i}"]["step_count"] for i in range(4)] == [250, 500, 750, 1000]
+    for i, value in enumerate([*curve[:-1], final]):
+        assert run[f"step_{i}"] == {"step_count": 250 * (i + 1), "return": pytest.approx(_episode_values(value)),
+                                    "episode_length": [25, 25, 10 + i]}
+    assert_marl_eval_layout(data, tasks, algos, list(seeds), episodes=3)
     _png_ok(tmp_path / "report/sample_efficiency.png", (1200, 300))
 
 
@@ -315,8 +340,36 @@ def test_report_curves_use_training_returns_when_only_the_end_was_evaluated(tmp_
     d.mkdir(parents=True)
     (d / "run.json").write_text(json.dumps({"task": "t", "algorithm": "PPO", "seed": 0, "family": "gymnasium"}))
     (d / "done.json").write_text(json.dumps({"env_steps_total": 300}))
-    rows = [{"iteration": i, "env_steps_total": 100 * i, "episode_return_mean": float(10 * i)} for i in (1, 2, 3)]
-    rows[-1]["evaluation/episode_return_mean"] = 99.0
+    rows = [{"iteration": i, "env_steps_total": 100 * i, "episode_return_mean": float(10 * i),
+             "episode_len_mean": 20.0 + i} for i in (1, 2, 3)]
+    rows[-1].update({"evaluation/episode_return_mean": 99.0, "evaluation/episode_returns": [98.0, 100.0],
+                     "evaluation/episode_lengths": [7, 9]})
     (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run,), unfinished = read_runs(tmp_path)
     assert list(run.returns) == [10.0, 20.0, 30.0] and run.final == 99.0 and unfinished == []
+    # marl-eval JSON: the steps hold the training return (its mean, one value: no per-episode list exists),
+    # absolute_metrics the final evaluation's episodes
+    assert run.episodes_near(140) == ([10.0], [21.0]) and run.episodes_near(260) == ([30.0], [23.0])
+    assert run.final_episodes == ([98.0, 100.0], [7.0, 9.0])
+
+
+def test_marl_eval_steps_take_the_nearest_evaluation_and_old_rows_their_mean(tmp_path):
+    from marl.experiment.report import Report, marl_eval_json, read_runs
+
+    d = tmp_path / "t" / "PPO" / "seed_0"
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({"task": "t", "algorithm": "PPO", "seed": 0, "family": "gymnasium"}))
+    (d / "done.json").write_text(json.dumps({"env_steps_total": 1000}))
+    rows = [{"iteration": i, "env_steps_total": 130 * i, "episode_return_mean": 0.0} for i in range(1, 9)]
+    rows[1].update({"evaluation/episode_return_mean": 5.0, "evaluation/episode_len_mean": 12.0})  # an old row: no lists
+    for i, episodes in ((3, [1.0, 2.0]), (5, [3.0, 5.0]), (7, [6.0, 8.0])):
+        rows[i].update({"evaluation/episode_return_mean": float(np.mean(episodes)),
+                        "evaluation/episode_returns": episodes, "evaluation/episode_lengths": [4, 6]})
+    (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs, _ = read_runs(tmp_path)
+    data = marl_eval_json(Report(runs, points=4, budget=1000))["gymnasium"]["t"]["ppo"]["seed_0"]
+    # evaluations at 260 (old: its mean), 520, 780, 1040 env steps; the grid is 250, 500, 750, 1000
+    assert [data[f"step_{i}"]["return"] for i in range(4)] == [[5.0], [1.0, 2.0], [3.0, 5.0], [6.0, 8.0]]
+    assert [data[f"step_{i}"]["episode_length"] for i in range(4)] == [[12.0], [4.0, 6.0], [4.0, 6.0], [4.0, 6.0]]
+    assert data["absolute_metrics"] == {"return": [6.0, 8.0], "episode_length": [4.0, 6.0]}
+    assert_marl_eval_layout({"gymnasium": {"t": {"ppo": {"seed_0": data}}}}, ["t"], ["PPO"], [0])

@@ -31,6 +31,8 @@ from marl.policies.self_play import score
 from marl.runners import EnvRunnerGroup
 
 EVALUATION_FIRST_INDEX = 1_000
+EPISODE_RETURNS = "evaluation/episode_returns"  # lists, one value per episode, in the order they finished
+EPISODE_LENGTHS = "evaluation/episode_lengths"
 
 
 def _mean(values) -> float:
@@ -90,6 +92,9 @@ class Evaluator:
             "evaluation/episode_return_min": float(min(returns, default=math.nan)),
             "evaluation/episode_return_max": float(max(returns, default=math.nan)),
             "evaluation/episode_len_mean": _mean([e["length"] for e in episodes]),
+            # every episode's return and length (result.jsonl keeps them: `marl report`'s marl-eval JSON)
+            EPISODE_RETURNS: [float(r) for r in returns],
+            EPISODE_LENGTHS: [int(e["length"]) for e in episodes],
             "evaluation/episodes": len(episodes),
             "evaluation/env_steps": int(sum(out["env_steps"] for out in outputs)),
             "evaluation/weights_version": version,

@@ -14,7 +14,8 @@ Writes into RUNS_DIR/report/ (or --output):
     results.md               the table: per task and overall, IQM and mean with CIs, per algorithm
     aggregates.json          the same numbers
     marl_eval.json           the runs in marl-eval's raw-data layout (env -> task -> algorithm -> seed_N ->
-                             step_K {step_count, return: [..]}, absolute_metrics {return: [..]})
+                             step_K {step_count, return: [per episode], episode_length: [per episode]},
+                             absolute_metrics {the final evaluation's return and episode_length lists})
     sample_efficiency.png    IQM vs env steps with CI bands: overall (normalised) and one panel per task
     performance_profile.png  fraction of runs above each normalised score, with CI bands
     aggregates.png           overall IQM and mean with CIs
@@ -34,6 +35,8 @@ from marl.errors import ConfigError
 
 RETURN_KEY = "evaluation/episode_return_mean"
 TRAIN_RETURN_KEY = "episode_return_mean"
+EVAL_LENGTH_KEY = "evaluation/episode_len_mean"
+TRAIN_LENGTH_KEY = "episode_len_mean"
 CI_SIZE = 0.95
 
 
@@ -46,8 +49,17 @@ class Run:
     steps: np.ndarray  # env steps of the evaluations
     returns: np.ndarray  # their mean returns
     final: float
+    # What the marl-eval JSON's steps draw from: (env steps, episode returns, episode lengths) per evaluation
+    # (the training return's mean and length where the suite evaluated only at the end), and the final evaluation's.
+    episode_points: list = field(default_factory=list)
+    final_episodes: tuple = ((), ())
     finished: bool = True
     extra: dict = field(default_factory=dict)
+
+    def episodes_near(self, step: float) -> tuple[list, list]:
+        """(returns, lengths) of the point nearest `step` env steps (the earlier one on a tie)."""
+        nearest = min(self.episode_points, key=lambda p: abs(p[0] - step))
+        return list(nearest[1]), list(nearest[2])
 
 
 def _value(row: dict, key: str) -> float | None:
@@ -70,20 +82,39 @@ def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
             unfinished.append(name)
             continue
         rows = read_results(run_dir)
-        evaluations = [_value(r, RETURN_KEY) for r in rows if _value(r, RETURN_KEY) is not None]
+        evaluations = [r for r in rows if _value(r, RETURN_KEY) is not None]
         # The curve: the evaluations, or the training return where the suite evaluated only at the end.
         key = RETURN_KEY if len(evaluations) >= 2 else TRAIN_RETURN_KEY
-        points = [(r["env_steps_total"], _value(r, key)) for r in rows if _value(r, key) is not None]
-        if not points:
+        curve_rows = [r for r in rows if _value(r, key) is not None]
+        if not curve_rows:
             unfinished.append(name + " (no return recorded)")
             continue
-        steps, returns = (np.array(v, dtype=float) for v in zip(*points))
-        final = evaluations[-1] if evaluations else float(returns[-1])
+        steps = np.array([r["env_steps_total"] for r in curve_rows], dtype=float)
+        returns = np.array([_value(r, key) for r in curve_rows], dtype=float)
+        final = _value(evaluations[-1], RETURN_KEY) if evaluations else float(returns[-1])
+        points = [(int(r["env_steps_total"]), *_episodes(r, evaluation=key == RETURN_KEY)) for r in curve_rows]
+        final_episodes = _episodes(evaluations[-1]) if evaluations else points[-1][1:]
         runs.append(Run(info["task"], info["algorithm"], int(info["seed"]), info.get("family", "env"), steps, returns,
-                        float(final)))
+                        float(final), points, final_episodes))
     if not runs:
         raise ConfigError(f"'{runs_dir}' holds no finished run of `marl experiment` (no */*/seed_*/done.json)")
     return runs, unfinished
+
+
+def _episodes(row: dict, evaluation: bool = True) -> tuple[list[float], list[float]]:
+    """(returns, lengths) of a result row: an evaluation's per-episode lists, or its mean as one value
+    (rows written before evaluations kept their episodes; training rows)."""
+    from marl.algorithms.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
+
+    if evaluation:
+        returns = [float(x) for x in row.get(EPISODE_RETURNS) or () if x is not None]
+        lengths = [float(x) for x in row.get(EPISODE_LENGTHS) or () if x is not None]
+        if returns and len(returns) == len(lengths):
+            return returns, lengths
+        mean_return, mean_length = _value(row, RETURN_KEY), _value(row, EVAL_LENGTH_KEY)
+    else:
+        mean_return, mean_length = _value(row, TRAIN_RETURN_KEY), _value(row, TRAIN_LENGTH_KEY)
+    return [mean_return], ([mean_length] if mean_length is not None else [])
 
 
 def _ordered(values) -> list:
@@ -228,16 +259,23 @@ def markdown(report: Report, numbers: dict, unfinished: list[str], title: str, b
 
 
 def marl_eval_json(report: Report) -> dict:
-    """The runs in marl-eval's raw-data layout: the curve's grid points as steps, the final score as absolute metric.
+    """The runs in marl-eval's raw-data layout (as BenchMARL and Mava write it).
 
-    Every run has the same steps (the report's grid), as marl-eval requires; a step's `return`
-    is the run's evaluation return there (interpolated between evaluations), one value.
+    environment -> task -> algorithm (lower case) -> seed_N -> step_K {step_count, return: [...],
+    episode_length: [...]} and absolute_metrics {return: [...], episode_length: [...]}. Every run has the
+    same steps, as marl-eval requires: the report's grid of env steps (`step_count`); a step's lists are the
+    episodes of the run's evaluation nearest that many env steps (one value per episode; the mean as one
+    value for rows written before evaluations kept their episodes, and the training return where the suite
+    evaluated only at the end). absolute_metrics: the final greedy evaluation's episodes (the run's score).
     """
     out: dict = {}
     for r in report.runs:
-        seed_entry = {f"step_{i}": {"step_count": int(step), "return": [float(value)]}
-                      for i, (step, value) in enumerate(zip(report.grid, report.curve(r)))}
-        seed_entry["absolute_metrics"] = {"return": [r.final]}
+        seed_entry = {}
+        for i, step in enumerate(report.grid):
+            returns, lengths = r.episodes_near(step)
+            seed_entry[f"step_{i}"] = {"step_count": int(step), "return": returns, "episode_length": lengths}
+        returns, lengths = r.final_episodes
+        seed_entry["absolute_metrics"] = {"return": list(returns), "episode_length": list(lengths)}
         out.setdefault(r.family, {}).setdefault(r.task, {}).setdefault(r.algorithm.lower(), {})[f"seed_{r.seed}"] = seed_entry
     return out
 

@@ -1,5 +1,9 @@
 """Run directories: resolved config.yaml, result.jsonl (one result per line), progress.csv, TensorBoard events.
 
+result.jsonl holds each result's scalars and its lists of numbers (an evaluation's per-episode
+returns and lengths, `evaluation/episode_returns` and `evaluation/episode_lengths`); progress.csv,
+TensorBoard, MLflow and W&B get the scalars.
+
 A resumed run appends to the same files. Rows logged after the checkpoint it
 resumes from are dropped first (those iterations are trained again), so
 every file holds each iteration once.
@@ -47,6 +51,10 @@ def _json_value(v):
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
     return v
+
+
+def _is_number_list(value) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
 
 
 def read_results(run_dir: str | os.PathLike) -> list[dict]:
@@ -133,7 +141,11 @@ class RunLogger:
 
     def log(self, result: dict) -> None:
         row = {k: _json_value(v) for k, v in result.items() if isinstance(v, (int, float, str, bool)) or v is None}
-        self._jsonl.write(json.dumps(row) + "\n")
+        # result.jsonl also keeps lists of numbers (an evaluation's per-episode returns and lengths); the other
+        # loggers take scalars only.
+        full = {k: row[k] if k in row else [_json_value(x) for x in v] for k, v in result.items()
+                if k in row or _is_number_list(v)}
+        self._jsonl.write(json.dumps(full) + "\n")
         self._jsonl.flush()
         if self._csv_file is not None:
             if self._csv is None:
