@@ -1,4 +1,5 @@
-"""A two-node Ray cluster on this machine: `ray start` a head and a worker node, `ray job submit` a training run.
+"""A two-node Ray cluster on this machine: `ray start` a head and a worker node, `ray job submit` a training run
+and a suite (`marl experiment` + `marl report`).
 
 Both nodes use free ports and their own temp dir, so other Ray instances on the
 machine are untouched; they are shut down by signalling the two `ray start
@@ -8,6 +9,7 @@ which would stop every Ray instance on the machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -74,8 +76,13 @@ def _our_processes(markers: list[str]) -> list[int]:
     return pids
 
 
-@pytest.mark.slow
-def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
+@contextlib.contextmanager
+def two_node_cluster(tmp_path: Path, num_cpus: int):
+    """A head and a worker node of `num_cpus` CPUs each; yields (env for Ray's CLI, dashboard URL, GCS address).
+
+    Torn down in a finally by signalling the two `ray start --block` processes, then killing
+    whatever of this cluster outlived them (found by its temp dirs), never with `ray stop`.
+    """
     # One temp dir per node (short: Ray's socket paths must fit 107 chars). Two nodes sharing one would
     # share the folder a job's working dir is unpacked into, and one node's unpacking pulls it from under
     # the other's processes; nodes on separate machines never share it.
@@ -87,7 +94,7 @@ def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
                RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
     dashboard = f"http://127.0.0.1:{dash}"
-    common = ["--block", "--num-cpus=2", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    common = ["--block", f"--num-cpus={num_cpus}", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
 
     def node_ports(a, b, c, d):
         return [f"--dashboard-agent-listen-port={a}", f"--dashboard-agent-grpc-port={b}",
@@ -108,26 +115,7 @@ def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
             env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True,
         ))
         _wait_for(lambda: _alive_nodes(dashboard) == 2, 120, "the second node", nodes)
-
-        run_dir = tmp_path / "run"
-        job = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
-             "marl", "train", "scenarios/cartpole_ppo.yaml", "env_runners.num_env_runners=2",
-             "env_runners.num_cpus_per_env_runner=1", "env_runners.num_envs_per_env_runner=2",
-             "env_runners.rollout_fragment_length=64", "training.train_batch_size=256", "training.num_epochs=2",
-             "stop.iterations=3", "--output", str(run_dir)],
-            env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-        assert "iter    3" in job.stdout and "env runners: 2 on 2 node(s) of 2" in job.stdout, job.stdout[-3000:]
-
-        results = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
-        assert [r["iteration"] for r in results] == [1, 2, 3]
-        assert results[-1]["env_steps_total"] == 3 * 2 * 2 * 64  # 3 rounds of 2 runners x 2 envs x 64 steps
-        assert (run_dir / "checkpoint" / "manifest.json").is_file()
-        cluster = json.loads((run_dir / "cluster.json").read_text())
-        assert len(cluster["cluster_nodes"]) == 2
-        assert sorted(cluster["env_runner_nodes"]) == sorted(cluster["cluster_nodes"]), cluster  # one runner per node
+        yield env, dashboard, f"127.0.0.1:{gcs}"
     finally:
         for p in reversed(nodes):  # worker first, then head: `ray start --block` stops its own processes on SIGTERM
             if p.poll() is None:
@@ -152,4 +140,58 @@ def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
                 pass
         for d in temp_dirs:
             shutil.rmtree(d, ignore_errors=True)
-    assert not _our_processes(temp_dirs)
+        assert not _our_processes(temp_dirs)
+
+
+@pytest.mark.slow
+def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
+    with two_node_cluster(tmp_path, num_cpus=2) as (env, dashboard, _):
+        run_dir = tmp_path / "run"
+        job = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
+             "marl", "train", "scenarios/cartpole_ppo.yaml", "env_runners.num_env_runners=2",
+             "env_runners.num_cpus_per_env_runner=1", "env_runners.num_envs_per_env_runner=2",
+             "env_runners.rollout_fragment_length=64", "training.train_batch_size=256", "training.num_epochs=2",
+             "stop.iterations=3", "--output", str(run_dir)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+        assert "iter    3" in job.stdout and "env runners: 2 on 2 node(s) of 2" in job.stdout, job.stdout[-3000:]
+
+        results = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+        assert [r["iteration"] for r in results] == [1, 2, 3]
+        assert results[-1]["env_steps_total"] == 3 * 2 * 2 * 64  # 3 rounds of 2 runners x 2 envs x 64 steps
+        assert (run_dir / "checkpoint" / "manifest.json").is_file()
+        cluster = json.loads((run_dir / "cluster.json").read_text())
+        assert len(cluster["cluster_nodes"]) == 2
+        assert sorted(cluster["env_runner_nodes"]) == sorted(cluster["cluster_nodes"]), cluster  # one runner per node
+
+
+@pytest.mark.slow
+def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(tmp_path):
+    """`ray job submit ... -- marl experiment SUITE && marl report`: the suite's Tune trials, one CPU each, on a
+    cluster of two one-CPU nodes, so both nodes run trials; RUNS_DIR is a path every node sees (here: one machine)."""
+    from ray.util.state import list_actors
+
+    runs = tmp_path / "runs"
+    with two_node_cluster(tmp_path, num_cpus=1) as (env, dashboard, _):
+        job = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
+             "sh", "-c", f"marl experiment suites/smoke.yaml seeds=1 env_steps=512 --output {runs} && marl report {runs} --reps 200"],
+            env=env, capture_output=True, text=True, timeout=400,
+        )
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+        assert "all 4 runs finished" in job.stdout, job.stdout[-3000:]
+        trials = list_actors(address=dashboard, filters=[("class_name", "=", "ImplicitFunc")], detail=True,
+                             raise_on_missing_output=False)
+        assert len(trials) == 4 and len({t.node_id for t in trials}) == 2, trials  # trials ran on both nodes
+    for task in ("cartpole", "simple_spread"):
+        for algo in ("PPO", "A2C"):
+            run_dir = runs / task / algo / "seed_0"
+            assert json.loads((run_dir / "done.json").read_text())["env_steps_total"] >= 512
+            rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+            assert len(rows[-1]["evaluation/episode_returns"]) == 2  # the final evaluation: the suite's 2 episodes
+    table = (runs / "report" / "results.md").read_text()
+    assert "| cartpole | PPO | 1 |" in table and "| simple_spread | A2C | 1 |" in table
+    data = json.loads((runs / "report" / "marl_eval.json").read_text())
+    assert set(data["gymnasium"]["cartpole"]) == {"ppo", "a2c"} and (runs / "report" / "sample_efficiency.png").is_file()
