@@ -56,6 +56,7 @@ def test_evaluate_prints_per_policy_returns(tmp_path):
     p = run("evaluate", str(out / "checkpoint"), "--episodes", "2")
     assert p.returncode == 0, p.stderr
     assert "evaluation/policy_return_mean/predator" in p.stdout and "evaluation/episodes: 2" in p.stdout
+    assert "episode_returns" not in p.stdout  # the per-episode lists are for result.jsonl, not this summary
 
 
 def test_evaluate_plays_a_self_play_checkpoint_against_random(tmp_path):

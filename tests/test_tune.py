@@ -43,6 +43,7 @@ def test_two_trial_lr_sweep_on_cartpole(ray_session, tmp_path):
             "training.lr": tune.grid_search([1e-3, 1e-4]),
             "training.train_batch_size": 256,
             "env_runners": {"num_envs_per_env_runner": 2, "rollout_fragment_length": 64},
+            "evaluation": {"evaluation_interval": 2, "evaluation_duration": 2},  # results with per-episode lists
         },
         run_config=tune.RunConfig(
             storage_path=str(tmp_path), name="sweep", stop={"training_iteration": 2}, verbose=0,
@@ -55,6 +56,7 @@ def test_two_trial_lr_sweep_on_cartpole(ray_session, tmp_path):
     for r in grid:
         assert r.metrics["training_iteration"] == 2 and r.metrics["env_steps_total"] == 512  # 2 x train_batch_size
         assert r.metrics["iteration"] == 2 and "policy_return_mean/default_policy" in r.metrics
+        assert len(r.metrics["evaluation/episode_returns"]) == 2  # Tune (and its loggers) take the lists as they are
         assert (Path(r.checkpoint.path) / CHECKPOINT_NAME / "manifest.json").is_file()
     frame = grid.get_dataframe()
     assert len(frame) == 2 and "episode_return_mean" in frame.columns
