@@ -143,48 +143,55 @@ def two_node_cluster(tmp_path: Path, num_cpus: int):
         assert not _our_processes(temp_dirs)
 
 
-@pytest.mark.slow
-def test_ray_job_submit_spreads_env_runners_over_two_nodes(tmp_path):
-    with two_node_cluster(tmp_path, num_cpus=2) as (env, dashboard, _):
-        run_dir = tmp_path / "run"
-        job = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
-             "marl", "train", "scenarios/cartpole_ppo.yaml", "env_runners.num_env_runners=2",
-             "env_runners.num_cpus_per_env_runner=1", "env_runners.num_envs_per_env_runner=2",
-             "env_runners.rollout_fragment_length=64", "training.train_batch_size=256", "training.num_epochs=2",
-             "stop.iterations=3", "--output", str(run_dir)],
-            env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-        assert "iter    3" in job.stdout and "env runners: 2 on 2 node(s) of 2" in job.stdout, job.stdout[-3000:]
-
-        results = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
-        assert [r["iteration"] for r in results] == [1, 2, 3]
-        assert results[-1]["env_steps_total"] == 3 * 2 * 2 * 64  # 3 rounds of 2 runners x 2 envs x 64 steps
-        assert (run_dir / "checkpoint" / "manifest.json").is_file()
-        cluster = json.loads((run_dir / "cluster.json").read_text())
-        assert len(cluster["cluster_nodes"]) == 2
-        assert sorted(cluster["env_runner_nodes"]) == sorted(cluster["cluster_nodes"]), cluster  # one runner per node
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One cluster of two one-CPU nodes for this file's jobs (a node's start takes a while on a loaded machine)."""
+    with two_node_cluster(tmp_path_factory.mktemp("cluster"), num_cpus=1) as started:
+        yield started
 
 
 @pytest.mark.slow
-def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(tmp_path):
+def test_ray_job_submit_spreads_env_runners_over_two_nodes(cluster, tmp_path):
+    env, dashboard, _ = cluster  # two one-CPU nodes: room for one one-CPU env runner on each
+    run_dir = tmp_path / "run"
+    job = subprocess.run(
+        [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
+         "marl", "train", "scenarios/cartpole_ppo.yaml", "env_runners.num_env_runners=2",
+         "env_runners.num_cpus_per_env_runner=1", "env_runners.num_envs_per_env_runner=2",
+         "env_runners.rollout_fragment_length=64", "training.train_batch_size=256", "training.num_epochs=2",
+         "stop.iterations=3", "--output", str(run_dir)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    assert "iter    3" in job.stdout and "env runners: 2 on 2 node(s) of 2" in job.stdout, job.stdout[-3000:]
+
+    results = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in results] == [1, 2, 3]
+    assert results[-1]["env_steps_total"] == 3 * 2 * 2 * 64  # 3 rounds of 2 runners x 2 envs x 64 steps
+    assert (run_dir / "checkpoint" / "manifest.json").is_file()
+    placement = json.loads((run_dir / "cluster.json").read_text())
+    assert len(placement["cluster_nodes"]) == 2
+    assert sorted(placement["env_runner_nodes"]) == sorted(placement["cluster_nodes"]), placement  # one runner per node
+
+
+@pytest.mark.slow
+def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(cluster, tmp_path):
     """`ray job submit ... -- marl experiment SUITE && marl report`: the suite's Tune trials, one CPU each, on a
     cluster of two one-CPU nodes, so both nodes run trials; RUNS_DIR is a path every node sees (here: one machine)."""
     from ray.util.state import list_actors
 
     runs = tmp_path / "runs"
-    with two_node_cluster(tmp_path, num_cpus=1) as (env, dashboard, _):
-        job = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
-             "sh", "-c", f"marl experiment suites/smoke.yaml seeds=1 env_steps=512 --output {runs} && marl report {runs} --reps 200"],
-            env=env, capture_output=True, text=True, timeout=400,
-        )
-        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-        assert "all 4 runs finished" in job.stdout, job.stdout[-3000:]
-        trials = list_actors(address=dashboard, filters=[("class_name", "=", "ImplicitFunc")], detail=True,
-                             raise_on_missing_output=False)
-        assert len(trials) == 4 and len({t.node_id for t in trials}) == 2, trials  # trials ran on both nodes
+    env, dashboard, _ = cluster
+    job = subprocess.run(
+        [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
+         "sh", "-c", f"marl experiment suites/smoke.yaml seeds=1 env_steps=512 --output {runs} && marl report {runs} --reps 200"],
+        env=env, capture_output=True, text=True, timeout=400,
+    )
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    assert "all 4 runs finished" in job.stdout, job.stdout[-3000:]
+    trials = list_actors(address=dashboard, filters=[("class_name", "=", "ImplicitFunc")], detail=True,
+                         raise_on_missing_output=False)
+    assert len(trials) == 4 and len({t.node_id for t in trials}) == 2, trials  # trials ran on both nodes
     for task in ("cartpole", "simple_spread"):
         for algo in ("PPO", "A2C"):
             run_dir = runs / task / algo / "seed_0"
