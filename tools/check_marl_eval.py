@@ -37,7 +37,11 @@ def check(path: str) -> list[str]:
     if "extra" not in processed:
         return problems + ["data_process_pipeline could not read the file (see its message above)"]
     for env, tasks in raw.items():
-        finals, curves = create_matrices_for_rliable(copy.deepcopy(processed), env, ["return"])
+        try:
+            finals, curves = create_matrices_for_rliable(copy.deepcopy(processed), env, ["return"])
+        except Exception as err:  # marl-eval's own message is printed above
+            problems.append(f"{env}: create_matrices_for_rliable failed: {type(err).__name__}: {err}")
+            continue
         algorithms = list(next(iter(tasks.values())))
         runs = list(next(iter(tasks.values()))[algorithms[0]])
         steps = [k for k in next(iter(tasks.values()))[algorithms[0]][runs[0]] if k.startswith("step_")]
