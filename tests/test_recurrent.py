@@ -11,6 +11,7 @@ import marl
 from marl.algorithms.ppo.loss import ppo_loss
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
+from marl.data.chunks import states_at
 from marl.learners.sequences import SEQ_LENS, STATE_IN, SequencePlan, add_sequences, sequence_minibatches
 from marl.modules.recurrent import RecurrentActorCritic, RecurrentCentralCritic
 from marl.runners import EnvRunner
@@ -136,16 +137,50 @@ def test_training_pass_reproduces_what_the_runner_acted_on(env):
     start = batch[sb.EPISODE_START]
     assert start.sum() >= 3 * 4 and (batch[sb.T][start] == 0).all()
     assert len(np.unique(batch[sb.ENV_INDEX])) == 3
+    plan = SequencePlan(batch[sb.SEGMENT_END], 8)  # the config's max_seq_len: where the runner stored states
+    assert set(np.flatnonzero(start)) <= set(plan.starts)  # every episode start starts a sequence
+    first = start[plan.starts]
     for name in names:
-        assert not batch[sb.state_in_column(name)][start].any()  # the initial state at each episode start
-        assert batch[sb.state_in_column(name)][~start].any(axis=1).all()  # carried inside episodes
-    plan = SequencePlan(batch[sb.SEGMENT_END], 4)
+        stored = states_at(batch, name, plan.starts)
+        assert not stored[first].any()  # the initial state at each episode start
+        assert stored[~first].any(axis=1).all()  # carried inside episodes (and across fragment cuts)
     cols = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.STATE, sb.AGENT_INDEX)
     tensors = add_sequences({k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in cols}, batch, plan, names)
     out = module.forward_train(tensors)
     logp = module.action_dist(out["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
     torch.testing.assert_close(logp, tensors[sb.ACTION_LOGP], rtol=0, atol=1e-5)
     torch.testing.assert_close(out["vf_preds"], tensors[sb.VF_PREDS], rtol=0, atol=1e-5)
+
+
+def test_runners_store_the_state_only_where_training_sequences_start():
+    """One state row per max_seq_len chunk (not per row): the chunk-start tables hold exactly the rows where the
+    learner's chunks start, also in fragments concatenated from several runners' sample calls, and they are the
+    states the runner acted with (the row-by-row check above passes on them)."""
+    config = memory_config(recurrent="lstm", model={"hiddens": [16], "recurrent": "lstm", "cell_size": 16,
+                                                    "max_seq_len": 4}).env_runners(num_envs_per_env_runner=3,
+                                                                                   rollout_fragment_length=10)
+    config.validate()
+    runners = [EnvRunner(config, worker_index=i) for i in (1, 2)]
+    fragments = [r.sample()["p0"] for _ in range(2) for r in runners]
+    batch = sb.SampleBatch.concat(fragments)
+    plan = SequencePlan(batch[sb.SEGMENT_END], 4)
+    np.testing.assert_array_equal(np.flatnonzero(batch[sb.STATE_IN_INDEX] >= 0), plan.starts)
+    names = list(runners[0].module["p0"].get_initial_state())
+    for name in names:
+        assert sb.state_in_column(name) not in batch.columns  # no per-row copy
+        table = batch.tables[sb.state_in_column(name)]
+        assert table.shape == (len(plan), 16)
+        np.testing.assert_array_equal(states_at(batch, name, plan.starts), table)
+    assert len(plan) < len(batch) / 2  # episodes of 6 steps in chunks of 4: 2 chunks per 6-row piece at most
+    with pytest.raises(ValueError, match=r"start a sequence but the batch stores no state"):
+        states_at(batch, names[0], plan.starts + 1)  # a batch cut elsewhere names the rows
+    with pytest.raises(ValueError, match=r"holds rows only where sequences start"):
+        batch[sb.state_in_column(names[0])]
+    # rows moved (taken in another order) keep their stored states
+    perm = np.random.default_rng(0).permutation(len(batch))
+    moved = batch.take(perm)
+    kept = np.flatnonzero(moved[sb.STATE_IN_INDEX] >= 0)
+    np.testing.assert_array_equal(states_at(moved, names[0], kept), states_at(batch, names[0], perm[kept]))
 
 
 class ForgetfulGRU(marl.RLModule):
@@ -451,10 +486,10 @@ def test_qmix_replays_chunks_of_joint_steps_with_their_starting_states():
     config = qmix_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
     config.validate()
     runner = EnvRunner(config)
-    batch = runner.sample()["default_policy"]
-    chunks = joint_sequences(batch, [0, 1], 4, ["h"])
+    batch = sb.SampleBatch.concat([runner.sample()["default_policy"] for _ in range(2)])  # episodes cross the cut
+    chunks = joint_sequences(batch, [0, 1], 8, ["h"])  # the config's max_seq_len
     obs, mask, h0 = chunks[sb.OBS], chunks[SEQ_MASK], chunks[state_start_column("h")]
-    assert obs.shape[1:3] == (4, 2) and h0.shape[1:] == (2, 32) and chunks[STATE].shape[:2] == (len(chunks), 4)
+    assert obs.shape[1:3] == (8, 2) and h0.shape[1:] == (2, 32) and chunks[STATE].shape[:2] == (len(chunks), 8)
     assert int(mask.sum()) == len(batch) // 2  # every joint step once, padding masked
     assert not obs[mask == 0].any()  # zero-padded
     # a chunk starting an episode starts from zeros; one inside an episode from the carried (non-zero) state
@@ -470,7 +505,7 @@ def test_padded_steps_count_for_nothing_in_the_recurrent_qmix_loss():
     config.validate()
     runner = EnvRunner(config)
     module = runner.module["default_policy"]
-    chunks = joint_sequences(runner.sample()["default_policy"], [0, 1], 4, ["h"])
+    chunks = joint_sequences(runner.sample()["default_policy"], [0, 1], 8, ["h"])
     chunks["weights"] = np.ones(len(chunks), np.float32)
     assert (chunks["seq_mask"] == 0).any()
 
@@ -544,8 +579,8 @@ def test_padded_steps_count_for_nothing_in_the_recurrent_dqn_loss():
     runner = EnvRunner(config)
     module = runner.module["p0"]
     batch = runner.sample()["p0"]
-    chunks = agent_sequences(batch, 4, ["h"])
-    assert chunks[sb.OBS].shape[1] == 4 and chunks[state_start_column("h")].shape[1:] == (32,)
+    chunks = agent_sequences(batch, 8, ["h"])
+    assert chunks[sb.OBS].shape[1] == 8 and chunks[state_start_column("h")].shape[1:] == (32,)
     assert int(chunks[SEQ_MASK].sum()) == len(batch) and (chunks[SEQ_MASK] == 0).any()
     chunks["weights"] = np.ones(len(chunks), np.float32)
 

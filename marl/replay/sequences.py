@@ -14,6 +14,7 @@ import numpy as np
 
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
+from marl.data.chunks import SequencePlan, states_at
 from marl.replay.joint import NEXT_STATE, STATE, join_group_steps
 
 SEQ_MASK = "seq_mask"
@@ -39,27 +40,24 @@ def _chunks(plan, rows_of: dict, length: int) -> dict:
 
 def agent_sequences(batch: SampleBatch, max_seq_len: int, state_names: list[str]) -> SampleBatch:
     """Chunks of each agent's trajectory pieces (DQN with a recurrent Q network)."""
-    from marl.learners.sequences import SequencePlan
-
     plan = SequencePlan(batch[sb.SEGMENT_END], max_seq_len)
     names = [sb.OBS, sb.ACTIONS, sb.NEXT_OBS, sb.REWARDS, sb.TERMINATEDS, sb.NEXT_ACTION_MASK, sb.ACTION_MASK]
     columns = {k: batch[k] for k in names if k in batch}
     columns[SEQ_MASK] = np.ones(len(batch), np.float32)
     out = _chunks(plan, columns, max_seq_len)
     for name in state_names:
-        out[state_start_column(name)] = batch[sb.state_in_column(name)][plan.starts]
+        out[state_start_column(name)] = states_at(batch, name, plan.starts)
     return SampleBatch(out)
 
 
 def joint_sequences(batch: SampleBatch, agent_indices: list[int], max_seq_len: int, state_names: list[str]) -> SampleBatch:
-    from marl.learners.sequences import SequencePlan
-
     steps = join_group_steps(batch, agent_indices)
     n = len(agent_indices)
     order = np.lexsort((batch[sb.AGENT_INDEX], batch[sb.T], batch[sb.EPS_ID]))  # join_group_steps' order
-    states = {name: batch[sb.state_in_column(name)][order].reshape((len(steps), n) + batch[sb.state_in_column(name)].shape[1:])
-              for name in state_names}
     plan = SequencePlan(steps[sb.SEGMENT_END], max_seq_len)
+    # Every agent acts at every step of the group's pieces, so a joint chunk starts where each agent's own does.
+    start_rows = order.reshape(len(steps), n)[plan.starts]
+    states = {name: states_at(batch, name, start_rows.reshape(-1)) for name in state_names}
     s, length = len(plan), max_seq_len
     rows = plan.rows(np.arange(s))
     seq = np.repeat(np.arange(s), plan.lens)
@@ -81,5 +79,5 @@ def joint_sequences(batch: SampleBatch, agent_indices: list[int], max_seq_len: i
     out[STATE] = out[sb.OBS].reshape(s, length, -1)
     out[NEXT_STATE] = out[sb.NEXT_OBS].reshape(s, length, -1)
     for name, value in states.items():
-        out[state_start_column(name)] = value[plan.starts]
+        out[state_start_column(name)] = value.reshape((s, n) + value.shape[1:])
     return SampleBatch(out)

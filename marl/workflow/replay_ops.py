@@ -10,6 +10,7 @@ import numpy as np
 
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
+from marl.data.chunks import state_names as chunk_state_names
 from marl.data.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
@@ -41,7 +42,7 @@ class StoreToReplay(Operator):
         self.n_step, self.gamma, self.joint = int(n_step), float(gamma), bool(joint)
 
     def _transitions(self, ctx, pid, policy_batch):
-        names = [c[len(sb.STATE_IN) + 1:] for c in policy_batch.keys() if c.startswith(sb.STATE_IN + ".")]
+        names = chunk_state_names(policy_batch)
         if not self.joint:
             if names:  # a recurrent Q network: chunks of each agent's steps with their starting states
                 from marl.modules.recurrent import recurrent_options
