@@ -182,17 +182,27 @@ class ConvEncoder(nn.Module):
 
 
 class PartsEncoder(nn.Module):
-    """Dict/Tuple spaces: the flat vector (gymnasium's flatten order) split into parts, one encoder each, concatenated."""
+    """Dict/Tuple spaces with image parts: one encoder per part (conv for images, the flat vector for the rest,
+    Discrete one-hot), concatenated in part order.
+
+    Reads the packed uint8 rows the env->module pipeline makes of such observations (`marl.modules.parts`:
+    images stay uint8 through runners, batches and replay); a float vector in gymnasium's flatten order
+    (what `gym.spaces.flatten` gives) is read too."""
 
     def __init__(self, space: gym.spaces.Dict | gym.spaces.Tuple, model_config: dict):
         super().__init__()
-        parts = list(space.spaces.values()) if isinstance(space, gym.spaces.Dict) else list(space.spaces)
-        self.widths = [int(gym.spaces.flatdim(p)) for p in parts]
-        self.parts = nn.ModuleList(encoder_for(p, model_config) for p in parts)
+        from marl.modules.parts import PartsLayout
+
+        self.layout = PartsLayout(space)
+        self.parts = nn.ModuleList(encoder_for(leaf, model_config) for _, leaf, _ in self.layout.leaves)
+        self.flat_widths = [int(gym.spaces.flatdim(leaf)) for _, leaf, _ in self.layout.leaves]
         self.out_dim = sum(e.out_dim for e in self.parts)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        pieces = torch.split(obs.reshape(len(obs), -1), self.widths, dim=1)
+        if obs.dtype == torch.uint8:
+            pieces = self.layout.unpack(obs.reshape(len(obs), -1))
+        else:
+            pieces = torch.split(obs.reshape(len(obs), -1), self.flat_widths, dim=1)
         return torch.cat([enc(x) for enc, x in zip(self.parts, pieces)], dim=1)
 
 
