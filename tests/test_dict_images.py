@@ -118,3 +118,40 @@ def test_ppo_reads_both_the_image_and_the_flag_of_a_dict_observation():
     finally:
         algo.stop()
     assert evaluation["evaluation/episode_return_mean"] / 2 >= 7, evaluation["evaluation/episode_return_mean"]
+
+
+@pytest.mark.parametrize("recurrent", [None, "gru"])
+def test_qmix_agents_and_mixer_read_packed_dict_observations(recurrent):
+    """Agents encode each part (conv on the frame); the mixer reads the group's packed rows as floats, pixels
+    scaled to [0, 1] (what the flattened observation / 255 would be); joint replay stays uint8."""
+    model = {"conv_filters": [[8, 4, 2]], "hiddens": [32], "recurrent": recurrent, "max_seq_len": 8}
+    algo = dict_config(marl.QMIXConfig, model=model, num_steps_sampled_before_learning_starts=16,
+                       min_env_steps_per_iteration=64, train_batch_size=8).build()
+    try:
+        module = algo.learners.local.module["default_policy"]
+        for _ in range(2):
+            result = algo.train()
+        assert result["counters/learner_updates"] > 0
+        columns = algo.replay_buffers["default_policy"].columns
+        assert columns[sb.OBS].dtype == np.uint8
+        space = algo.runners.local.specs["default_policy"].observation_space
+        items = [space.sample() for _ in range(2 * 3)]
+        packed = torch.from_numpy(module.parts.pack(items)).reshape(3, -1)  # 3 joint steps of the 2 agents
+        flat = np.stack([gym.spaces.flatten(space, o) for o in items]).astype(np.float32)
+        image = np.zeros(gym.spaces.flatdim(space), bool)
+        image[2: 2 + 16 * 16] = True  # flip (2), image, noise (2): gymnasium's order
+        flat[:, image] /= 255.0
+        qs = torch.randn(3, 2)
+        torch.testing.assert_close(module.mix(qs, packed), module.mixer(qs, torch.from_numpy(flat.reshape(3, -1))))
+    finally:
+        algo.stop()
+
+
+def test_recurrent_qmix_scales_a_uint8_frame_state_for_its_mixer():
+    from marl.modules.recurrent_q import RecurrentJointQ
+
+    module = RecurrentJointQ(IMAGE, gym.spaces.Discrete(3), {"agent_indices": [0, 1], "recurrent": "gru",
+                                                             "conv_filters": [[4, 3, 2]], "hiddens": [8]})
+    frames = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (4, 2 * 8 * 8), dtype=np.uint8))
+    qs = torch.randn(4, 2)
+    torch.testing.assert_close(module.mix(qs, frames), module.mixer(qs, frames.float() / 255.0))

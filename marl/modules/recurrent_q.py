@@ -18,13 +18,14 @@ import torch
 from torch import nn
 
 from marl.modules.catalog import ACTIVATIONS, check_activation, check_hiddens, encoder_for, linear
-from marl.modules.joint_q import MIXER_KEYS
+from marl.modules.joint_q import MIXER_KEYS, mixer_state
+from marl.modules.parts import PartsLayout, has_image_parts
 from marl.modules.mixers import QMixer, VDNMixer
 from marl.modules.q_mlp import MODEL_KEYS as AGENT_KEYS
 from marl.modules.q_mlp import QMLP, piecewise_linear
 from marl.modules.recurrent import RECURRENT_KEYS, RecurrentCore, recurrent_options
 from marl.modules.rl_module import RLModule
-from marl.modules.spaces import image_space
+from marl.modules.spaces import image_space, observation_part
 
 
 class _RecurrentAgentQ(RLModule):
@@ -132,6 +133,8 @@ class RecurrentJointQ(_RecurrentAgentQ):
         self.inputs = ("obs", "action_mask", "agent_index") if self.use_agent_id else ("obs", "action_mask")
         image = image_space(observation_space)  # the mixer's state is the group's frames: uint8 scaled as the encoder does
         self.state_scale = 1.0 / 255.0 if image is not None and image.dtype == np.uint8 else 1.0
+        obs_part = observation_part(observation_space)
+        self.parts = PartsLayout(obs_part) if has_image_parts(obs_part) else None
 
     # -- acting: one step per acting agent, the agent id joined after the encoder ------------------
     def _features(self, batch) -> torch.Tensor:
@@ -157,6 +160,4 @@ class RecurrentJointQ(_RecurrentAgentQ):
         return self.q_head(y).view(b, n, t, -1).transpose(1, 2)
 
     def mix(self, agent_qs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        if not state.is_floating_point():  # the group's uint8 frames, flattened
-            state = state.float() * self.state_scale
-        return self.mixer(agent_qs, state)
+        return self.mixer(agent_qs, mixer_state(state, self.parts, self.state_scale))
