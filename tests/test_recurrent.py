@@ -320,9 +320,41 @@ def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
     assert max(rates) <= 0.4, rates
 
 
-def test_a_recurrent_q_network_with_n_step_targets_is_one_clear_line():
-    with pytest.raises(ConfigError, match=r"'training.n_step' is 3; a recurrent Q network \('training.model.recurrent: gru'\)"):
-        marl.DQNConfig().environment("CartPole-v1").training(model={"recurrent": "gru"}).build()
+def test_n_step_targets_inside_replayed_sequences_match_a_step_by_step_sum():
+    """y_t sums the rewards of up to n real steps from t and bootstraps from the window's last step (not after a
+    termination); padded steps add nothing, and near a sequence's end the window shortens."""
+    from marl.algorithms.dqn.loss import sequence_targets
+
+    g = torch.Generator().manual_seed(0)
+    b, length, gamma = 5, 7, 0.9
+    lens = [7, 4, 1, 6, 7]
+    mask = torch.tensor([[1.0] * n + [0.0] * (length - n) for n in lens])
+    rewards = torch.randn(b, length, generator=g) * mask
+    q_next = torch.randn(b, length, generator=g)
+    terminated = torch.zeros(b, length, dtype=torch.bool)
+    terminated[1, 3] = terminated[3, 5] = True  # rows ending their episode at their last real step
+    for n_step in (1, 3):
+        y = sequence_targets(rewards, terminated, mask, q_next, gamma, n_step)
+        for i in range(b):
+            for t in range(lens[i]):
+                m = min(n_step, lens[i] - t)
+                want = sum(gamma**k * rewards[i, t + k] for k in range(m))
+                want = want + gamma**m * (0.0 if terminated[i, t + m - 1] else 1.0) * q_next[i, t + m - 1]
+                torch.testing.assert_close(y[i, t], torch.as_tensor(want, dtype=y.dtype), msg=f"{n_step} {i} {t}")
+
+
+def test_recurrent_dqn_trains_with_the_default_n_step():
+    config = (marl.DQNConfig().environment(MEMORY_ENV).multi_agent(**TWO_POLICIES)
+              .training(model={"hiddens": [16], "recurrent": "gru", "cell_size": 8}, num_steps_sampled_before_learning_starts=16,
+                        min_env_steps_per_iteration=64).debugging(seed=1))
+    assert config.training_cfg.n_step == 3
+    algo = config.build()
+    try:
+        for _ in range(2):
+            result = algo.train()
+        assert result["losses/p0/num_sgd_steps"] > 0 and np.isfinite(result["losses/p0/loss"])
+    finally:
+        algo.stop()
 
 
 def test_mixed_trains_a_recurrent_ppo_policy_beside_a_dqn_policy():
@@ -565,9 +597,37 @@ def dqn_memory_config(recurrent="gru", **training):
         .multi_agent(**TWO_POLICIES)
         .training(**({"model": model, "n_step": 1, "train_batch_size": 32, "num_steps_sampled_before_learning_starts": 64,
                       "replay_capacity": 5000, "epsilon": [[0, 1.0], [20000, 0.05]], "target_network_update_freq": 400,
-                      "lr": 1e-3, "training_intensity": None} | training))
+                      "lr": 3e-3, "training_intensity": None} | training))
         .debugging(seed=1)
     )
+
+
+def _greedy_recall(config, iterations: int, every: int = 5) -> tuple[float, float]:
+    """Greedy recall rate per policy over 64 episodes, checked every `every` iterations (stops at >= 0.95)."""
+    algo = config.build()
+    try:
+        for i in range(iterations):
+            algo.train()
+            if i % every == every - 1 or i == iterations - 1:
+                evaluation = algo.evaluate(64, unit="episodes", explore=False)
+                rates = (evaluation["evaluation/policy_return_mean/p0"], evaluation["evaluation/policy_return_mean/p1"])
+                if min(rates) >= 0.95:
+                    break
+    finally:
+        algo.stop()
+    return rates
+
+
+@pytest.mark.slow
+def test_dqn_with_a_gru_recalls_the_cue():
+    rates = _greedy_recall(dqn_memory_config("gru"), iterations=40)  # reaches 1.0 at 10-21k env steps (seeds 1-3)
+    assert min(rates) >= 0.9, rates
+
+
+@pytest.mark.slow
+def test_memoryless_dqn_cannot_beat_chance_on_the_recall_task():
+    rates = _greedy_recall(dqn_memory_config(None), iterations=25, every=25)  # 4 cues: chance is 0.25
+    assert max(rates) <= 0.4, rates
 
 
 def test_padded_steps_count_for_nothing_in_the_recurrent_dqn_loss():

@@ -65,13 +65,14 @@ MODEL_OPTIONS = [
     ("recurrent", "str or None", "`null`", "`lstm`, `gru`, `null`",
      "a recurrent core (`marl.modules.recurrent`) in the actor-critic (PPO, APPO, IMPALA, A2C, PG) and MAPPO modules "
      "(encoder -> hiddens -> LSTM/GRU -> head, separate for actor and critic; the learner trains on sequences) and in "
-     "DQN's Q network and VDN/QMIX agents (`marl.modules.recurrent_q`, sequence replay with stored states, n_step 1); "
+     "DQN's Q network and VDN/QMIX agents (`marl.modules.recurrent_q`, sequence replay with stored states, n-step "
+     "targets inside each chunk); "
      "null: memoryless"),
     ("cell_size", "int", "`64`", ">= 1", "hidden size of the recurrent core"),
     ("max_seq_len", "int", "`20`", ">= 1",
      "the learner cuts each agent's trajectory pieces into chunks of at most this many steps (minibatches of whole chunks, "
-     "zero-padded inside the module; each chunk starts from the state recorded at its first step); DQN/VDN/QMIX replay "
-     "chunks of this many (joint) steps"),
+     "zero-padded inside the module; each chunk starts from the state recorded at its first step, and runners store the "
+     "state only there); DQN/VDN/QMIX replay chunks of this many (joint) steps"),
     ("dueling", "bool", "`true`", "", "DQN family: dueling Q head"),
     ("epsilon", "list", "`[[0, 1.0], [10000, 0.05]]`", "`[[env_step, eps], ...]`", "DQN family: epsilon-greedy schedule"),
 ]

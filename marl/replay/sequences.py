@@ -3,9 +3,10 @@
 A chunk is at most `max_seq_len` consecutive joint steps of one episode piece (the
 group's agents at each env step, as `marl.replay.joint` joins them), zero-padded to
 `max_seq_len`, with `seq_mask` (1 on real steps) and the agents' module states entering
-its first step (`h0.<name>`, [n_agents, ...], what the runner recorded: stored-state
-replay as in R2D2, no burn-in). Targets are 1-step (the loss bootstraps from the next
-step's output of the same sequence pass).
+its first step (`h0.<name>`, [n_agents, ...], what the runner stored for that step:
+stored-state replay as in R2D2, no burn-in). Targets are n-step (`training.n_step`) within
+the sequence (the loss bootstraps from a later step's output of the same sequence pass;
+near the sequence's end the window shortens: `marl.algorithms.dqn.loss.sequence_targets`).
 """
 
 from __future__ import annotations

@@ -48,7 +48,6 @@ class StoreToReplay(Operator):
                 from marl.modules.recurrent import recurrent_options
                 from marl.replay.sequences import agent_sequences
 
-                self._one_step()
                 return agent_sequences(policy_batch, recurrent_options(ctx.config.model_for(pid))[2], names)
             return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
         groups = ctx.config.group_agent_indices(pid)
@@ -58,13 +57,8 @@ class StoreToReplay(Operator):
             from marl.modules.recurrent import recurrent_options
             from marl.replay.sequences import joint_sequences
 
-            self._one_step()
             return joint_sequences(policy_batch, groups, recurrent_options(ctx.config.model_for(pid))[2], names)
         return joint_transitions(policy_batch, groups, self.n_step, self.gamma)
-
-    def _one_step(self) -> None:
-        if self.n_step != 1:
-            raise ValueError(f"recurrent Q networks learn from 1-step targets over sequences: set training.n_step=1, got {self.n_step}")
 
     def build(self, ctx, inputs):
         (upstream,) = inputs
