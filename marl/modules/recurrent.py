@@ -283,4 +283,6 @@ class RecurrentCentralCritic(RecurrentActorCritic):
         return check_hiddens(self.model_config.get("critic_hiddens") or hiddens, "critic_hiddens")
 
     def critic_input(self, batch):
-        return batch["state"] if "state" in batch else None
+        from marl.modules.central_critic import as_float_state
+
+        return as_float_state(batch["state"]) if "state" in batch else None

@@ -143,8 +143,10 @@ class PolicyCollector:
     def _add_states(self, states: np.ndarray) -> int:
         """Appends global states to the table; returns the index of the first."""
         start, end = self.n_states, self.n_states + len(states)
+        if states.dtype != self.state_table.dtype:  # uint8 frames stay uint8 (`marl.runners.global_state`)
+            self.state_table = self.state_table.astype(states.dtype)
         if end > len(self.state_table):
-            grown = np.zeros((max(end, 2 * len(self.state_table)), self.state_table.shape[1]), np.float32)
+            grown = np.zeros((max(end, 2 * len(self.state_table)), self.state_table.shape[1]), self.state_table.dtype)
             grown[:start] = self.state_table[:start]
             self.state_table = grown
         self.state_table[start:end] = states
