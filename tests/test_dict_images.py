@@ -39,7 +39,7 @@ def test_packed_rows_unpack_to_each_part_exactly_and_frames_take_one_byte_per_pi
     # leaves in the space's part order (Dict keys sorted by gymnasium), nested Tuple with an image opened
     assert [path for path, _, _ in layout.leaves] == [("flip",), ("image",), ("nested", 0), ("nested", 1), ("pos",)]
     assert layout.nbytes == 4 * (3 + 5 * 6 * 6 + 2 + 2) + 8 * 8  # floats as float32, pixels as bytes
-    rng = np.random.default_rng(0)
+    SPACE.seed(0)
     items = [SPACE.sample() for _ in range(5)]
     rows = layout.pack(items)
     assert rows.dtype == np.uint8 and rows.shape == (5, layout.nbytes)
@@ -56,7 +56,6 @@ def test_packed_rows_unpack_to_each_part_exactly_and_frames_take_one_byte_per_pi
     assert [type(e) for e in encoder.parts] == [FlatEncoder, ConvEncoder, ConvEncoder, FlatEncoder, FlatEncoder]
     flat = torch.from_numpy(np.stack([gym.spaces.flatten(SPACE, o) for o in items]).astype(np.float32))
     torch.testing.assert_close(encoder(torch.from_numpy(rows)), encoder(flat), rtol=1e-6, atol=1e-6)
-    del rng
 
 
 def test_ppo_on_a_dict_observation_with_an_image_keeps_the_frames_uint8_and_trains():
