@@ -56,9 +56,11 @@ def test_packed_rows_unpack_to_each_part_exactly_and_frames_take_one_byte_per_pi
     assert [type(e) for e in encoder.parts] == [FlatEncoder, ConvEncoder, ConvEncoder, FlatEncoder, FlatEncoder]
     flat = torch.from_numpy(np.stack([gym.spaces.flatten(SPACE, o) for o in items]).astype(np.float32))
     torch.testing.assert_close(encoder(torch.from_numpy(rows)), encoder(flat), rtol=1e-6, atol=1e-6)
+    # packed bytes that travelled as float32 values (offline data's vectors) read the same
+    torch.testing.assert_close(encoder(torch.from_numpy(rows.astype(np.float32))), encoder(flat), rtol=1e-6, atol=1e-6)
 
 
-def test_ppo_on_a_dict_observation_with_an_image_keeps_the_frames_uint8_and_trains():
+def test_ppo_on_a_dict_observation_with_an_image_keeps_the_frames_uint8_and_trains(tmp_path):
     algo = dict_config(train_batch_size=128, minibatch_size=64, num_epochs=2).build()
     try:
         module = algo.learners.local.module["default_policy"]
@@ -78,8 +80,15 @@ def test_ppo_on_a_dict_observation_with_an_image_keeps_the_frames_uint8_and_trai
         assert result["losses/default_policy/num_sgd_steps"] > 0
         after = algo.get_weights()["modules"]["default_policy"]
         assert any(not np.array_equal(before[k], after[k]) for k in before if "encoder.parts.1" in k)  # the conv learns
+        algo.save(tmp_path / "ckpt")
+        evaluation = algo.evaluate(4, unit="episodes")
+        assert evaluation["evaluation/episodes"] == 4
     finally:
         algo.stop()
+    loaded = marl.load_module(tmp_path / "ckpt", "default_policy")  # rebuilt with its per-part encoders
+    rows = torch.from_numpy(obs[:5])
+    torch.testing.assert_close(loaded.forward_inference({"obs": rows})["action_dist_inputs"],
+                               module.forward_inference({"obs": rows})["action_dist_inputs"])
 
 
 def test_dqn_replay_keeps_packed_dict_observations_uint8():

@@ -200,10 +200,13 @@ class PartsEncoder(nn.Module):
         self.out_dim = sum(e.out_dim for e in self.parts)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        if obs.dtype == torch.uint8:
-            pieces = self.layout.unpack(obs.reshape(len(obs), -1))
+        x = obs.reshape(len(obs), -1)
+        if x.dtype != torch.uint8 and x.shape[1] == self.layout.nbytes != sum(self.flat_widths):
+            x = x.to(torch.uint8)  # packed bytes that travelled as floats (e.g. offline data's float32 vectors)
+        if x.dtype == torch.uint8:
+            pieces = self.layout.unpack(x)
         else:
-            pieces = torch.split(obs.reshape(len(obs), -1), self.flat_widths, dim=1)
+            pieces = torch.split(x, self.flat_widths, dim=1)
         return torch.cat([enc(x) for enc, x in zip(self.parts, pieces)], dim=1)
 
 
