@@ -161,6 +161,7 @@ def test_runners_store_the_state_only_where_training_sequences_start():
                                                                                    rollout_fragment_length=10)
     config.validate()
     runners = [EnvRunner(config, worker_index=i) for i in (1, 2)]
+    runners[1].module.set_state(runners[0].module.get_state())  # one set of weights, as after a sync
     fragments = [r.sample()["p0"] for _ in range(2) for r in runners]
     batch = sb.SampleBatch.concat(fragments)
     plan = SequencePlan(batch[sb.SEGMENT_END], 4)
@@ -176,6 +177,13 @@ def test_runners_store_the_state_only_where_training_sequences_start():
         states_at(batch, names[0], plan.starts + 1)  # a batch cut elsewhere names the rows
     with pytest.raises(ValueError, match=r"holds rows only where sequences start"):
         batch[sb.state_in_column(names[0])]
+    # chunks starting mid-episode (row 4 of a 6-step episode) start from the state the runner acted with there
+    assert (batch[sb.T][plan.starts] == 4).any()
+    module = runners[0].module["p0"]
+    cols = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP)
+    tensors = add_sequences({k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in cols}, batch, plan, names)
+    logp = module.action_dist(module.forward_train(tensors)["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
+    torch.testing.assert_close(logp, tensors[sb.ACTION_LOGP], rtol=0, atol=1e-5)
     # rows moved (taken in another order) keep their stored states
     perm = np.random.default_rng(0).permutation(len(batch))
     moved = batch.take(perm)
