@@ -638,6 +638,36 @@ def test_memoryless_dqn_cannot_beat_chance_on_the_recall_task():
     assert max(rates) <= 0.4, rates
 
 
+def test_burn_in_rows_start_earlier_from_a_stored_state_and_reach_the_chunks_own_state():
+    """training.burn_in: the runner also stores the state where each chunk's burn-in begins; a replayed row starts
+    there (never before its piece), its burn-in steps carry no loss (seq_mask 0), and running them from the
+    stored state gives the chunk's steps the Q values they get from the state stored at the chunk's start."""
+    from marl.replay.sequences import SEQ_MASK, agent_sequences, state_start_column
+
+    model = {"hiddens": [32], "recurrent": "gru", "cell_size": 32, "max_seq_len": 4}
+    config = dqn_memory_config(model=model, burn_in=2).env_runners(num_envs_per_env_runner=2, rollout_fragment_length=12)
+    config.validate()
+    runner = EnvRunner(config)
+    batch = runner.sample()["p0"]
+    plan = SequencePlan(batch[sb.SEGMENT_END], 4)
+    np.testing.assert_array_equal(np.flatnonzero(batch[sb.STATE_IN_INDEX] >= 0), plan.stored_rows(2))
+    assert len(plan.stored_rows(2)) > len(plan)  # 6-step episodes: the chunk at step 4 burns in from step 2
+    burned, plain = agent_sequences(batch, 4, ["h"], burn_in=2), agent_sequences(batch, 4, ["h"])
+    assert burned[sb.OBS].shape[1] == 6 and plain[sb.OBS].shape[1] == 4
+    burn = (batch[sb.T][plan.starts] == 4)  # chunks that start mid-episode
+    assert burn.any()
+    np.testing.assert_array_equal(burned[SEQ_MASK][burn][:, :2], 0)  # burn-in steps: no loss
+    np.testing.assert_array_equal(burned[SEQ_MASK][burn][:, 2:4], plain[SEQ_MASK][burn][:, :2])
+    np.testing.assert_array_equal(burned[SEQ_MASK][~burn][:, :4], plain[SEQ_MASK][~burn])  # episode starts: none
+    module = runner.module["p0"]
+    with torch.no_grad():
+        q_burned = module.q_sequences(torch.from_numpy(burned[sb.OBS][burn]),
+                                      {"h": torch.from_numpy(burned[state_start_column("h")][burn])})
+        q_plain = module.q_sequences(torch.from_numpy(plain[sb.OBS][burn]),
+                                     {"h": torch.from_numpy(plain[state_start_column("h")][burn])})
+    torch.testing.assert_close(q_burned[:, 2:4], q_plain[:, :2], rtol=0, atol=1e-5)
+
+
 def test_padded_steps_count_for_nothing_in_the_recurrent_dqn_loss():
     from marl.algorithms.dqn.loss import dqn_loss
     from marl.replay.sequences import SEQ_MASK, agent_sequences, state_start_column

@@ -6,7 +6,9 @@ order, the last row of each piece flagged `segment_end` (`marl.runners.collector
 runner applies the same plan to each fragment it builds and keeps the module
 state only at the chunks' first rows: tables `state_in.<name>` (one row per chunk)
 joined through the shared index column `state_in.index` (-1 on rows that start no
-chunk), instead of a copy of the state on every row. Pieces never span fragments,
+chunk), instead of a copy of the state on every row. With R2D2's burn-in
+(`training.burn_in` of a recurrent Q network) the rows where each chunk's burn-in
+begins keep their state too. Pieces never span fragments,
 so the chunks of concatenated fragments are the fragments' own chunks, and the
 learner (`marl.learners.sequences`) and sequence replay (`marl.replay.sequences`)
 find a stored state at every chunk they cut.
@@ -34,7 +36,16 @@ class SequencePlan:
         within = np.arange(int(chunks.sum())) - first_chunk
         self.starts = (np.repeat(piece_starts, chunks) + within * max_seq_len).astype(np.int64)
         self.lens = np.minimum(max_seq_len, np.repeat(piece_starts + piece_lens, chunks) - self.starts).astype(np.int64)
+        self.piece_starts = np.repeat(piece_starts, chunks).astype(np.int64)  # first row of each chunk's piece
         self.max_seq_len = max_seq_len
+
+    def burn_in_starts(self, burn_in: int) -> np.ndarray:
+        """Where each chunk's burn-in begins: up to `burn_in` rows earlier, never before its piece's start."""
+        return np.maximum(self.piece_starts, self.starts - burn_in) if burn_in else self.starts
+
+    def stored_rows(self, burn_in: int = 0) -> np.ndarray:
+        """The rows whose entering state a batch keeps: chunk starts, and burn-in starts (sequence replay)."""
+        return np.union1d(self.starts, self.burn_in_starts(burn_in)) if burn_in else self.starts
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -74,8 +85,8 @@ def states_at(batch: sb.SampleBatch, name: str, rows: np.ndarray) -> np.ndarray:
     return batch.tables[column][index]
 
 
-def chunk_start_index(n_rows: int, plan: SequencePlan) -> np.ndarray:
-    """The `state_in.index` column of a batch whose chunk-start tables hold one row per chunk of `plan`."""
+def chunk_start_index(n_rows: int, rows: np.ndarray) -> np.ndarray:
+    """The `state_in.index` column of a batch whose state tables hold one row for each of `rows` (in order)."""
     index = np.full(n_rows, -1, np.int64)
-    index[plan.starts] = np.arange(len(plan))
+    index[rows] = np.arange(len(rows))
     return index

@@ -42,10 +42,11 @@ def check_columns(columns, policy_id: str) -> frozenset:
 class PolicyCollector:
     def __init__(self, obs_dim: int | tuple, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
                  columns: frozenset = frozenset(), state_dim: int | None = None, module_state: dict | None = None,
-                 obs_dtype=np.float32, max_seq_len: int = 20):
+                 obs_dtype=np.float32, chunking: tuple[int, int] = (20, 0)):
         """`obs_dim`: the flat observation width, or one row's obs shape (images, in `obs_dtype`: uint8 stays uint8); `columns`: the requested columns (see REQUESTABLE); `state_dim`: the global state's size when
         `state` is requested; `module_state`: a stateful module's initial state {name: array} (adds
-        `episode_start`, and the `state_in.<name>` tables at the starts of `max_seq_len` chunks)."""
+        `episode_start`, and the `state_in.<name>` tables at the starts of the learner's chunks); `chunking`: their
+        (max_seq_len, burn_in) (`marl.modules.recurrent.sequence_chunking`)."""
         obs_shape = (int(obs_dim),) if isinstance(obs_dim, (int, np.integer)) else tuple(obs_dim)
         self.spec = {
             sb.OBS: (obs_shape, np.dtype(obs_dtype)),
@@ -81,7 +82,7 @@ class PolicyCollector:
         # Stateful modules: the state entering each row is held here while the fragment is sampled; the built
         # batch keeps it only where a training sequence starts (what the learner and sequence replay read).
         self.state_columns = [sb.state_in_column(name) for name in (module_state or {})]
-        self.max_seq_len = int(max_seq_len)
+        self.max_seq_len, self.burn_in = (int(v) for v in chunking)
         for name, value in (module_state or {}).items():
             self.spec[sb.state_in_column(name)] = (tuple(value.shape), value.dtype)
         if module_state:
@@ -170,9 +171,9 @@ class PolicyCollector:
             end[:-1] = (eps[1:] != eps[:-1]) | (agent[1:] != agent[:-1])
         batch[sb.SEGMENT_END] = end | batch[sb.TERMINATEDS] | batch[sb.TRUNCATEDS]
         if skip:  # the learner's chunks of this fragment (pieces never span fragments): their starting states
-            plan = SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len)
-            batch[sb.STATE_IN_INDEX] = chunk_start_index(n, plan)
-            at_starts = order[plan.starts]
+            kept = SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len).stored_rows(self.burn_in)
+            batch[sb.STATE_IN_INDEX] = chunk_start_index(n, kept)
+            at_starts = order[kept]
             for name in skip:
                 batch.tables[name] = cols[name][at_starts]
         if self.track_next_obs and n > 1:

@@ -45,19 +45,21 @@ class StoreToReplay(Operator):
         names = chunk_state_names(policy_batch)
         if not self.joint:
             if names:  # a recurrent Q network: chunks of each agent's steps with their starting states
-                from marl.modules.recurrent import recurrent_options
+                from marl.modules.recurrent import sequence_chunking
                 from marl.replay.sequences import agent_sequences
 
-                return agent_sequences(policy_batch, recurrent_options(ctx.config.model_for(pid))[2], names)
+                max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
+                return agent_sequences(policy_batch, max_seq_len, names, burn_in=burn_in)
             return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
         groups = ctx.config.group_agent_indices(pid)
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")
         if names:  # recurrent agents: chunks of joint steps with their starting states (marl.replay.sequences)
-            from marl.modules.recurrent import recurrent_options
+            from marl.modules.recurrent import sequence_chunking
             from marl.replay.sequences import joint_sequences
 
-            return joint_sequences(policy_batch, groups, recurrent_options(ctx.config.model_for(pid))[2], names)
+            max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
+            return joint_sequences(policy_batch, groups, max_seq_len, names, burn_in=burn_in)
         return joint_transitions(policy_batch, groups, self.n_step, self.gamma)
 
     def build(self, ctx, inputs):
