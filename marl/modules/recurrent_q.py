@@ -4,8 +4,8 @@ mixed as in `JointQModule`.
 
 Replay holds sequences (`marl.replay.sequences`): chunks of at most `max_seq_len` (joint)
 steps of one episode, each with the agents' states recorded at its first step
-(stored-state replay as in R2D2, without burn-in: the stored state comes from the
-weights that acted, which may be a few updates old). The loss runs the agent network
+(stored-state replay as in R2D2: the stored state comes from the weights that acted,
+which may be a few updates old; `training.burn_in` starts each row earlier to warm it up). The loss runs the agent network
 over [obs_0, next_obs_0 .. next_obs_{L-1}] from the stored state: Q(s_t) is output t,
 Q(s_{t+1}) output t + 1, for the online and the target network alike.
 """
