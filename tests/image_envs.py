@@ -5,6 +5,10 @@ channels first with `channels_first: true`), dark except for a 3x3 bright block 
 its four quadrants; the action names the quadrant (Discrete(4)) and is rewarded 1 when
 right. The block is redrawn every step, so only reading the image helps: chance is 0.25
 per step (episode return 2 of 8), a policy that reads it earns 8.
+
+`dict_obs: true`: each observation is a Dict {"image": the frame, "flip": Discrete(2),
+"noise": Box(2)} and the answer is the lit quadrant when flip is 0, the opposite one
+(3 - quadrant) when it is 1: only a policy that reads both the image and the flag earns 8.
 """
 
 from __future__ import annotations
@@ -19,10 +23,15 @@ class QuadrantEnv(MultiAgentEnv):
     possible_agents = ["a0", "a1"]
     metadata = {"name": "quadrant_image", "turn_based": False}
 
-    def __init__(self, size: int = 16, channels: int = 1, channels_first: bool = False, episode_len: int = 8):
+    def __init__(self, size: int = 16, channels: int = 1, channels_first: bool = False, episode_len: int = 8,
+                 dict_obs: bool = False):
         self.size, self.channels, self.channels_first, self.episode_len = size, channels, channels_first, episode_len
         shape = (channels, size, size) if channels_first else (size, size, channels)
         self.obs_space = gym.spaces.Box(0, 255, shape, np.uint8)
+        self.dict_obs = dict_obs
+        if dict_obs:
+            self.obs_space = gym.spaces.Dict({"image": self.obs_space, "flip": gym.spaces.Discrete(2),
+                                              "noise": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
         self.act_space = gym.spaces.Discrete(4)
         self.rng = np.random.default_rng()
         self.t = 0
@@ -44,7 +53,14 @@ class QuadrantEnv(MultiAgentEnv):
 
     def _obs(self):
         self.answer = {a: int(self.rng.integers(4)) for a in self.possible_agents}
-        return {a: self._image(q) for a, q in self.answer.items()}
+        if not self.dict_obs:
+            return {a: self._image(q) for a, q in self.answer.items()}
+        obs = {}
+        for a, q in self.answer.items():
+            flip = int(self.rng.integers(2))
+            obs[a] = {"image": self._image(q), "flip": flip, "noise": self.rng.uniform(-1, 1, 2).astype(np.float32)}
+            self.answer[a] = 3 - q if flip else q
+        return obs
 
     def reset(self, seed=None):
         if seed is not None:

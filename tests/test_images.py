@@ -302,3 +302,29 @@ def test_model_options_per_policy():
     convs = {pid: [c.out_channels for c in runner.module[pid].encoder.convs if isinstance(c, torch.nn.Conv2d)] for pid in ("p0", "p1")}
     assert convs == {"p0": [8], "p1": [4, 4]}
     assert runner.module["p1"].pi[0].out_features == 32  # hiddens from training.model, under the policy's own
+
+
+@pytest.mark.parametrize("recurrent", [None, "gru"])
+def test_mappo_keeps_a_global_state_of_frames_uint8_and_its_critic_scales_it(recurrent):
+    """No env state(): the global state is the agents' frames joined; it stays uint8 in batches (one row per
+    env step) and the critic reads it scaled to [0, 1], as it would read the frames / 255 as floats."""
+    model = {"conv_filters": [[8, 4, 2]], "hiddens": [32], "recurrent": recurrent, "max_seq_len": 4}
+    algo = quadrant_config(marl.MAPPOConfig).training(model=model, train_batch_size=40, minibatch_size=20,
+                                                     num_epochs=2).build()
+    try:
+        runner = algo.runners.local
+        batch = runner.sample()["default_policy"]
+        table = batch.tables[sb.STATE]
+        assert table.dtype == np.uint8 and table.shape[1:] == (2 * 16 * 16,) and set(np.unique(table)) == {0, 255}
+        module = algo.learners.local.module["default_policy"]
+        state = torch.from_numpy(table[:3])
+        if recurrent is None:
+            read = module._state({"state": state, "agent_index": torch.zeros(3, dtype=torch.int64)})[:, : 2 * 16 * 16]
+            torch.testing.assert_close(read, state.float() / 255.0)  # (the agent id one-hot follows)
+        else:
+            torch.testing.assert_close(module.critic_input({"state": state}), state.float() / 255.0)
+        for _ in range(2):
+            result = algo.train()
+        assert np.isfinite(result["losses/default_policy/vf_loss"])
+    finally:
+        algo.stop()

@@ -74,7 +74,7 @@ def test_state_column_holds_env_state_of_each_rows_step():
 
 def test_state_falls_back_to_joined_observations():
     cfg = _config("clock_no_state")
-    assert cfg.global_state_spec() == {"source": "joined_obs", "dim": 4, "num_agents": 2}
+    assert cfg.global_state_spec() == {"source": "joined_obs", "dim": 4, "num_agents": 2, "dtype": "float32"}
     batch = EnvRunner(cfg).sample()["default_policy"]
     t = batch[sb.T].astype(np.float32)
     # [obs of a0, obs of a1] at the row's env step, whichever agent the row belongs to

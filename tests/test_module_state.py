@@ -2,7 +2,8 @@
 
 `StepCounter` is a stateful test module: each agent's state counts the steps
 that agent has acted in its episode and records whose state it is. The
-batches' `state_in.*` columns show what the runner fed it, so the tests can
+batches' `state_in.*` tables show what the runner fed it (`max_seq_len: 1`: every row
+starts a training sequence, so the runner stores the state of every row), so the tests can
 prove the state starts fresh at each agent's episode start, advances only
 when the agent acts, survives fragment cuts and checkpoints, and is never
 shared between agents or env copies.
@@ -98,6 +99,7 @@ def _config(env: str = "staggered_test", **runner):
         .environment(env)
         .env_runners(**({"num_envs_per_env_runner": 3, "rollout_fragment_length": 5} | runner))
         .multi_agent(policies={"default_policy": {"module_class": StepCounter}})
+        .training(model={"max_seq_len": 1})
         .debugging(seed=3)
     )
     cfg.validate()
@@ -126,7 +128,7 @@ def test_state_is_per_agent_per_env_copy_reset_at_episode_start_and_carried_acro
     runner = EnvRunner(_config())
     batches = [runner.sample() for _ in range(12)]  # 5-step fragments of episodes up to 12 steps long
     batch = _concat(batches)
-    assert {sb.EPISODE_START, COUNT, OWNER} <= set(batch.keys())
+    assert all(name in batch for name in (sb.EPISODE_START, COUNT, OWNER))
     assert batch[COUNT].dtype == np.int64 and batch[sb.EPISODE_START].dtype == np.bool_
     pieces = _check_counts(batch, step=1)
     assert pieces > 3 * 3 * 4  # many episodes of every agent, in every env copy
@@ -161,6 +163,8 @@ def test_module_states_survive_save_and_restore(tmp_path):
         got = resumed.sample()["default_policy"]
         for name, column in want["default_policy"].items():
             np.testing.assert_array_equal(got[name], column, err_msg=name)
+        for name, table in want["default_policy"].tables.items():
+            np.testing.assert_array_equal(got.tables[name], table, err_msg=name)
 
 
 def test_evaluation_starts_every_agent_from_the_initial_state():

@@ -11,6 +11,7 @@ import marl
 from marl.algorithms.ppo.loss import ppo_loss
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
+from marl.data.chunks import states_at
 from marl.learners.sequences import SEQ_LENS, STATE_IN, SequencePlan, add_sequences, sequence_minibatches
 from marl.modules.recurrent import RecurrentActorCritic, RecurrentCentralCritic
 from marl.runners import EnvRunner
@@ -136,16 +137,58 @@ def test_training_pass_reproduces_what_the_runner_acted_on(env):
     start = batch[sb.EPISODE_START]
     assert start.sum() >= 3 * 4 and (batch[sb.T][start] == 0).all()
     assert len(np.unique(batch[sb.ENV_INDEX])) == 3
+    plan = SequencePlan(batch[sb.SEGMENT_END], 8)  # the config's max_seq_len: where the runner stored states
+    assert set(np.flatnonzero(start)) <= set(plan.starts)  # every episode start starts a sequence
+    first = start[plan.starts]
     for name in names:
-        assert not batch[sb.state_in_column(name)][start].any()  # the initial state at each episode start
-        assert batch[sb.state_in_column(name)][~start].any(axis=1).all()  # carried inside episodes
-    plan = SequencePlan(batch[sb.SEGMENT_END], 4)
+        stored = states_at(batch, name, plan.starts)
+        assert not stored[first].any()  # the initial state at each episode start
+        assert stored[~first].any(axis=1).all()  # carried inside episodes (and across fragment cuts)
     cols = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.STATE, sb.AGENT_INDEX)
     tensors = add_sequences({k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in cols}, batch, plan, names)
     out = module.forward_train(tensors)
     logp = module.action_dist(out["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
     torch.testing.assert_close(logp, tensors[sb.ACTION_LOGP], rtol=0, atol=1e-5)
     torch.testing.assert_close(out["vf_preds"], tensors[sb.VF_PREDS], rtol=0, atol=1e-5)
+
+
+def test_runners_store_the_state_only_where_training_sequences_start():
+    """One state row per max_seq_len chunk (not per row): the chunk-start tables hold exactly the rows where the
+    learner's chunks start, also in fragments concatenated from several runners' sample calls, and they are the
+    states the runner acted with (the row-by-row check above passes on them)."""
+    config = memory_config(recurrent="lstm", model={"hiddens": [16], "recurrent": "lstm", "cell_size": 16,
+                                                    "max_seq_len": 4}).env_runners(num_envs_per_env_runner=3,
+                                                                                   rollout_fragment_length=10)
+    config.validate()
+    runners = [EnvRunner(config, worker_index=i) for i in (1, 2)]
+    runners[1].module.set_state(runners[0].module.get_state())  # one set of weights, as after a sync
+    fragments = [r.sample()["p0"] for _ in range(2) for r in runners]
+    batch = sb.SampleBatch.concat(fragments)
+    plan = SequencePlan(batch[sb.SEGMENT_END], 4)
+    np.testing.assert_array_equal(np.flatnonzero(batch[sb.STATE_IN_INDEX] >= 0), plan.starts)
+    names = list(runners[0].module["p0"].get_initial_state())
+    for name in names:
+        assert sb.state_in_column(name) not in batch.columns  # no per-row copy
+        table = batch.tables[sb.state_in_column(name)]
+        assert table.shape == (len(plan), 16)
+        np.testing.assert_array_equal(states_at(batch, name, plan.starts), table)
+    assert len(plan) < len(batch) / 2  # episodes of 6 steps in chunks of 4: 2 chunks per 6-row piece at most
+    with pytest.raises(ValueError, match=r"start a sequence but the batch stores no state"):
+        states_at(batch, names[0], plan.starts + 1)  # a batch cut elsewhere names the rows
+    with pytest.raises(ValueError, match=r"holds rows only where sequences start"):
+        batch[sb.state_in_column(names[0])]
+    # chunks starting mid-episode (row 4 of a 6-step episode) start from the state the runner acted with there
+    assert (batch[sb.T][plan.starts] == 4).any()
+    module = runners[0].module["p0"]
+    cols = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP)
+    tensors = add_sequences({k: torch.from_numpy(np.ascontiguousarray(batch[k])) for k in cols}, batch, plan, names)
+    logp = module.action_dist(module.forward_train(tensors)["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
+    torch.testing.assert_close(logp, tensors[sb.ACTION_LOGP], rtol=0, atol=1e-5)
+    # rows moved (taken in another order) keep their stored states
+    perm = np.random.default_rng(0).permutation(len(batch))
+    moved = batch.take(perm)
+    kept = np.flatnonzero(moved[sb.STATE_IN_INDEX] >= 0)
+    np.testing.assert_array_equal(states_at(moved, names[0], kept), states_at(batch, names[0], perm[kept]))
 
 
 class ForgetfulGRU(marl.RLModule):
@@ -285,11 +328,6 @@ def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
     assert max(rates) <= 0.4, rates
 
 
-def test_a_recurrent_q_network_with_n_step_targets_is_one_clear_line():
-    with pytest.raises(ConfigError, match=r"'training.n_step' is 3; a recurrent Q network \('training.model.recurrent: gru'\)"):
-        marl.DQNConfig().environment("CartPole-v1").training(model={"recurrent": "gru"}).build()
-
-
 def test_mixed_trains_a_recurrent_ppo_policy_beside_a_dqn_policy():
     from marl.algorithms.scenario import load_scenario
     from tests.test_mixed import SCENARIO, SMALL
@@ -426,171 +464,5 @@ def test_a_recurrent_policy_trains_in_a_turn_based_env_with_action_masks():
     try:
         result = algo.train()
         assert result["losses/default_policy/num_sgd_steps"] > 0
-    finally:
-        algo.stop()
-
-
-# -- recurrent VDN/QMIX: sequence replay --------------------------------------------------------
-def qmix_memory_config(recurrent="gru", **training):
-    model = {"hiddens": [32], "recurrent": recurrent, "cell_size": 32, "max_seq_len": 8}
-    return (
-        marl.QMIXConfig()
-        .environment(MEMORY_ENV, env_config={"num_cues": 4, "delay": 4})
-        .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=12)
-        .training(**({"model": model, "train_batch_size": 32, "num_steps_sampled_before_learning_starts": 64,
-                      "replay_capacity": 5000, "epsilon": [[0, 1.0], [20000, 0.05]], "target_network_update_freq": 400,
-                      "lr": 1e-3} | training))
-        .debugging(seed=1)
-    )
-
-
-def test_qmix_replays_chunks_of_joint_steps_with_their_starting_states():
-    from marl.replay.joint import STATE
-    from marl.replay.sequences import SEQ_MASK, joint_sequences, state_start_column
-
-    config = qmix_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
-    config.validate()
-    runner = EnvRunner(config)
-    batch = runner.sample()["default_policy"]
-    chunks = joint_sequences(batch, [0, 1], 4, ["h"])
-    obs, mask, h0 = chunks[sb.OBS], chunks[SEQ_MASK], chunks[state_start_column("h")]
-    assert obs.shape[1:3] == (4, 2) and h0.shape[1:] == (2, 32) and chunks[STATE].shape[:2] == (len(chunks), 4)
-    assert int(mask.sum()) == len(batch) // 2  # every joint step once, padding masked
-    assert not obs[mask == 0].any()  # zero-padded
-    # a chunk starting an episode starts from zeros; one inside an episode from the carried (non-zero) state
-    starts = batch[sb.EPISODE_START]
-    assert (~h0.any(axis=(1, 2))).sum() >= starts.sum() // 2 and h0.any(axis=(1, 2)).any()
-
-
-def test_padded_steps_count_for_nothing_in_the_recurrent_qmix_loss():
-    from marl.algorithms.mixing.loss import mixing_loss
-    from marl.replay.sequences import joint_sequences
-
-    config = qmix_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
-    config.validate()
-    runner = EnvRunner(config)
-    module = runner.module["default_policy"]
-    chunks = joint_sequences(runner.sample()["default_policy"], [0, 1], 4, ["h"])
-    chunks["weights"] = np.ones(len(chunks), np.float32)
-    assert (chunks["seq_mask"] == 0).any()
-
-    class Cfg:
-        gamma, double_q, td_error_loss = 0.99, True, "mse"
-
-    def loss_and_grads(columns):
-        module.zero_grad()
-        loss, stats = mixing_loss(module, {k: torch.from_numpy(v) for k, v in columns.items()}, Cfg)
-        loss.backward()
-        return loss.detach(), {k: p.grad.clone() for k, p in module.named_parameters() if p.grad is not None}
-
-    loss, grads = loss_and_grads(chunks.columns)
-    garbage = {k: v.copy() for k, v in chunks.items()}
-    pad = garbage["seq_mask"] == 0
-    rng = np.random.default_rng(0)
-    for name in ("obs", "next_obs", "state", "next_state"):
-        garbage[name][pad] = rng.normal(size=garbage[name][pad].shape)
-    garbage["rewards"][pad] = 5.0
-    garbage["actions"][pad] = 3
-    other_loss, other_grads = loss_and_grads(garbage)
-    torch.testing.assert_close(other_loss, loss, rtol=0, atol=1e-6)
-    for name, grad in grads.items():
-        torch.testing.assert_close(other_grads[name], grad, rtol=1e-5, atol=1e-7, msg=name)
-
-
-def _qmix_recall_rate(config, iterations: int) -> float:
-    """Greedy recall rate per agent (team return / 2) over 64 episodes after training."""
-    algo = config.build()
-    try:
-        for i in range(iterations):
-            result = algo.train()
-            if i >= 20 and result.get("episode_return_mean", 0) >= 1.9:
-                break
-        evaluation = algo.evaluate(64, unit="episodes")
-    finally:
-        algo.stop()
-    return evaluation["evaluation/episode_return_mean"] / 2
-
-
-@pytest.mark.slow
-def test_qmix_with_gru_agents_recalls_the_cue():
-    assert _qmix_recall_rate(qmix_memory_config("gru"), iterations=45) >= 0.9
-
-
-@pytest.mark.slow
-def test_qmix_with_memoryless_agents_cannot_beat_chance_on_the_recall_task():
-    assert _qmix_recall_rate(qmix_memory_config(None), iterations=25) <= 0.4  # 4 cues: chance is 0.25
-
-
-def dqn_memory_config(recurrent="gru", **training):
-    model = {"hiddens": [32], "recurrent": recurrent, "cell_size": 32, "max_seq_len": 8}
-    return (
-        marl.DQNConfig()
-        .environment(MEMORY_ENV, env_config={"num_cues": 4, "delay": 4})
-        .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=12)
-        .multi_agent(**TWO_POLICIES)
-        .training(**({"model": model, "n_step": 1, "train_batch_size": 32, "num_steps_sampled_before_learning_starts": 64,
-                      "replay_capacity": 5000, "epsilon": [[0, 1.0], [20000, 0.05]], "target_network_update_freq": 400,
-                      "lr": 1e-3, "training_intensity": None} | training))
-        .debugging(seed=1)
-    )
-
-
-def test_padded_steps_count_for_nothing_in_the_recurrent_dqn_loss():
-    from marl.algorithms.dqn.loss import dqn_loss
-    from marl.replay.sequences import SEQ_MASK, agent_sequences, state_start_column
-
-    config = dqn_memory_config().env_runners(num_envs_per_env_runner=2, rollout_fragment_length=10)
-    config.validate()
-    runner = EnvRunner(config)
-    module = runner.module["p0"]
-    batch = runner.sample()["p0"]
-    chunks = agent_sequences(batch, 4, ["h"])
-    assert chunks[sb.OBS].shape[1] == 4 and chunks[state_start_column("h")].shape[1:] == (32,)
-    assert int(chunks[SEQ_MASK].sum()) == len(batch) and (chunks[SEQ_MASK] == 0).any()
-    chunks["weights"] = np.ones(len(chunks), np.float32)
-
-    class Cfg:
-        gamma, double_q, td_error_loss = 0.99, True, "huber"
-
-    def loss_and_grads(columns):
-        module.zero_grad()
-        loss, _ = dqn_loss(module, {k: torch.from_numpy(v) for k, v in columns.items()}, Cfg, target=module)
-        loss.backward()
-        return loss.detach(), {k: p.grad.clone() for k, p in module.named_parameters() if p.grad is not None}
-
-    loss, grads = loss_and_grads(chunks.columns)
-    garbage = {k: v.copy() for k, v in chunks.items()}
-    pad = garbage[SEQ_MASK] == 0
-    garbage[sb.OBS][pad] = 7.0
-    garbage[sb.NEXT_OBS][pad] = -3.0
-    garbage[sb.REWARDS][pad] = 5.0
-    other_loss, other_grads = loss_and_grads(garbage)
-    torch.testing.assert_close(other_loss, loss, rtol=0, atol=1e-6)
-    for name, grad in grads.items():
-        torch.testing.assert_close(other_grads[name], grad, rtol=1e-5, atol=1e-7, msg=name)
-
-
-def test_recurrent_qmix_restore_continues_bit_identically(tmp_path):
-    """Sequence replay (chunks with their stored states), the GRU agents and the runners' carried states:
-    all in the checkpoint."""
-    config = qmix_memory_config(num_steps_sampled_before_learning_starts=8, min_env_steps_per_iteration=60,
-                                target_network_update_freq=100, train_batch_size=8).env_runners(
-        num_envs_per_env_runner=2, rollout_fragment_length=10)
-    algo = config.build()
-    try:
-        for _ in range(2):
-            algo.train()
-        algo.save(tmp_path / "ckpt")
-        saved = {k: v.copy() for k, v in algo.get_weights()["modules"]["default_policy"].items()}
-        for _ in range(2):
-            result = algo.train()
-        straight = algo.get_weights()["modules"]
-        assert result["losses/default_policy/num_sgd_steps"] > 0
-        assert any(not np.array_equal(saved[k], straight["default_policy"][k]) for k in saved if "core" in k)
-        algo.restore(tmp_path / "ckpt")
-        for _ in range(2):
-            algo.train()
-        for key, value in straight["default_policy"].items():
-            np.testing.assert_array_equal(algo.get_weights()["modules"]["default_policy"][key], value, err_msg=key)
     finally:
         algo.stop()

@@ -262,12 +262,6 @@ class AlgorithmConfig:
             kind, _, _ = recurrent_options(self.model_for(pid), where)
             if kind is not None:
                 check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
-                n_step = getattr(self.training_for(pid), "n_step", 1)
-                if self.replay_buffer_config_for(pid) is not None and n_step != 1:
-                    raise ConfigError(
-                        f"'training.n_step' is {n_step}; a recurrent Q network ('{where}.recurrent: {kind}') learns from "
-                        "1-step targets over replayed sequences: set training.n_step=1"
-                    )
         check_policies(self)
         if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
             from marl.learners.device import check_gpus_available

@@ -27,7 +27,8 @@ from marl.connectors.learner import GAE, LearnerPipeline, RewardClip, RewardScal
 from marl.connectors.module_to_env import ClipActions, ModuleToEnvPipeline, UnsquashActions
 from marl.connectors.piece import ConnectorPiece, RowContext
 from marl.errors import ConfigError
-from marl.modules.spaces import image_space
+from marl.modules.parts import has_image_parts
+from marl.modules.spaces import image_space, observation_part
 
 PIPELINES = ("env_to_module", "module_to_env", "learner")
 BUILTIN_PIECES: dict[str, dict[str, type]] = {
@@ -190,8 +191,8 @@ def env_to_module_pipeline(config, policy_id: str, observation_space, action_spa
     pieces = _pieces(config, policy_id, "env_to_module")
     keep_images = keeps_image_obs(config, policy_id)
     implicit_filter = config.env_runners_cfg.observation_filter == "mean_std"
-    if keep_images and image_space(observation_space) is not None:  # images are scaled in the module instead
-        implicit_filter = False
+    if keep_images and (image_space(observation_space) is not None or has_image_parts(observation_part(observation_space))):
+        implicit_filter = False  # images are scaled in the module instead
     if implicit_filter and not any(isinstance(p, MeanStd) for _, p in pieces):
         pieces.insert(0, ("mean_std", MeanStd()))
     return EnvToModulePipeline(_keyed(pieces), observation_space, action_space, num_slots, keep_images)

@@ -4,7 +4,8 @@
 gymnasium's flatten, all to float32; PettingZoo action masks split off). Image observations
 (a Box with 3 axes) are the exception when the policy's module takes them (`RLModule.keeps_image_obs`,
 true for the default modules): they stay arrays of their shape in their dtype — uint8 frames stay
-uint8 through runners, batches, replay and the object store, and the module scales them. Then the configured pieces:
+uint8 through runners, batches, replay and the object store, and the module scales them; so do Dict/Tuple
+observations with image parts, packed into one uint8 byte row each (`marl.modules.parts`). Then the configured pieces:
 `MeanStd` (running mean/std normalisation, synced through the learner), `FrameStack`
 (the last k observations of each (env copy, agent)), `PrevActionReward` (the agent's
 previous action and the reward it got since, appended). `EnvToModulePipeline` runs them.
@@ -16,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl.connectors.piece import CONTEXT_FIELDS, ConnectorPiece, RowContext
+from marl.modules.parts import PartsLayout, has_image_parts
 from marl.modules.spaces import as_image_box, flat_obs_dim, image_layout, image_space, is_masked_space, observation_part
 
 
@@ -116,7 +118,11 @@ class Flatten:
         self.dim = flat_obs_dim(space)
         image = image_space(space) if keep_images else None
         self.image = None if image is None else as_image_box(image)
-        if self.image is not None:
+        # Dict/Tuple observations with image parts: one packed uint8 row each (marl.modules.parts)
+        self.parts = PartsLayout(self.obs_space) if keep_images and has_image_parts(self.obs_space) else None
+        if self.parts is not None:
+            self._flatten = self.parts.pack
+        elif self.image is not None:
             self._dtype = image_dtype(self.image)
             self._flatten = self._stack_images
         elif isinstance(self.obs_space, gym.spaces.Box):
@@ -321,6 +327,12 @@ class EnvToModulePipeline:
         space = observation_space
         if image_space(space) is not None:  # pieces and module see what the data are: flat, or an image of 3 axes
             space = with_observation(space, as_image_box(image_space(space)) if keep_images else flat_box(space))
+        if self.flatten.parts is not None and self.pieces:
+            raise ValueError(
+                f"env->module pieces {sorted(self.pieces)} work on flat or image observations, and this policy's are "
+                "a Dict/Tuple with image parts (packed as bytes for the module's per-part encoders); leave them out "
+                "for it (or use a module with keeps_image_obs = False, which gets them flattened to float32)"
+            )
         for piece in self.pieces.values():
             space = piece.transform_space(space, action_space)
         self.output_space = space
@@ -329,6 +341,8 @@ class EnvToModulePipeline:
         # What one row's obs is in runners, batches and replay.
         self.obs_shape = (self.obs_dim,) if image is None else tuple(image.shape)
         self.obs_dtype = np.dtype(np.float32 if image is None else image_dtype(image))
+        if self.flatten.parts is not None:
+            self.obs_shape, self.obs_dtype = (self.flatten.parts.nbytes,), np.dtype(np.uint8)
         self.masked = self.flatten.masked
         self._steps = list(self.pieces.values())
         self.needs = frozenset().union(*(p.needs for p in self._steps)) & CONTEXT_FIELDS

@@ -101,6 +101,8 @@ class SampledBatch:
         return {
             "env_steps": self.batch.env_steps,
             "policies": {pid: dict(b.columns) for pid, b in self.batch.policy_batches.items()},
+            # Tables too (MAPPO's global state, a stateful module's chunk-start states): rows index into them.
+            "tables": {pid: dict(b.tables) for pid, b in self.batch.policy_batches.items() if b.tables},
             "episodes": list(self.episodes), "weights_versions": list(self.weights_versions),
             "runners": list(self.runners), "connector_deltas": list(self.connector_deltas),
             "replay_indexes": dict(self.replay_indexes),
@@ -108,7 +110,9 @@ class SampledBatch:
 
     @classmethod
     def from_state(cls, state: dict) -> "SampledBatch":
-        batch = MultiAgentBatch({pid: SampleBatch(cols) for pid, cols in state["policies"].items()}, int(state["env_steps"]))
+        tables = state.get("tables", {})
+        batch = MultiAgentBatch({pid: SampleBatch(cols, tables.get(pid)) for pid, cols in state["policies"].items()},
+                                int(state["env_steps"]))
         return cls(batch, list(state["episodes"]), [int(v) for v in state["weights_versions"]],
                    [int(r) for r in state["runners"]], list(state["connector_deltas"]), dict(state["replay_indexes"]))
 

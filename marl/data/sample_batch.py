@@ -3,7 +3,9 @@
 A `SampleBatch` is a flat table: every column has the same length along axis 0.
 Beside its columns it may hold *tables*: arrays shared by many rows, joined by an
 index column (`table_index(name)`); MAPPO's global state is one row per env step
-in table `state`, not one copy per agent row. Row operations keep the tables and
+in table `state`, not one copy per agent row, and a stateful module's state is
+kept only where its training sequences start (tables `state_in.<name>`, index -1
+on the other rows: `marl.data.chunks`). Row operations keep the tables and
 their index columns valid; `join(name)` materialises a table's value per row.
 A `MultiAgentBatch` maps policy id -> `SampleBatch` and counts env steps and
 agent steps separately (one env step of simple_spread is three agent steps).
@@ -35,19 +37,22 @@ STATE = "state"  # global state at the env step the agent acted (centralised cri
 NEXT_OBS = "next_obs"  # observation after the action (DQN family); at a piece end: the state reached
 NEXT_ACTION_MASK = "next_action_mask"  # legal actions at next_obs (masked envs, DQN family); zeros after a termination
 EPISODE_START = "episode_start"  # the row's agent starts its episode here (stateful modules: state_in is the initial state)
-STATE_IN = "state_in"  # prefix: `state_in.<name>` holds a stateful module's state entering the row's step
+STATE_IN = "state_in"  # prefix: table `state_in.<name>`: a stateful module's state entering each chunk's first step
+STATE_IN_INDEX = "state_in.index"  # each row's place in the state_in tables; -1: the row starts no chunk (`marl.data.chunks`)
 ADVANTAGES = "advantages"
 VALUE_TARGETS = "value_targets"
 WEIGHTS_VERSION = "weights_version"
 
 
 def table_index(name: str) -> str:
-    """The column of each row's place in table `name`."""
+    """The column of each row's place in table `name` (a stateful module's state tables share `state_in.index`)."""
+    if name.startswith(STATE_IN + "."):
+        return STATE_IN_INDEX
     return f"{name}.index"
 
 
 def state_in_column(name: str) -> str:
-    """The column of a stateful module's state `name` as it entered each row's forward pass."""
+    """The table (or, in a batch built by hand, the per-row column) of a stateful module's state `name`."""
     return f"{STATE_IN}.{name}"
 
 
@@ -104,7 +109,10 @@ class SampleBatch:
 
     def join(self, name: str) -> np.ndarray:
         """Table `name`'s value for every row (a column; the table stays shared)."""
-        return self.tables[name][self.columns[table_index(name)]]
+        index = self.columns[table_index(name)]
+        if name.startswith(STATE_IN + ".") and len(index) and index.min() < 0:
+            raise ValueError(f"table '{name}' holds rows only where sequences start; read it with marl.data.chunks.states_at")
+        return self.tables[name][index]
 
     # -- row operations ------------------------------------------------------
     def slice(self, start: int, end: int) -> "SampleBatch":
@@ -146,10 +154,12 @@ class SampleBatch:
                 )
         columns = {k: np.concatenate([b.columns[k] for b in batches]) for k in names}
         tables = {}
-        for name in batches[0].tables:  # each batch's indices move past the tables before it
+        for name in batches[0].tables:  # each batch's indices move past the tables before it (-1: no row, stays)
             offsets = np.cumsum([0] + [len(b.tables[name]) for b in batches[:-1]])
             index = table_index(name)
-            columns[index] = np.concatenate([b.columns[index] + off for b, off in zip(batches, offsets)]).astype(np.int64)
+            columns[index] = np.concatenate(
+                [np.where(b.columns[index] >= 0, b.columns[index] + off, -1) if off else b.columns[index]
+                 for b, off in zip(batches, offsets)]).astype(np.int64)
             tables[name] = np.concatenate([b.tables[name] for b in batches])
         return SampleBatch(columns, tables)
 

@@ -2,10 +2,10 @@
 
 A policy batch holds each agent's trajectory pieces as contiguous rows in step
 order, the last row of each piece flagged `segment_end` (`marl.runners.collector`).
-`SequencePlan` cuts every piece into chunks of at most `max_seq_len` rows; each
-chunk starts from the module state the runner recorded at its first row
-(`state_in.<name>`), so the training pass sees the same input history as acting
-did. Minibatches take whole chunks (shuffled as units, about `minibatch_size`
+`SequencePlan` (`marl.data.chunks`) cuts every piece into chunks of at most
+`max_seq_len` rows; each chunk starts from the module state the runner stored for
+its first row (the `state_in.<name>` tables hold one row per chunk), so the
+training pass sees the same input history as acting did. Minibatches take whole chunks (shuffled as units, about `minibatch_size`
 rows each), and the module receives them laid end to end with `seq_lens` and the
 chunks' starting `state_in` (`marl.modules.recurrent` pads them inside the module
 and drops the padding before any loss). Targets (GAE, V-trace) are computed on
@@ -18,39 +18,15 @@ import numpy as np
 import torch
 
 from marl.data import sample_batch as sb
+from marl.data.chunks import SequencePlan, states_at
 from marl.errors import ConfigError
+
+__all__ = ["SequencePlan", "add_sequences", "sequence_minibatches", "shard_sequences", "check_acting_matches_training"]
 
 SEQ_LENS = "seq_lens"  # [S] int64: the lengths of the minibatch's sequences, laid end to end
 STATE_IN = "state_in"  # {name: [S, ...]}: the module state entering each sequence
 # Mean |log pi_train - log pi_act| over the first batch above which acting and training disagree.
 CONSISTENCY_TOLERANCE = 1e-3
-
-
-class SequencePlan:
-    """The chunks of one policy batch: `starts` (first row of each) and `lens`."""
-
-    def __init__(self, segment_end: np.ndarray, max_seq_len: int):
-        n = len(segment_end)
-        ends = np.flatnonzero(segment_end)
-        if n and (len(ends) == 0 or ends[-1] != n - 1):
-            ends = np.append(ends, n - 1)  # a batch cut mid-piece: its tail is a piece too
-        piece_starts = np.r_[0, ends[:-1] + 1] if n else np.zeros(0, np.int64)
-        piece_lens = ends + 1 - piece_starts if n else np.zeros(0, np.int64)
-        chunks = -(-piece_lens // max_seq_len)
-        first_chunk = np.repeat(np.cumsum(chunks) - chunks, chunks)
-        within = np.arange(int(chunks.sum())) - first_chunk
-        self.starts = (np.repeat(piece_starts, chunks) + within * max_seq_len).astype(np.int64)
-        self.lens = np.minimum(max_seq_len, np.repeat(piece_starts + piece_lens, chunks) - self.starts).astype(np.int64)
-        self.max_seq_len = max_seq_len
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def rows(self, chosen: np.ndarray) -> np.ndarray:
-        """The row indices of the chosen chunks, end to end in the order given."""
-        lens = self.lens[chosen]
-        offsets = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        return np.repeat(self.starts[chosen], lens) + offsets
 
 
 def state_names(module) -> list[str]:
@@ -64,7 +40,7 @@ def add_sequences(tensors: dict, batch: sb.SampleBatch, plan: SequencePlan, name
         raise ConfigError(f"the batch of a stateful module lacks {missing}: runners record them for stateful modules")
     out = dict(tensors)
     out[SEQ_LENS] = torch.from_numpy(plan.lens)
-    out[STATE_IN] = {n: torch.from_numpy(np.ascontiguousarray(batch[sb.state_in_column(n)][plan.starts])) for n in names}
+    out[STATE_IN] = {n: torch.from_numpy(np.ascontiguousarray(states_at(batch, n, plan.starts))) for n in names}
     return out
 
 

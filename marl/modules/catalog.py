@@ -65,13 +65,14 @@ MODEL_OPTIONS = [
     ("recurrent", "str or None", "`null`", "`lstm`, `gru`, `null`",
      "a recurrent core (`marl.modules.recurrent`) in the actor-critic (PPO, APPO, IMPALA, A2C, PG) and MAPPO modules "
      "(encoder -> hiddens -> LSTM/GRU -> head, separate for actor and critic; the learner trains on sequences) and in "
-     "DQN's Q network and VDN/QMIX agents (`marl.modules.recurrent_q`, sequence replay with stored states, n_step 1); "
+     "DQN's Q network and VDN/QMIX agents (`marl.modules.recurrent_q`, sequence replay with stored states, n-step "
+     "targets inside each chunk); "
      "null: memoryless"),
     ("cell_size", "int", "`64`", ">= 1", "hidden size of the recurrent core"),
     ("max_seq_len", "int", "`20`", ">= 1",
      "the learner cuts each agent's trajectory pieces into chunks of at most this many steps (minibatches of whole chunks, "
-     "zero-padded inside the module; each chunk starts from the state recorded at its first step); DQN/VDN/QMIX replay "
-     "chunks of this many (joint) steps"),
+     "zero-padded inside the module; each chunk starts from the state recorded at its first step, and runners store the "
+     "state only there); DQN/VDN/QMIX replay chunks of this many (joint) steps"),
     ("dueling", "bool", "`true`", "", "DQN family: dueling Q head"),
     ("epsilon", "list", "`[[0, 1.0], [10000, 0.05]]`", "`[[env_step, eps], ...]`", "DQN family: epsilon-greedy schedule"),
 ]
@@ -182,17 +183,30 @@ class ConvEncoder(nn.Module):
 
 
 class PartsEncoder(nn.Module):
-    """Dict/Tuple spaces: the flat vector (gymnasium's flatten order) split into parts, one encoder each, concatenated."""
+    """Dict/Tuple spaces with image parts: one encoder per part (conv for images, the flat vector for the rest,
+    Discrete one-hot), concatenated in part order.
+
+    Reads the packed uint8 rows the env->module pipeline makes of such observations (`marl.modules.parts`:
+    images stay uint8 through runners, batches and replay); a float vector in gymnasium's flatten order
+    (what `gym.spaces.flatten` gives) is read too."""
 
     def __init__(self, space: gym.spaces.Dict | gym.spaces.Tuple, model_config: dict):
         super().__init__()
-        parts = list(space.spaces.values()) if isinstance(space, gym.spaces.Dict) else list(space.spaces)
-        self.widths = [int(gym.spaces.flatdim(p)) for p in parts]
-        self.parts = nn.ModuleList(encoder_for(p, model_config) for p in parts)
+        from marl.modules.parts import PartsLayout
+
+        self.layout = PartsLayout(space)
+        self.parts = nn.ModuleList(encoder_for(leaf, model_config) for _, leaf, _ in self.layout.leaves)
+        self.flat_widths = [int(gym.spaces.flatdim(leaf)) for _, leaf, _ in self.layout.leaves]
         self.out_dim = sum(e.out_dim for e in self.parts)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        pieces = torch.split(obs.reshape(len(obs), -1), self.widths, dim=1)
+        x = obs.reshape(len(obs), -1)
+        if x.dtype != torch.uint8 and x.shape[1] == self.layout.nbytes != sum(self.flat_widths):
+            x = x.to(torch.uint8)  # packed bytes that travelled as floats (e.g. offline data's float32 vectors)
+        if x.dtype == torch.uint8:
+            pieces = self.layout.unpack(x)
+        else:
+            pieces = torch.split(x, self.flat_widths, dim=1)
         return torch.cat([enc(x) for enc, x in zip(self.parts, pieces)], dim=1)
 
 

@@ -26,6 +26,11 @@ from marl.modules.rl_module import RLModule
 MODEL_KEYS = {"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id"} | ENCODER_KEYS
 
 
+def as_float_state(state: torch.Tensor) -> torch.Tensor:
+    """The critic's float input: a uint8 state (frames: `marl.runners.global_state`) scaled to [0, 1]."""
+    return state if state.is_floating_point() else state.float() * (1.0 / 255.0)
+
+
 class CentralCriticMLP(RLModule):
     keeps_image_obs = True
 
@@ -73,7 +78,7 @@ class CentralCriticMLP(RLModule):
     def _state(self, batch) -> torch.Tensor:
         if "state" not in batch:
             raise KeyError("the centralised critic needs the 'state' input (the runner records it when the algorithm asks)")
-        return self._with_id(batch["state"], batch)
+        return self._with_id(as_float_state(batch["state"]), batch)
 
     def _dist_inputs(self, logits: torch.Tensor, batch) -> torch.Tensor:
         if self.continuous:

@@ -26,9 +26,21 @@ from marl.modules.mixers import QMixer, VDNMixer
 from marl.modules.q_mlp import MODEL_KEYS as AGENT_KEYS
 from marl.modules.q_mlp import QMLP
 from marl.modules.rl_module import RLModule
-from marl.modules.spaces import image_space
+from marl.modules.parts import PartsLayout, has_image_parts
+from marl.modules.spaces import image_space, observation_part
 
 MIXER_KEYS = {"mixer", "mixing_embed_dim", "hypernet_embed", "agent_id", "agent_indices", "state_dim"}
+
+
+def mixer_state(state: torch.Tensor, parts: PartsLayout | None, scale: float) -> torch.Tensor:
+    """The mixer's float input from the group's observations as replay holds them: uint8 frames scaled to [0, 1],
+    packed Dict/Tuple rows unpacked (`parts`), flat floats as they are."""
+    if parts is not None:
+        lead = state.shape[:-1]
+        return parts.to_float(state.reshape(-1, parts.nbytes)).reshape(lead + (-1,))
+    if not state.is_floating_point():  # the group's uint8 frames, flattened
+        return state.float() * scale
+    return state
 
 
 class JointQModule(RLModule):
@@ -51,8 +63,11 @@ class JointQModule(RLModule):
         self.register_buffer("group_place", torch.from_numpy(place), persistent=False)
         agent_cfg = {k: v for k, v in cfg.items() if k in AGENT_KEYS}
         image = image_space(observation_space)
-        self.image = image is not None
-        self.state_scale = 1.0 / 255.0 if self.image and image.dtype == np.uint8 else 1.0
+        # Dict/Tuple observations with image parts arrive packed (marl.modules.parts): agents encode them per part
+        # like frames, and the mixer reads the group's packed rows unpacked to floats.
+        self.parts = PartsLayout(observation_part(observation_space)) if has_image_parts(observation_part(observation_space)) else None
+        self.image = image is not None or self.parts is not None
+        self.state_scale = 1.0 / 255.0 if image is not None and image.dtype == np.uint8 else 1.0
         if self.image:  # the id joins the encoded frame (a one-hot cannot join pixels)
             ids = self.n_agents if self.use_agent_id else 0
             self.agent = QMLP(observation_space, action_space, agent_cfg, extra_inputs=ids)
@@ -99,9 +114,7 @@ class JointQModule(RLModule):
         return self.agent.q_values(joint_obs.reshape(b * n, -1)).view(b, n, -1)
 
     def mix(self, agent_qs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        if not state.is_floating_point():  # the group's uint8 frames, flattened
-            state = state.float() * self.state_scale
-        return self.mixer(agent_qs, state)
+        return self.mixer(agent_qs, mixer_state(state, self.parts, self.state_scale))
 
     def _agent_batch(self, batch):
         if self.image:

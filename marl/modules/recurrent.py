@@ -56,6 +56,12 @@ def recurrent_options(model: dict, where: str = "model") -> tuple[str | None, in
     return kind, values["cell_size"], values["max_seq_len"]
 
 
+def sequence_chunking(config, policy_id: str) -> tuple[int, int]:
+    """(max_seq_len, burn_in) of a policy: how runners, the learner and sequence replay cut its trajectories
+    (`burn_in`: a recurrent Q network's `training.burn_in`, 0 for other algorithms)."""
+    return recurrent_options(config.model_for(policy_id))[2], int(getattr(config.training_for(policy_id), "burn_in", 0))
+
+
 def check_recurrent_support(module_class, what: str) -> None:
     """A built-in module class that has no recurrent variant yet (the Q modules of DQN, VDN, QMIX): one clear line."""
     from marl.modules.rl_module import import_object
@@ -283,4 +289,6 @@ class RecurrentCentralCritic(RecurrentActorCritic):
         return check_hiddens(self.model_config.get("critic_hiddens") or hiddens, "critic_hiddens")
 
     def critic_input(self, batch):
-        return batch["state"] if "state" in batch else None
+        from marl.modules.central_critic import as_float_state
+
+        return as_float_state(batch["state"]) if "state" in batch else None

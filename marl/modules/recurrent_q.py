@@ -4,8 +4,8 @@ mixed as in `JointQModule`.
 
 Replay holds sequences (`marl.replay.sequences`): chunks of at most `max_seq_len` (joint)
 steps of one episode, each with the agents' states recorded at its first step
-(stored-state replay as in R2D2, without burn-in: the stored state comes from the
-weights that acted, which may be a few updates old). The loss runs the agent network
+(stored-state replay as in R2D2: the stored state comes from the weights that acted,
+which may be a few updates old; `training.burn_in` starts each row earlier to warm it up). The loss runs the agent network
 over [obs_0, next_obs_0 .. next_obs_{L-1}] from the stored state: Q(s_t) is output t,
 Q(s_{t+1}) output t + 1, for the online and the target network alike.
 """
@@ -18,12 +18,14 @@ import torch
 from torch import nn
 
 from marl.modules.catalog import ACTIVATIONS, check_activation, check_hiddens, encoder_for, linear
-from marl.modules.joint_q import MIXER_KEYS
+from marl.modules.joint_q import MIXER_KEYS, mixer_state
+from marl.modules.parts import PartsLayout, has_image_parts
 from marl.modules.mixers import QMixer, VDNMixer
 from marl.modules.q_mlp import MODEL_KEYS as AGENT_KEYS
 from marl.modules.q_mlp import QMLP, piecewise_linear
 from marl.modules.recurrent import RECURRENT_KEYS, RecurrentCore, recurrent_options
 from marl.modules.rl_module import RLModule
+from marl.modules.spaces import image_space, observation_part
 
 
 class _RecurrentAgentQ(RLModule):
@@ -129,6 +131,10 @@ class RecurrentJointQ(_RecurrentAgentQ):
         else:
             raise ValueError(f"model.mixer must be 'vdn' or 'qmix', got {mixer!r}")
         self.inputs = ("obs", "action_mask", "agent_index") if self.use_agent_id else ("obs", "action_mask")
+        image = image_space(observation_space)  # the mixer's state is the group's frames: uint8 scaled as the encoder does
+        self.state_scale = 1.0 / 255.0 if image is not None and image.dtype == np.uint8 else 1.0
+        obs_part = observation_part(observation_space)
+        self.parts = PartsLayout(obs_part) if has_image_parts(obs_part) else None
 
     # -- acting: one step per acting agent, the agent id joined after the encoder ------------------
     def _features(self, batch) -> torch.Tensor:
@@ -154,4 +160,4 @@ class RecurrentJointQ(_RecurrentAgentQ):
         return self.q_head(y).view(b, n, t, -1).transpose(1, 2)
 
     def mix(self, agent_qs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        return self.mixer(agent_qs, state)
+        return self.mixer(agent_qs, mixer_state(state, self.parts, self.state_scale))

@@ -8,7 +8,8 @@ Every batch has obs, actions, rewards, the end flags, the row's place (episode,
 agent, env copy, step) and, for masked action spaces, the action mask. The
 others exist only when the policy's algorithm asks for them
 (`AlgorithmConfig.columns_for`, names in `REQUESTABLE`) or its module keeps
-state (`state_in.<name>`, `episode_start`).
+state (`episode_start`, and the state entering each training sequence: the
+`state_in.<name>` tables, one row per `max_seq_len` chunk, `marl.data.chunks`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from marl.data import sample_batch as sb
+from marl.data.chunks import SequencePlan, chunk_start_index
 from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 
 # What an algorithm may ask runners for (action masks come with masked action spaces, unasked).
@@ -40,10 +42,11 @@ def check_columns(columns, policy_id: str) -> frozenset:
 class PolicyCollector:
     def __init__(self, obs_dim: int | tuple, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
                  columns: frozenset = frozenset(), state_dim: int | None = None, module_state: dict | None = None,
-                 obs_dtype=np.float32):
+                 obs_dtype=np.float32, chunking: tuple[int, int] = (20, 0)):
         """`obs_dim`: the flat observation width, or one row's obs shape (images, in `obs_dtype`: uint8 stays uint8); `columns`: the requested columns (see REQUESTABLE); `state_dim`: the global state's size when
         `state` is requested; `module_state`: a stateful module's initial state {name: array} (adds
-        `state_in.<name>` and `episode_start`)."""
+        `episode_start`, and the `state_in.<name>` tables at the starts of the learner's chunks); `chunking`: their
+        (max_seq_len, burn_in) (`marl.modules.recurrent.sequence_chunking`)."""
         obs_shape = (int(obs_dim),) if isinstance(obs_dim, (int, np.integer)) else tuple(obs_dim)
         self.spec = {
             sb.OBS: (obs_shape, np.dtype(obs_dtype)),
@@ -76,7 +79,11 @@ class PolicyCollector:
             self.spec[sb.table_index(sb.STATE)] = ((), np.int64)
             self.state_table = np.zeros((16, state_dim), np.float32)
             self.n_states = 0
-        for name, value in (module_state or {}).items():  # what the next issue's recurrent training replays from
+        # Stateful modules: the state entering each row is held here while the fragment is sampled; the built
+        # batch keeps it only where a training sequence starts (what the learner and sequence replay read).
+        self.state_columns = [sb.state_in_column(name) for name in (module_state or {})]
+        self.max_seq_len, self.burn_in = (int(v) for v in chunking)
+        for name, value in (module_state or {}).items():
             self.spec[sb.state_in_column(name)] = (tuple(value.shape), value.dtype)
         if module_state:
             self.spec[sb.EPISODE_START] = ((), np.bool_)
@@ -137,8 +144,10 @@ class PolicyCollector:
     def _add_states(self, states: np.ndarray) -> int:
         """Appends global states to the table; returns the index of the first."""
         start, end = self.n_states, self.n_states + len(states)
+        if states.dtype != self.state_table.dtype:  # uint8 frames stay uint8 (`marl.runners.global_state`)
+            self.state_table = self.state_table.astype(states.dtype)
         if end > len(self.state_table):
-            grown = np.zeros((max(end, 2 * len(self.state_table)), self.state_table.shape[1]), np.float32)
+            grown = np.zeros((max(end, 2 * len(self.state_table)), self.state_table.shape[1]), self.state_table.dtype)
             grown[:start] = self.state_table[:start]
             self.state_table = grown
         self.state_table[start:end] = states
@@ -154,12 +163,19 @@ class PolicyCollector:
         if self.state_table is not None:
             tables[sb.STATE] = self.state_table[: self.n_states].copy()
             self.n_states = 0
-        batch = sb.SampleBatch({k: v[:n][order] for k, v in cols.items()}, tables)
+        skip = self.state_columns
+        batch = sb.SampleBatch({k: v[:n][order] for k, v in cols.items() if k not in skip}, tables)
         eps, agent = batch[sb.EPS_ID], batch[sb.AGENT_INDEX]
         end = np.ones(n, dtype=np.bool_)
         if n > 1:
             end[:-1] = (eps[1:] != eps[:-1]) | (agent[1:] != agent[:-1])
         batch[sb.SEGMENT_END] = end | batch[sb.TERMINATEDS] | batch[sb.TRUNCATEDS]
+        if skip:  # the learner's chunks of this fragment (pieces never span fragments): their starting states
+            kept = SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len).stored_rows(self.burn_in)
+            batch[sb.STATE_IN_INDEX] = chunk_start_index(n, kept)
+            at_starts = order[kept]
+            for name in skip:
+                batch.tables[name] = cols[name][at_starts]
         if self.track_next_obs and n > 1:
             inside = ~batch[sb.SEGMENT_END][:-1]
             batch[sb.NEXT_OBS][:-1][inside] = batch[sb.OBS][1:][inside]

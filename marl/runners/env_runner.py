@@ -39,6 +39,7 @@ from marl.errors import ConfigError  # a module or columns that do not fit the a
 from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
+from marl.modules.recurrent import sequence_chunking  # where stored states start training sequences
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.actor_basics import ActorBasics
 from marl.runners.collector import PolicyCollector, check_columns
@@ -110,7 +111,7 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
             self.collectors[pid] = PolicyCollector(
                 conn.obs_shape, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
                 state_dim=state_spec["dim"] if state_spec else None, module_state=self.module_inputs[pid].initial_state,
-                obs_dtype=conn.obs_dtype)
+                obs_dtype=conn.obs_dtype, chunking=sequence_chunking(config, pid))
 
         self.weights_version = 0
         self._steps_sampled = 0

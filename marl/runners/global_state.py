@@ -4,7 +4,9 @@ Where the env provides `state()` (PettingZoo's MPE envs do) that is the
 state. Otherwise it is the joined observations of all the env's possible
 agents at the same env step, flattened in `possible_agents` order, with zeros
 for agents that do not observe at that step (turn-based games, agents that
-already ended).
+already ended). A state of uint8 pixels (a uint8 `state()`, or every agent's
+observation a uint8 image) stays uint8 in batches (the critic scales it to
+[0, 1]); any other is float32.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from marl.envs.validation import EnvOutputError
-from marl.modules.spaces import is_masked_space, observation_part
+from marl.modules.spaces import image_shape, is_masked_space, observation_part
 
 ENV_STATE = "env_state"
 JOINED_OBS = "joined_obs"
@@ -25,9 +27,12 @@ def probe_global_state(env) -> dict:
     state = env.state()
     agents = list(env.possible_agents)
     if state is not None:
-        return {"source": ENV_STATE, "dim": int(np.asarray(state).size), "num_agents": len(agents)}
-    dim = sum(int(gym.spaces.flatdim(observation_part(env.observation_space(a)))) for a in agents)
-    return {"source": JOINED_OBS, "dim": dim, "num_agents": len(agents)}
+        dtype = "uint8" if np.asarray(state).dtype == np.uint8 else "float32"
+        return {"source": ENV_STATE, "dim": int(np.asarray(state).size), "num_agents": len(agents), "dtype": dtype}
+    parts = [observation_part(env.observation_space(a)) for a in agents]
+    dim = sum(int(gym.spaces.flatdim(p)) for p in parts)
+    frames = all(image_shape(p) is not None and p.dtype == np.uint8 for p in parts)
+    return {"source": JOINED_OBS, "dim": dim, "num_agents": len(agents), "dtype": "uint8" if frames else "float32"}
 
 
 class GlobalState:
@@ -35,6 +40,7 @@ class GlobalState:
 
     def __init__(self, env, spec: dict):
         self.source, self.dim = spec["source"], int(spec["dim"])
+        self.dtype = np.dtype(spec.get("dtype", "float32"))
         self.name = env.metadata.get("name", "?")
         self.slots = {}  # agent -> (offset, width, observation space, masked)
         offset = 0
@@ -50,11 +56,11 @@ class GlobalState:
             state = env.state()
             if state is None:
                 raise EnvOutputError(f"env '{self.name}' returned no state() mid-episode, though it had one when probed")
-            state = np.asarray(state, dtype=np.float32).reshape(-1)
+            state = np.asarray(state, dtype=self.dtype).reshape(-1)
             if state.size != self.dim:
                 raise EnvOutputError(f"env '{self.name}' state() has {state.size} values; it had {self.dim} when probed")
             return state
-        out = np.zeros(self.dim, np.float32)
+        out = np.zeros(self.dim, self.dtype)
         for agent, ob in obs.items():
             slot = self.slots.get(agent)
             if slot is None or ob is None:
@@ -62,7 +68,7 @@ class GlobalState:
             offset, width, part, masked = slot
             value = ob["observation"] if masked else ob
             if isinstance(part, gym.spaces.Box):
-                out[offset : offset + width] = np.asarray(value, np.float32).reshape(-1)
+                out[offset : offset + width] = np.asarray(value, self.dtype).reshape(-1)
             else:
                 out[offset : offset + width] = gym.spaces.flatten(part, value)
         return out

@@ -10,6 +10,7 @@ import numpy as np
 
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
+from marl.data.chunks import state_names as chunk_state_names
 from marl.data.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
@@ -41,29 +42,25 @@ class StoreToReplay(Operator):
         self.n_step, self.gamma, self.joint = int(n_step), float(gamma), bool(joint)
 
     def _transitions(self, ctx, pid, policy_batch):
-        names = [c[len(sb.STATE_IN) + 1:] for c in policy_batch.keys() if c.startswith(sb.STATE_IN + ".")]
+        names = chunk_state_names(policy_batch)
         if not self.joint:
             if names:  # a recurrent Q network: chunks of each agent's steps with their starting states
-                from marl.modules.recurrent import recurrent_options
+                from marl.modules.recurrent import sequence_chunking
                 from marl.replay.sequences import agent_sequences
 
-                self._one_step()
-                return agent_sequences(policy_batch, recurrent_options(ctx.config.model_for(pid))[2], names)
+                max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
+                return agent_sequences(policy_batch, max_seq_len, names, burn_in=burn_in)
             return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
         groups = ctx.config.group_agent_indices(pid)
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")
         if names:  # recurrent agents: chunks of joint steps with their starting states (marl.replay.sequences)
-            from marl.modules.recurrent import recurrent_options
+            from marl.modules.recurrent import sequence_chunking
             from marl.replay.sequences import joint_sequences
 
-            self._one_step()
-            return joint_sequences(policy_batch, groups, recurrent_options(ctx.config.model_for(pid))[2], names)
+            max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
+            return joint_sequences(policy_batch, groups, max_seq_len, names, burn_in=burn_in)
         return joint_transitions(policy_batch, groups, self.n_step, self.gamma)
-
-    def _one_step(self) -> None:
-        if self.n_step != 1:
-            raise ValueError(f"recurrent Q networks learn from 1-step targets over sequences: set training.n_step=1, got {self.n_step}")
 
     def build(self, ctx, inputs):
         (upstream,) = inputs

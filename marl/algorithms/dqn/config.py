@@ -18,6 +18,10 @@ class DQNTraining:
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
     train_batch_size: int = doc("replayed transitions per policy per learner update", 64, min=1, at_most="replay_capacity")
     n_step: int = doc("steps summed into each target before bootstrapping", 3, min=1)
+    burn_in: int = doc(
+        "recurrent Q networks (model.recurrent): steps before each replayed sequence that only warm up its state "
+        "from the state stored there (R2D2's burn-in; no TD loss on them, gradients flow through); 0: each "
+        "sequence starts from the state stored at its first step", 0, min=0)
     double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
     dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
     td_error_loss: str = doc("loss on the TD error", "huber", choices=("huber", "mse"))

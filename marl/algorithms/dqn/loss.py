@@ -82,9 +82,32 @@ def masked_td_loss(q: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, weights
                   "td_error": (td.sum(1) / valid).detach()}
 
 
+def sequence_targets(rewards, terminateds, mask, q_next, gamma: float, n_step: int = 1) -> torch.Tensor:
+    """n-step targets inside sequence rows [B, L]: y_t = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - done) q_next_{t+m-1}
+    with m = min(n_step, real steps left in the sequence), `q_next[t]` the bootstrap value of s_{t+1}. A sequence
+    ends its episode piece at most at its last real step (pieces end at terminations), so the window never
+    crosses a termination, and near a sequence's end it shortens to the steps there are (as n-step replay does
+    at an episode's end)."""
+    not_done = 1.0 - terminateds.float()
+    if n_step == 1:
+        return rewards + gamma * not_done * q_next
+    length = mask.shape[1]
+    pad = torch.zeros_like(mask[:, :n_step])
+    masks = torch.cat([mask, pad], dim=1)
+    rs, bootstrap = torch.cat([rewards, pad], dim=1), torch.cat([not_done * q_next, pad], dim=1)
+    y = torch.zeros_like(rewards)
+    discount = 1.0
+    for k in range(n_step):
+        here = masks[:, k : k + length]  # step t + k is real
+        last = here * (1.0 - masks[:, k + 1 : k + 1 + length]) if k < n_step - 1 else here  # ... and the window's last
+        y = y + discount * here * rs[:, k : k + length] + discount * gamma * last * bootstrap[:, k : k + length]
+        discount *= gamma
+    return y
+
+
 def recurrent_dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
-    """DQN on sequence rows [B, L, ...] of a recurrent Q network (1-step targets): one pass over
-    [obs_0, next_obs_0 .. next_obs_{L-1}] from the stored state gives Q(s_t) (output t) and Q(s_{t+1}) (t + 1)."""
+    """DQN on sequence rows [B, L, ...] of a recurrent Q network: one pass over [obs_0, next_obs_0 .. next_obs_{L-1}]
+    from the stored state gives Q(s_t) (output t) and Q(s_{t+1}) (t + 1); n-step targets within the sequence."""
     obs, next_obs, mask = batch[sb.OBS], batch[sb.NEXT_OBS], batch[SEQ_MASK]
     length = mask.shape[1]
     seq = torch.cat([obs[:, :1], next_obs], dim=1)
@@ -99,6 +122,6 @@ def recurrent_dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None)
         if next_mask is not None:
             chooser = legal_only(chooser.flatten(0, 1), next_mask.flatten(0, 1)).view_as(chooser)
         q_next = q_next_target.gather(2, chooser.argmax(-1, keepdim=True)).squeeze(-1)
-        y = batch[sb.REWARDS] + cfg.gamma * (1.0 - batch[sb.TERMINATEDS].float()) * q_next
+        y = sequence_targets(batch[sb.REWARDS], batch[sb.TERMINATEDS], mask, q_next, cfg.gamma, getattr(cfg, "n_step", 1))
     loss, stats = masked_td_loss(q_taken, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
     return loss, {"loss": loss, "q_mean": (q_taken * mask).sum() / mask.sum().clamp(min=1.0), **stats}

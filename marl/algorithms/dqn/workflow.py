@@ -34,10 +34,23 @@ def round_robin_weights(config) -> list[int]:
     if t.training_intensity is None:
         return [1, 1]
     env_steps_per_round = max(1, r.num_env_runners) * r.num_envs_per_env_runner * r.rollout_fragment_length
-    updates_per_round = t.training_intensity * env_steps_per_round / t.train_batch_size
+    updates_per_round = t.training_intensity * env_steps_per_round / (t.train_batch_size * _steps_per_replayed_row(config))
     if updates_per_round >= 1:
         return [1, max(1, round(updates_per_round))]
     return [max(1, round(1 / updates_per_round)), 1]
+
+
+def _steps_per_replayed_row(config) -> int:
+    """Transitions in one replayed row: 1, or `max_seq_len` for a recurrent Q network's sequence rows (so
+    `training_intensity` counts transitions either way)."""
+    from marl.modules.recurrent import recurrent_options
+
+    longest = 1
+    for pid in config.policy_specs():
+        kind, _, max_seq_len = recurrent_options(config.model_for(pid))
+        if kind is not None:
+            longest = max(longest, max_seq_len)
+    return longest
 
 
 def dqn_workflow(config, name: str = "dqn", joint: bool = False) -> Workflow:

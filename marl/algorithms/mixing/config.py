@@ -26,6 +26,10 @@ class MixingTraining(DQNTraining):
     agent_id: bool = doc("append a one-hot of the agent's place in its group to its observation", True)
     # Value decomposition keeps its own defaults where DQN's are sized for one CartPole agent.
     n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
+    burn_in: int = doc(
+        "recurrent Q networks (model.recurrent): steps before each replayed sequence that only warm up its state "
+        "from the state stored there (R2D2's burn-in; no TD loss on them, gradients flow through); 0: each "
+        "sequence starts from the state stored at its first step", 0, min=0)
     epsilon: list = doc(
         "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
         check=schedule_of_probabilities, default_factory=lambda: [[0, 1.0], [10000, 0.05]],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from marl.algorithms.dqn.loss import masked_td_loss, weighted_td_loss
+from marl.algorithms.dqn.loss import masked_td_loss, sequence_targets, weighted_td_loss
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 from marl.replay.joint import NEXT_STATE, STATE
@@ -65,8 +65,7 @@ def recurrent_mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=No
         chooser = q_next_online if cfg.double_q else q_next_target
         q_next = q_next_target.gather(3, chooser.argmax(-1, keepdim=True)).squeeze(-1)
         q_tot_next = target.mix(q_next.reshape(b * length, n), batch[NEXT_STATE].reshape(b * length, -1)).view(b, length)
-        not_done = 1.0 - batch[sb.TERMINATEDS].float()
-        y = batch[sb.REWARDS] + cfg.gamma * not_done * q_tot_next
+        y = sequence_targets(batch[sb.REWARDS], batch[sb.TERMINATEDS], mask, q_tot_next, cfg.gamma, getattr(cfg, "n_step", 1))
     loss, td_stats = masked_td_loss(q_tot, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
     stats = {"loss": loss, "q_tot_mean": (q_tot * mask).sum() / mask.sum().clamp(min=1.0), **td_stats}
     return loss, stats
