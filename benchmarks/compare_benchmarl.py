@@ -90,6 +90,9 @@ def main() -> None:
         log_dir = Path(tempfile.mkdtemp(prefix="compare_benchmarl-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ["OMP_NUM_THREADS"] = "1"
+    # marl's runs (and their Ray workers, which inherit the environment) import the marl of this checkout,
+    # not whichever one the venv has installed.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
     print(f"compare_benchmarl: {C.machine_line()}; logs in {log_dir}", flush=True)
 
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]

@@ -6,7 +6,8 @@ simple_spread (scenarios/simple_spread_mappo.yaml and simple_spread_ppo.yaml: 8 
 steps = 6,144 agent rows per iteration, 5 epochs of 512-row minibatches, [128, 128] tanh, shared
 policy; in-process sampling, synchronous). Every run is a fresh process (OMP_NUM_THREADS=1) that
 trains `--iterations` iterations after one warm-up iteration and prints, per iteration, the
-wall time and the workflow's own `perf/sample_time_s` and `perf/learn_time_s`. The runs of one
+wall time, the process's CPU time (the steadier figure on a loaded machine: it leaves out the time the
+process waited for a core) and the workflow's own `perf/sample_time_s` and `perf/learn_time_s` (wall). The runs of one
 repeat go back to back (MAPPO and IPPO of this tree; with `--before REV` also both of REV,
 exported with `git archive` into a temporary folder), their order rotating with the repeat, so
 load from elsewhere hits them alike. Reports the median over all iterations of all repeats and
@@ -26,7 +27,7 @@ from pathlib import Path
 import _common as C
 
 SCENARIOS = {"MAPPO": "scenarios/simple_spread_mappo.yaml", "IPPO": "scenarios/simple_spread_ppo.yaml"}
-FIGURES = ("iter_s", "sample_s", "learn_s")
+FIGURES = ("iter_s", "cpu_s", "sample_s", "learn_s")
 
 CHILD = r"""
 import json, sys, time
@@ -36,10 +37,10 @@ algo = marl.load_scenario(scenario).build()
 try:
     algo.train()  # warm-up: first-call costs are not the iteration's
     for _ in range(iterations):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         r = algo.train()
-        print(json.dumps({"iter_s": time.perf_counter() - t, "sample_s": r["perf/sample_time_s"],
-                          "learn_s": r["perf/learn_time_s"]}), flush=True)
+        print(json.dumps({"iter_s": time.perf_counter() - t, "cpu_s": time.process_time() - c,
+                          "sample_s": r["perf/sample_time_s"], "learn_s": r["perf/learn_time_s"]}), flush=True)
 finally:
     algo.stop()
 """
@@ -88,7 +89,7 @@ def main() -> None:
         return C.median([r[figure] for r in times[(tree, algo)]])
 
     rows = [[f"{algo} ({tree})", *(f"{med(tree, algo, f):.3f}" for f in FIGURES)] for tree, algo in jobs]
-    C.print_table(["run", "iteration s", "sample s", "learn s"], rows,
+    C.print_table(["run", "iteration s", "iteration CPU s", "sample s", "learn s"], rows,
                   title=f"median over {args.repeats} x {args.iterations} iterations (load avg {min(loads):.1f}-{max(loads):.1f})")
     ratios = [[f"MAPPO / IPPO ({tree})", *(f"{med(tree, 'MAPPO', f) / med(tree, 'IPPO', f):.3f}" for f in FIGURES)]
               for tree in trees]
@@ -96,7 +97,7 @@ def main() -> None:
         before = next(t for t in trees if t != "this tree")
         ratios += [[f"{algo}: this tree / before", *(f"{med('this tree', algo, f) / med(before, algo, f):.3f}" for f in FIGURES)]
                    for algo in SCENARIOS]
-    C.print_table(["ratio", "iteration", "sample", "learn"], ratios, title="ratios (lower is faster)")
+    C.print_table(["ratio", "iteration", "iteration CPU", "sample", "learn"], ratios, title="ratios (lower is faster)")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": C.machine_line(), "args": vars(args), "loads": loads,
                                                "runs": {f"{t}|{a}": v for (t, a), v in times.items()}}, indent=1))
