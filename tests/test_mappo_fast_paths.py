@@ -109,3 +109,31 @@ def test_central_critic_fast_forward_equals_module_calls(action_space, agent_id)
     if agent_id:  # an index outside the agents is an error, as F.one_hot's was
         with pytest.raises((IndexError, RuntimeError)):
             module.forward_train({**batch, "agent_index": torch.full((64,), 3)})
+
+
+def test_runner_states_equal_mpe2_state_while_sampling_with_an_observation_filter(monkeypatch):
+    """In the runner's own flow (connectors normalising observations, resets at episode ends), every state the
+    fast path hands out equals what mpe2's state() computes at that moment."""
+    from marl import MAPPOConfig
+    from marl.data import sample_batch as sb
+    from marl.runners import EnvRunner
+
+    checked = []
+    fast_state = ParallelEnvAdapter.state
+
+    def checking_state(self):
+        fast = fast_state(self)
+        assert self._joins_obs and np.array_equal(fast, self.env.state())
+        checked.append(1)
+        return fast
+
+    monkeypatch.setattr(ParallelEnvAdapter, "state", checking_state)
+    cfg = (
+        MAPPOConfig()
+        .environment("mpe2.simple_spread_v3", env_config={"N": 3, "max_cycles": 10})
+        .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=25, observation_filter="mean_std")
+        .debugging(seed=1)
+    )
+    batch = EnvRunner(cfg).sample()["default_policy"]
+    assert batch[sb.TRUNCATEDS].any()  # episodes ended and reset inside the fragment
+    assert len(checked) >= 50
