@@ -12,6 +12,15 @@ Runs in BenchMARL's own venv (benchmarks/setup_benchmarl.sh), never in marl's. T
   and critic, shared parameters, gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value loss
   weight 0.5, gradient norm clip 0.5; no evaluation, no loggers.
 
+* mappo_balance / ippo_balance: VMAS balance (3 agents carry a package on a pole; continuous
+  actions, 100 steps), with the settings of scenarios/vmas_balance_mappo.yaml: one VMAS env of 32
+  worlds, 3,200 env steps per iteration (32 x 100), 4 epochs, minibatch 800 agent rows (267 env
+  steps x 3 = 801 rows), lr 5e-4, entropy 0, [128, 128] tanh, shared parameters; the rest as above.
+  Needs `vmas` in BenchMARL's venv (setup_benchmarl.sh installs it). Left as each library has it:
+  the action distribution (marl: a Gaussian with a state-independent log-std, actions clipped to
+  the bounds; BenchMARL: a tanh-squashed Gaussian whose scale the network outputs) and marl's
+  agent-id one-hot (MAPPO's `agent_id`; BenchMARL appends none).
+
 The return emitted per iteration is BenchMARL's collection return (mean over the episodes that
 ended in the iteration of the mean over agents) times the number of agents: the episode return
 summed over agents, as marl reports it.
@@ -49,12 +58,28 @@ def _with_mpe2() -> dict:
 tr_pz._load_available_envs = _with_mpe2
 
 from benchmarl.algorithms import IppoConfig, MappoConfig  # noqa: E402
-from benchmarl.environments import PettingZooTask  # noqa: E402
+from benchmarl.environments import PettingZooTask, VmasTask  # noqa: E402
 from benchmarl.experiment import Callback, Experiment, ExperimentConfig  # noqa: E402
 from benchmarl.models.mlp import MlpConfig  # noqa: E402
 
 N_AGENTS = 3
-ALGORITHMS = {"mappo_spread": MappoConfig, "ippo_spread": IppoConfig}
+ALGORITHMS = {"mappo_spread": MappoConfig, "ippo_spread": IppoConfig, "mappo_balance": MappoConfig, "ippo_balance": IppoConfig}
+
+
+def spread_settings():
+    task = PettingZooTask.SIMPLE_SPREAD.get_from_yaml()
+    task.config.update({"N": N_AGENTS, "max_cycles": 25})
+    # env steps per iteration, vectorised envs, epochs, minibatch (env steps), lr, entropy, continuous actions
+    return task, dict(frames=2048, envs=8, epochs=5, minibatch=171, lr=1e-3, entropy=0.01, continuous=False)
+
+
+def balance_settings():
+    task = VmasTask.BALANCE.get_from_yaml()
+    task.config.update({"n_agents": N_AGENTS, "max_steps": 100})
+    return task, dict(frames=3200, envs=32, epochs=4, minibatch=267, lr=5e-4, entropy=0.0, continuous=True)
+
+
+SETTINGS = {"spread": spread_settings, "balance": balance_settings}
 
 
 class Events(Callback):
@@ -87,21 +112,20 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    task = PettingZooTask.SIMPLE_SPREAD.get_from_yaml()
-    task.config.update({"N": N_AGENTS, "max_cycles": 25})
+    task, settings = SETTINGS[args.task.split("_")[1]]()
     algorithm = ALGORITHMS[args.task].get_from_yaml()
-    algorithm.entropy_coef, algorithm.lmbda, algorithm.clip_epsilon = 0.01, 0.95, 0.2
+    algorithm.entropy_coef, algorithm.lmbda, algorithm.clip_epsilon = settings["entropy"], 0.95, 0.2
     algorithm.critic_coef, algorithm.loss_critic_type, algorithm.share_param_critic = 0.5, "l2", True
     model = MlpConfig(num_cells=[128, 128], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
     cfg = ExperimentConfig.get_from_yaml()
     cfg.sampling_device = cfg.train_device = cfg.buffer_device = "cpu"
-    cfg.share_policy_params, cfg.prefer_continuous_actions = True, False
-    cfg.gamma, cfg.lr, cfg.adam_eps = 0.99, 1e-3, 1e-5
+    cfg.share_policy_params, cfg.prefer_continuous_actions = True, settings["continuous"]
+    cfg.gamma, cfg.lr, cfg.adam_eps = 0.99, settings["lr"], 1e-5
     cfg.clip_grad_norm, cfg.clip_grad_val = True, 0.5
-    cfg.on_policy_collected_frames_per_batch = 2048
-    cfg.on_policy_n_envs_per_worker = 8
-    cfg.on_policy_n_minibatch_iters = 5
-    cfg.on_policy_minibatch_size = 171
+    cfg.on_policy_collected_frames_per_batch = settings["frames"]
+    cfg.on_policy_n_envs_per_worker = settings["envs"]
+    cfg.on_policy_n_minibatch_iters = settings["epochs"]
+    cfg.on_policy_minibatch_size = settings["minibatch"]
     cfg.max_n_frames = args.max_env_steps
     cfg.evaluation, cfg.render, cfg.loggers, cfg.create_json = False, False, [], False
     cfg.checkpoint_interval, cfg.checkpoint_at_end = 0, False

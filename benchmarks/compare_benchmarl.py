@@ -1,4 +1,4 @@
-"""marl side by side with BenchMARL (TorchRL) on simple_spread: MAPPO and IPPO, matched settings, alternating runs.
+"""marl side by side with BenchMARL (TorchRL) on simple_spread and VMAS balance: MAPPO and IPPO, matched settings, alternating runs.
 
     bash benchmarks/setup_benchmarl.sh                   # once: BenchMARL in its own venv (/work/venvs/benchmarl)
     nice .venv/bin/python benchmarks/compare_benchmarl.py --seeds 3 --json runs/benchmarl.json
@@ -10,7 +10,11 @@ algorithm and seed the sides run back to back, their order rotating with the see
 sides (scenarios/simple_spread_mappo.yaml and simple_spread_ppo.yaml; benchmarl_tasks.py): PettingZoo
 simple_spread_v3, 3 agents, discrete actions, 25 cycles; 8 vectorised envs, 2,048 env steps per
 iteration, 5 epochs of 512-row minibatches, lr 1e-3, [128, 128] tanh, parameters shared by the agents;
-IPPO is marl's PPO with one shared policy. Measured from outside each process (compare_rllib.py's
+IPPO is marl's PPO with one shared policy. VMAS balance (`MAPPO balance`, `IPPO balance`; 3 agents,
+continuous actions, 100 steps): scenarios/vmas_balance_mappo.yaml on both sides (one VMAS env of 32
+worlds, 3,200 env steps per iteration, 4 epochs of 800-row minibatches, lr 5e-4, [128, 128] tanh,
+shared parameters; IPPO: the same scenario with PPO), budget `--vmas-env-steps`, raw rate: VMAS
+stepped alone with random actions over the same 32 worlds (vmas_rate.py's loop). Measured from outside each process (compare_rllib.py's
 machinery): env steps/s including learning (from the build to the last result), process start to the
 first result, peak memory (PSS summed over the process tree), and the return at equal env steps
 (mean of the per-iteration returns over the last 20 % of the budget, summed over agents on both sides);
@@ -33,7 +37,10 @@ from compare_rllib import MARL_PY, Run, fmt, fmt_mb, ratio_row, run_process
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BENCHMARL_PY = Path(os.environ.get("BENCHMARL_VENV", "/work/venvs/benchmarl")) / "bin" / "python"
-ALGOS = {"MAPPO": ("mappo_spread", "mappo_spread"), "IPPO": ("ppo_spread", "ippo_spread")}
+# label: (marl task, BenchMARL task, env)
+ALGOS = {"MAPPO": ("mappo_spread", "mappo_spread", "spread"), "IPPO": ("ppo_spread", "ippo_spread", "spread"),
+         "MAPPO balance": ("mappo_balance", "mappo_balance", "balance"),
+         "IPPO balance": ("ppo_balance", "ippo_balance", "balance")}
 TARGETS = {"steps_per_s": 5.0, "startup": 2.0, "memory": 4 / 3}
 
 
@@ -46,11 +53,24 @@ def raw_env_rate(seconds: float) -> float:
     return steps / elapsed
 
 
+def raw_vmas_rate(seconds: float) -> float:
+    """VMAS balance stepped alone with random actions, 32 worlds (vmas_rate.py's loop), in this process."""
+    from vmas_rate import VmasAlone
+
+    alone = VmasAlone("balance", {"n_agents": 3, "max_steps": 100}, 32, seed=0)
+    steps, elapsed = C.run_for(seconds, lambda: alone.run(100))
+    return steps / elapsed
+
+
+RAW_RATES = {"spread": raw_env_rate, "balance": raw_vmas_rate}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--algos", default="MAPPO,IPPO")
+    ap.add_argument("--algos", default=",".join(ALGOS), help=f"comma-separated, of: {', '.join(ALGOS)}")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--env-steps", type=int, default=20_480, help="env-step budget of every run (10 iterations)")
+    ap.add_argument("--env-steps", type=int, default=20_480, help="env-step budget of every simple_spread run (10 iterations)")
+    ap.add_argument("--vmas-env-steps", type=int, default=32_000, help="env-step budget of every VMAS balance run (10 iterations)")
     ap.add_argument("--sides", default="marl,marl overlap,BenchMARL")
     ap.add_argument("--raw-seconds", type=float, default=5.0, help="seconds of the raw env-rate loop, before and after")
     ap.add_argument("--benchmarl-python", default=str(DEFAULT_BENCHMARL_PY))
@@ -70,16 +90,25 @@ def main() -> None:
         log_dir = Path(tempfile.mkdtemp(prefix="compare_benchmarl-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ["OMP_NUM_THREADS"] = "1"
+    # marl's runs (and their Ray workers, which inherit the environment) import the marl of this checkout,
+    # not whichever one the venv has installed.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
     print(f"compare_benchmarl: {C.machine_line()}; logs in {log_dir}", flush=True)
 
-    budget = ["--max-env-steps", str(args.env_steps)]
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    unknown = [a for a in algos if a not in ALGOS]
+    if unknown:
+        sys.exit(f"unknown --algos {unknown}; known: {', '.join(ALGOS)}")
+    env_steps = {"spread": args.env_steps, "balance": args.vmas_env_steps}
+    envs = sorted({ALGOS[a][2] for a in algos})
     runs: list[Run] = [Run(**r) for path in args.merge for r in json.loads(Path(path).read_text())["runs"]]
     t_all = time.time()
-    raw = [raw_env_rate(args.raw_seconds)]  # simple_spread's own random-action rate, before and after the runs
-    print(f"  raw env rate (random actions, 8 envs): {raw[0]:,.0f} env steps/s", flush=True)
+    raw = {env: [RAW_RATES[env](args.raw_seconds)] for env in envs}  # each env's own random-action rate, before and after
+    print("  raw env rates (random actions): " + ", ".join(f"{e} {r[0]:,.0f} env steps/s" for e, r in raw.items()), flush=True)
     for seed in range(args.seeds):  # seed-major: an interrupted invocation still has whole seeds of every algorithm
-        for algo in [a.strip() for a in args.algos.split(",") if a.strip()]:
-            marl_task, bm_task = ALGOS[algo]
+        for algo in algos:
+            marl_task, bm_task, env = ALGOS[algo]
+            budget = ["--max-env-steps", str(env_steps[env])]
             sides = [
                 ("marl", MARL_PY, "marl_tasks.py", marl_task, ["--runners", "0", *budget, "--max-train-s", "3600"]),
                 ("marl overlap", MARL_PY, "marl_tasks.py", marl_task, ["--overlap", *budget, "--max-train-s", "3600"]),
@@ -93,8 +122,12 @@ def main() -> None:
                 runs.append(run)
                 print("FAILED, see " + run.log if run.failed else
                       f"{run.env_steps():,} env steps, {run.steps_per_s():,.0f}/s, first result {run.startup_s():.1f} s, "
-                      f"peak {fmt_mb(run.peak_pss)}, return at end {fmt(run.return_at_end(args.env_steps))}", flush=True)
-    raw.append(raw_env_rate(args.raw_seconds))
+                      f"peak {fmt_mb(run.peak_pss)}, return at end {fmt(run.return_at_end(env_steps[env]))}", flush=True)
+    for env in envs:
+        raw[env].append(RAW_RATES[env](args.raw_seconds))
+
+    def budget_of(task: str) -> int:
+        return env_steps[ALGOS[task][2]]
 
     rows = []
     for r in runs:
@@ -102,7 +135,7 @@ def main() -> None:
             rows.append([f"{r.task} seed {r.seed}", r.side, f"{r.load:.1f}", "failed", "", "", "", "", ""])
             continue
         rows.append([f"{r.task} seed {r.seed}", r.side, f"{r.load:.1f}", fmt(r.startup_s(), " s"), f"{r.env_steps():,}",
-                     fmt(r.steps_per_s()), fmt(r.return_at_end(args.env_steps)), fmt(r.iters[-1]["return"]),
+                     fmt(r.steps_per_s()), fmt(r.return_at_end(budget_of(r.task))), fmt(r.iters[-1]["return"]),
                      f"{fmt_mb(r.peak_pss)} / {r.peak_procs}"])
     C.print_table(["run", "side", "load", "first result", "env steps", "env steps/s", "return (last 20 %)",
                    "last return", "peak PSS / procs"], rows, title="Runs (times from process start)")
@@ -121,24 +154,25 @@ def main() -> None:
                                    [r.startup_s() for r in bm], " s", "lower", TARGETS["startup"]))
             table.append(ratio_row(f"{label}: peak memory (PSS, process tree)", [r.peak_pss / 2**20 for r in ours],
                                    [r.peak_pss / 2**20 for r in bm], " MB", "lower", TARGETS["memory"]))
-            m_ret = [r.return_at_end(args.env_steps) for r in ours]
-            b_ret = [r.return_at_end(args.env_steps) for r in bm]
-            table.append([f"{label}: return at {args.env_steps:,} env steps (last 20 %, median; seeds)", fmt(C.median(m_ret)),
+            m_ret = [r.return_at_end(budget_of(algo)) for r in ours]
+            b_ret = [r.return_at_end(budget_of(algo)) for r in bm]
+            table.append([f"{label}: return at {budget_of(algo):,} env steps (last 20 %, median; seeds)", fmt(C.median(m_ret)),
                           fmt(C.median(b_ret)), f"{C.spread(m_ret)} vs {C.spread(b_ret)}", "not worse",
                           "met" if C.median(m_ret) >= min(b_ret) else "MISSED"])
     C.print_table(["figure (median over seeds)", "marl", "BenchMARL", "marl better by", "target", "verdict"], table,
                   title="marl vs BenchMARL (times and memory: BenchMARL / marl; throughput: marl / BenchMARL)")
-    raw_rate = sum(raw) / len(raw)
     rows = []
     for algo in ALGOS:
+        env = ALGOS[algo][2]
         for side in ("marl", "marl overlap", "BenchMARL"):
             rates = [r.steps_per_s() for r in runs if r.task == algo and r.side == side and not r.failed]
-            if rates:
-                rows.append([f"{algo} ({side})", fmt(C.median(rates)), fmt(C.median(rates) / raw_rate),
+            if rates and env in raw:
+                rows.append([f"{algo} ({side})", fmt(C.median(rates)), fmt(C.median(rates) / (sum(raw[env]) / len(raw[env]))),
                              ">= 0.9" if (algo, side) == ("IPPO", "marl overlap") else ""])
     C.print_table(["env steps/s incl. learning (median)", "rate", "/ raw env rate", "target"], rows,
-                  title=f"Against simple_spread's own random-action rate, 8 envs, measured in this invocation: "
-                        f"{' / '.join(f'{x:,.0f}' for x in raw)} env steps/s (before / after)")
+                  title="Against each env's own random-action rate, measured in this invocation (before / after): "
+                        + "; ".join(f"{e} {' / '.join(f'{x:,.0f}' for x in r)} env steps/s" for e, r in raw.items())
+                        + " (simple_spread: 8 envs; balance: 32 worlds)")
     print(f"\ntotal {time.time() - t_all:.0f} s; load avg now {os.getloadavg()[0]:.2f}")
     if args.json:
         data = [{**{k: getattr(r, k) for k in ("side", "task", "seed", "t_spawn", "t_end", "rc", "peak_pss", "peak_rss",

@@ -8,6 +8,9 @@ Tasks (the same as rllib_tasks.py runs on RLlib):
 * ppo_spread:   scenarios/simple_spread_ppo.yaml (3 agents, one shared policy) for a fixed
                 number of env steps;
 * mappo_spread: scenarios/simple_spread_mappo.yaml (the same, with MAPPO's centralised critic);
+* mappo_balance: scenarios/vmas_balance_mappo.yaml (VMAS balance, 3 agents, continuous actions;
+                one VMAS env of 32 worlds, VectorEnvRunner) for a fixed number of env steps;
+* ppo_balance:  the same scenario with PPO (one shared policy, no centralised critic or agent id);
 * dqn_cartpole: marl's DQN on CartPole-v1 (scenarios/cartpole_dqn.yaml when it exists, else
                 DQNConfig's defaults) until 450 or the time cap. Emits `unavailable` when
                 marl has no DQNConfig.
@@ -37,6 +40,8 @@ SCENARIOS = {
     "ppo_spread": HERE.parent / "scenarios" / "simple_spread_ppo.yaml",
     "mappo_spread": HERE.parent / "scenarios" / "simple_spread_mappo.yaml",
     "dqn_cartpole": HERE.parent / "scenarios" / "cartpole_dqn.yaml",
+    "mappo_balance": HERE.parent / "scenarios" / "vmas_balance_mappo.yaml",
+    "ppo_balance": HERE.parent / "scenarios" / "vmas_balance_mappo.yaml",  # as PPO: see make_config
 }
 
 
@@ -48,6 +53,15 @@ def make_config(task: str, runners: int, seed: int, overlap: bool = False):
         except ImportError:
             return None
         cfg = marl.load_scenario(scenario) if scenario.is_file() else DQNConfig().environment("CartPole-v1")
+    elif task == "ppo_balance":  # the MAPPO scenario's settings with PPO: no centralised critic, no agent id
+        from omegaconf import OmegaConf
+
+        from marl.algorithms.scenario import config_from_dict
+
+        data = OmegaConf.to_container(OmegaConf.load(scenario))
+        data["algo"] = "PPO"
+        data["training"].pop("agent_id", None)
+        cfg = config_from_dict(data, where=f"{scenario} as PPO")
     else:
         cfg = marl.load_scenario(scenario)
     cfg.env_runners(num_env_runners=max(runners, 1) if overlap else runners, overlap=overlap)

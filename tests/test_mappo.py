@@ -195,3 +195,20 @@ def test_mappo_learns_simple_spread():
 # observation, -66.4 / -67.2 / -68.1. The threshold sits between: MAPPO's worst seed clears it by 2.8,
 # PPO's best misses it by 2.4.
 THRESHOLD = -64.0
+
+
+def test_overlapped_mappo_update_sees_the_state_table_in_its_proximal_pass():
+    """Under overlap PPO's `prepare` runs the module over the whole batch (pi_prox); MAPPO's state lives in a
+    table joined per minibatch, so the learner joins it for that pass too (before: KeyError 'state')."""
+    from marl.learners.learner import Learner
+
+    cfg = _config(train_batch_size=40, minibatch_size=20, num_epochs=2).env_runners(num_env_runners=1, overlap=True)
+    runner = EnvRunner(cfg)  # in-process, for one batch; the learner is built directly (no Ray)
+    learner = Learner(cfg, runner.specs)
+    runner.set_weights(learner.get_weights())  # mu = pi_prox: every behaviour weight pi_prox / mu is 1
+    batch = runner.sample().batch
+    assert batch["default_policy"].tables, "MAPPO's state travels as a table (one row per env step)"
+    before = learner.get_weights()["modules"]["default_policy"]["vf.0.weight"].copy()
+    stats = learner.update(batch)["default_policy"]
+    assert stats["behaviour_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert not np.allclose(learner.get_weights()["modules"]["default_policy"]["vf.0.weight"], before)

@@ -25,6 +25,7 @@ from marl.envs.base import (
     StepResult,
     env_name,
 )
+from marl.envs.mpe_state import state_is_joined_observations
 
 
 class _PettingZooBase(MultiAgentEnv):
@@ -89,12 +90,28 @@ class ParallelEnvAdapter(_PettingZooBase):
 
     def __init__(self, env: ParallelEnv) -> None:
         super().__init__(env)
+        # mpe2: state() is the returned observations joined (marl/envs/mpe_state.py); keep the last ones.
+        self._joins_obs = state_is_joined_observations(env)
+        self._last_obs: ObsDict = {}
 
     def reset(self, seed: int | None = None) -> tuple[ObsDict, InfoDict]:
-        return self.env.reset(seed=seed)
+        obs, infos = self.env.reset(seed=seed)
+        if self._joins_obs:
+            self._last_obs = obs
+        return obs, infos
+
+    def state(self) -> np.ndarray | None:
+        if self._joins_obs:
+            last = self._last_obs
+            parts = [last.get(a) for a in self.possible_agents]
+            if all(p is not None for p in parts):
+                return np.concatenate(parts, axis=None)
+        return super().state()
 
     def step(self, actions: dict[AgentID, Any]) -> StepResult:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
+        if self._joins_obs:
+            self._last_obs = obs
         # The env's own flag dicts may be its internal state: never add keys to them.
         done = not self.env.agents or all(terms[a] or truncs[a] for a in terms)
         terminateds = {**terms, ALL: done}

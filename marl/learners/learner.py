@@ -75,6 +75,16 @@ def _owned_parameters(policy_id: str, module: nn.Module, groups: list[ParamGroup
     return owned
 
 
+def _prepared(algo, module, tensors: dict, tables: dict, cfg) -> dict:
+    """The algorithm's `prepare` pass over the whole batch. It sees every row's table values (a MAPPO critic
+    reads the state: overlap's proximal log-probs run the module), joined for it alone (one gather per update):
+    the minibatches keep joining their own rows."""
+    if not tables:
+        return algo.prepare(module, tensors, cfg)
+    view = {**tensors, **{name: table[tensors[sb.table_index(name)]] for name, table in tables.items()}}
+    return {k: v for k, v in algo.prepare(module, view, cfg).items() if k not in tables}
+
+
 class Learner:
     def __init__(self, config, specs: dict):
         torch.set_num_threads(config.learners_cfg.num_threads)
@@ -169,7 +179,7 @@ class Learner:
         tensors = to_device(tensors, self.device)
         if sequences is not None and self._check_state.pop(pid, False):
             seq.check_acting_matches_training(pid, module, tensors)
-        tensors = algo.prepare(module, tensors, cfg)
+        tensors = _prepared(algo, module, tensors, tables, cfg)
         module.train()
         n = len(batch)
         groups = [g for g in self.groups[pid] if g.trainable]

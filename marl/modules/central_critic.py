@@ -62,41 +62,61 @@ class CentralCriticMLP(RLModule):
         self.vf = value_head(self.critic_in_dim, critic_hiddens, activation)
         if self.continuous:
             self.log_std = gaussian_log_std(action_space, cfg.get("initial_log_std", 0.0))
+        # Rows of the identity are the one-hots (the same values F.one_hot gives, at a third of its cost:
+        # it checks the index range with a pass of its own). A plain attribute, not a buffer: not in the weights.
+        self._id_rows = torch.eye(max(self.num_agents, 1))
 
-    def _actor_in(self, batch) -> torch.Tensor:
-        obs = batch["obs"]
-        return self._with_id(obs if self._direct else self.core(self.encoder(obs)), batch)
-
-    def _with_id(self, x: torch.Tensor, batch) -> torch.Tensor:
+    def _ids(self, batch) -> torch.Tensor | None:
+        """The rows' agent one-hots (once per forward pass: the actor's and the critic's input share them)."""
         if not self.agent_id:
-            return x
+            return None
         if "agent_index" not in batch:
             raise KeyError("CentralCriticMLP with agent_id needs the 'agent_index' input")
-        one_hot = torch.nn.functional.one_hot(batch["agent_index"].long(), self.num_agents).to(x.dtype)
-        return torch.cat([x, one_hot], dim=-1)
+        index = batch["agent_index"]
+        if self._id_rows.device != index.device:  # the learner may live on CUDA
+            self._id_rows = self._id_rows.to(index.device)
+        return self._id_rows.index_select(0, index.long())
 
-    def _state(self, batch) -> torch.Tensor:
+    def _actor_in(self, batch, ids: torch.Tensor | None) -> torch.Tensor:
+        obs = batch["obs"]
+        return self._join(obs if self._direct else self.core(self.encoder(obs)), ids)
+
+    def _with_id(self, x: torch.Tensor, batch) -> torch.Tensor:
+        """`x` with the batch's agent one-hots appended (when agent_id is on)."""
+        return self._join(x, self._ids(batch))
+
+    @staticmethod
+    def _join(x: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+        return x if ids is None else torch.cat([x, ids.to(x.dtype)], dim=-1)
+
+    def _state(self, batch, ids: torch.Tensor | None) -> torch.Tensor:
         if "state" not in batch:
             raise KeyError("the centralised critic needs the 'state' input (the runner records it when the algorithm asks)")
-        return self._with_id(as_float_state(batch["state"]), batch)
+        return self._join(as_float_state(batch["state"]), ids)
 
     def _dist_inputs(self, logits: torch.Tensor, batch) -> torch.Tensor:
         if self.continuous:
             return torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
         return self.apply_action_mask(logits, batch)
 
+    # Minibatch updates and acting walk the layers with plain functional calls (mlp._functional: the same
+    # addmm kernels nn.Linear calls, so the same numbers and gradients, without nn.Module call overhead).
     def forward_train(self, batch):
-        logits = self.pi(self._actor_in(batch))
-        return {"action_dist_inputs": self._dist_inputs(logits, batch), "vf_preds": self.vf(self._state(batch)).squeeze(-1)}
+        ids = self._ids(batch)
+        logits = _functional(self.pi, self._actor_in(batch, ids))
+        return {"action_dist_inputs": self._dist_inputs(logits, batch),
+                "vf_preds": _functional(self.vf, self._state(batch, ids)).squeeze(-1)}
 
     def forward_exploration(self, batch):
         with torch.inference_mode():
-            logits = _functional(self.pi, self._actor_in(batch))
+            ids = self._ids(batch)
+            logits = _functional(self.pi, self._actor_in(batch, ids))
             out = {"action_dist_inputs": self._dist_inputs(logits, batch)}
             if "state" in batch:  # bootstrapping passes only what the critic needs too
-                out["vf_preds"] = _functional(self.vf, self._state(batch)).squeeze(-1)
+                out["vf_preds"] = _functional(self.vf, self._state(batch, ids)).squeeze(-1)
             return out
 
     def forward_inference(self, batch):
         with torch.inference_mode():
-            return {"action_dist_inputs": self._dist_inputs(_functional(self.pi, self._actor_in(batch)), batch)}
+            logits = _functional(self.pi, self._actor_in(batch, self._ids(batch)))
+            return {"action_dist_inputs": self._dist_inputs(logits, batch)}
