@@ -319,7 +319,8 @@ def test_mappo_keeps_a_global_state_of_frames_uint8_and_its_critic_scales_it(rec
         module = algo.learners.local.module["default_policy"]
         state = torch.from_numpy(table[:3])
         if recurrent is None:
-            read = module._state({"state": state, "agent_index": torch.zeros(3, dtype=torch.int64)})[:, : 2 * 16 * 16]
+            inputs = {"state": state, "agent_index": torch.zeros(3, dtype=torch.int64)}
+            read = module._state(inputs, module._ids(inputs))[:, : 2 * 16 * 16]
             torch.testing.assert_close(read, state.float() / 255.0)  # (the agent id one-hot follows)
         else:
             torch.testing.assert_close(module.critic_input({"state": state}), state.float() / 255.0)
