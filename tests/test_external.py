@@ -138,6 +138,27 @@ def test_a_client_acting_locally_drives_training_with_pulled_weights():
         algo.stop()
 
 
+@pytest.mark.parametrize("feature", ["observation_filter", "connectors", "action_mask", "recurrent", "mappo"])
+def test_what_serve_cannot_do_is_one_config_error_at_start(feature):
+    """Each feature marl serve does not support is refused before the server starts, naming the feature."""
+    scenario = str(ROOT / "scenarios/simple_spread_serve.yaml")
+    config = {
+        "observation_filter": lambda: marl.load_scenario(scenario, ["env_runners.observation_filter=mean_std"]),
+        "connectors": lambda: marl.load_scenario(scenario).connectors(env_to_module=[{"name": "prev_action_reward"}]),
+        "action_mask": lambda: marl.PPOConfig().environment("pettingzoo.classic.connect_four_v3"),
+        "recurrent": lambda: marl.load_scenario(scenario).training(model={"recurrent": "lstm", "cell_size": 16}),
+        "mappo": lambda: marl.load_scenario(str(ROOT / "scenarios/simple_spread_mappo.yaml")),
+    }[feature]()
+    expected = {"observation_filter": "remove connectors.env_to_module.*observation_filter .it is 'mean_std'",
+                "connectors": "takes observations as clients send them", "action_mask": "observes an action mask",
+                "recurrent": "keeps no recurrent state per episode", "mappo": "MAPPO reads the env's global state"}[feature]
+    port = free_port()
+    with pytest.raises(ConfigError, match=expected):
+        serving_config(config, "127.0.0.1", port).build()
+    with socket.socket() as s:  # nothing was left listening
+        s.bind(("127.0.0.1", port))
+
+
 def test_serving_beyond_this_machine_needs_a_token(monkeypatch):
     monkeypatch.delenv("MARL_SERVE_TOKEN", raising=False)
     config = marl.load_scenario(str(ROOT / "scenarios/simple_spread_serve.yaml"))

@@ -47,6 +47,7 @@ import threading
 import time
 import uuid
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -57,6 +58,28 @@ from marl.external.wire import act as sample_actions
 from marl.external.wire import action_to_json
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def check_servable(config, specs: dict) -> None:
+    """What `marl serve` cannot do yet, each as one line before anything starts: observations are taken as clients
+    send them (flat numbers: no connectors, no observation filter, no action masks, no Dict/Tuple spaces), and
+    there is no global env state (MAPPO's centralised critic) nor recurrent state (checked once modules exist)."""
+    from marl.modules.spaces import is_masked_space
+
+    if config.connectors_cfg.env_to_module or config.connectors_cfg.policies or config.env_runners_cfg.observation_filter != "none":
+        raise ConfigError("marl serve takes observations as clients send them: remove connectors.env_to_module, "
+                          "connectors.policies and env_runners.observation_filter (it is "
+                          f"'{config.env_runners_cfg.observation_filter}')")
+    for pid, spec in specs.items():
+        if is_masked_space(spec.observation_space):
+            raise ConfigError(f"marl serve: policy '{pid}' observes an action mask ({config.environment_cfg.env}); clients "
+                              "cannot send masks yet: serve an env without action masks")
+        if not isinstance(spec.observation_space, gym.spaces.Box):
+            raise ConfigError(f"marl serve: policy '{pid}' observes a {type(spec.observation_space).__name__} space; "
+                              "clients send flat lists of numbers, so served envs need Box observations")
+        if sb.STATE in config.runner_columns(pid):
+            raise ConfigError(f"marl serve: {config.algo_name} reads the env's global state at every step (centralised "
+                              f"critic of policy '{pid}'), which clients do not send; serve PPO instead")
 
 
 class RequestError(Exception):
@@ -93,8 +116,7 @@ class ExperienceServer:
                 "clients send it as 'Authorization: Bearer <token>'"
             )
         cfg = config
-        if cfg.connectors_cfg.env_to_module or cfg.connectors_cfg.policies or cfg.env_runners_cfg.observation_filter != "none":
-            raise ConfigError("marl serve takes observations as clients send them: remove connectors and env_runners.observation_filter")
+        check_servable(cfg, specs)
         self.host, self.port, self.token = host, int(port), token
         self.max_body_bytes, self.episode_timeout_s = int(max_body_bytes), float(episode_timeout_s)
         self.fragment = cfg.env_runners_cfg.rollout_fragment_length
@@ -102,6 +124,10 @@ class ExperienceServer:
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.policy_of = {a: pid for pid, agents in agents_of.items() for a in agents}
         self.modules = {pid: build_policy_module(cfg, pid, spec) for pid, spec in specs.items()}
+        stateful = [pid for pid, module in self.modules.items() if module.get_initial_state()]
+        if stateful:
+            raise ConfigError(f"marl serve keeps no recurrent state per episode: policies {stateful} have stateful modules "
+                              "(model.recurrent); serve them without a recurrent core")
         self.module_specs = {pid: self._module_spec(cfg, pid, spec) for pid, spec in specs.items()}
         self.action_spaces = {pid: spec.action_space for pid, spec in specs.items()}
         self._weights_json: dict | None = None  # the newest weights in wire form, built on the first request
