@@ -58,6 +58,7 @@ from marl.external.wire import act as sample_actions
 from marl.external.wire import action_to_json
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
 
 
 def check_servable(config, specs: dict) -> None:

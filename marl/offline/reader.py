@@ -107,7 +107,7 @@ class OfflineStream:
                  shuffle_buffer_rows: int = 50_000, seed: int | None = None, cache_mb: float = 0.0):
         import ray.data
 
-        from marl.algorithms.algorithm import ensure_ray
+        from marl.execution.ray_init import ensure_ray
 
         if shuffle not in SHUFFLES:
             raise ConfigError(f"'offline.shuffle' must be one of {list(SHUFFLES)}, got {shuffle!r}")

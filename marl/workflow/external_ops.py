@@ -19,9 +19,8 @@ from marl.data import MultiAgentBatch, SampleBatch
 from marl.data.records import BATCH, SampledBatch
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
+from marl.external.server import TOKEN_ENV, ExperienceServer
 from marl.workflow.protocol import Operator
-
-TOKEN_ENV = "MARL_SERVE_TOKEN"
 
 
 class Serve(Operator):
@@ -44,7 +43,6 @@ class Serve(Operator):
 
     def build(self, ctx, inputs):
         from marl.envs import make_env
-        from marl.external.server import ExperienceServer
         from marl.policies import resolve_policies
 
         config = ctx.config

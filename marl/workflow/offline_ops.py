@@ -15,23 +15,13 @@ from __future__ import annotations
 from marl.data.records import BATCH, SKIP, SampledBatch
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
+from marl.offline.writer import agent_names
 from marl.workflow.protocol import Operator
 
 ROWS_WRITTEN = "offline/rows_written"
 FILES_WRITTEN = "offline/files_written"
 ROWS_READ = "offline/rows_read"
 EPOCHS_READ = "offline/epochs"
-
-
-def agent_names(config) -> list[str]:
-    """The env's possible agents (what `agent_index` indexes), from a probe env."""
-    from marl.envs import make_env
-
-    env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
-    try:
-        return list(env.possible_agents)
-    finally:
-        env.close()
 
 
 class Record(Operator):
