@@ -32,13 +32,13 @@ class CQLTraining:
     td_error_loss: str = doc("Discrete: loss on the TD error", "huber", choices=("huber", "mse"))
     grad_clip: float | None = doc("max global gradient norm (Box: of each group); null: no clipping", 10.0, min=0)
     target_network_update_freq: int = doc("Discrete: env steps read between target network updates", 4096, min=1)
-    cql_num_actions: int = doc("Box: actions sampled per state and proposal (uniform, current policy) for the soft maximum", 10, min=1)
+    cql_num_actions: int = doc("Box: actions sampled per state and proposal (uniform, current policy) for the soft maximum", 5, min=1)
     cql_temperature: float = doc("Box: temperature T of the soft maximum T log sum exp(Q / T)", 1.0, min=1e-6)
-    tau: float = doc("Box: Polyak weight of the target critics per SGD step", 0.005, min=0, max=1)
-    actor_lr: float | None = doc("Box: Adam learning rate of the actor; null: lr", 1e-4, min=0)
-    critic_lr: float | None = doc("Box: Adam learning rate of the critics; null: lr", None, min=0)
+    tau: float = doc("Box: Polyak weight of the target critics per SGD step", 0.01, min=0, max=1)
+    actor_lr: float | None = doc("Box: Adam learning rate of the actor; null: lr", 1e-3, min=0)
+    critic_lr: float | None = doc("Box: Adam learning rate of the critics; null: lr", 1e-3, min=0)
     alpha_lr: float | None = doc("Box: Adam learning rate of the temperature (log alpha); null: lr", None, min=0)
-    initial_alpha: float = doc("Box: SAC temperature at the start", 1.0, min=1e-8)
+    initial_alpha: float = doc("Box: SAC temperature at the start", 0.2, min=1e-8)
     target_entropy: float | None = doc(
         "Box: entropy the temperature steers the policy to, per agent; null: -action dims", None,
         check=lambda v: None if v is None or math.isfinite(v) else "must be a finite number (or null)",
