@@ -122,6 +122,14 @@ def test_a_client_acting_locally_drives_training_with_pulled_weights():
             client._post(f"/episodes/{eid}/steps", {"weights_version": 1, "steps": [no_vf]})
         assert not server.episodes[eid].rows
         client.end_episode(eid)
+        # steps reach the server at least every send_every_s seconds, however many are due (silent episodes are dropped)
+        timely = PolicyClient(address, inference="local", update_interval_s=60.0, send_every=10**6, send_every_s=1e-6)
+        eid = timely.start_episode()
+        for _ in range(3):
+            timely.get_action(eid, obs)
+            timely.log_returns(eid, {a: -1.0 for a in obs})
+        assert [len(r["obs"]) for r in server.episodes[eid].rows.values()] == [2, 2, 2]  # the third goes with the next
+        timely.end_episode(eid, obs)
 
         thread, stop = player(address, inference="local", update_interval_s=0.0)
         first = server.weights_version

@@ -15,8 +15,8 @@ policies' weights and module specs (`GET /weights`) at most every
 `update_interval_s` seconds, rebuilds each module with the server's own module
 code, samples actions from it, and sends the steps it played (observations,
 actions, their log-probabilities and value estimates, rewards, the weights
-version) with `POST /episodes/<id>/steps` every `send_every` steps, at the
-episode's end, and before acting with newer weights. The server trains on them
+version) with `POST /episodes/<id>/steps` every `send_every` steps or
+`send_every_s` seconds, at the episode's end, and before acting with newer weights. The server trains on them
 like on its own: PPO's ratio divides by the log-probabilities sent.
 """
 
@@ -40,18 +40,21 @@ def _plain(d: dict) -> dict:
 
 class PolicyClient:
     def __init__(self, address: str = "http://127.0.0.1:9900", token: str | None = None, timeout_s: float = 30.0,
-                 inference: str = "remote", update_interval_s: float = 10.0, send_every: int = 64, seed: int = 0):
+                 inference: str = "remote", update_interval_s: float = 10.0, send_every: int = 64, seed: int = 0,
+                 send_every_s: float = 5.0):
         import httpx
 
         if inference not in ("remote", "local"):
             raise ValueError(f"inference must be 'remote' (on the server) or 'local' (here), got {inference!r}")
-        if update_interval_s < 0 or send_every < 1:
-            raise ValueError("update_interval_s must be >= 0 and send_every >= 1")
+        if update_interval_s < 0 or send_every < 1 or send_every_s <= 0:
+            raise ValueError("update_interval_s must be >= 0, send_every >= 1 and send_every_s > 0")
         self.address = address.rstrip("/")
         token = token if token is not None else os.environ.get("MARL_SERVE_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.address, headers=headers, timeout=timeout_s)
         self.inference, self.update_interval_s, self.send_every = inference, float(update_interval_s), int(send_every)
+        self.send_every_s = float(send_every_s)  # also sent this often: the server drops episodes silent too long
+        self._sent_at: dict[str, float] = {}
         self.weights_version: int | None = None  # local inference: the version acting here
         self.modules: dict = {}
         self._policy_of: dict[str, str] = {}
@@ -77,6 +80,7 @@ class PolicyClient:
         eid = self._post("/episodes", {})["episode_id"]
         if self.inference == "local":
             self._steps[eid] = []
+            self._sent_at[eid] = time.monotonic()
         return eid
 
     def get_action(self, episode_id: str, obs: dict) -> dict:
@@ -86,7 +90,8 @@ class PolicyClient:
             raise PolicyServerError(404, f"unknown episode id '{episode_id}' (not started by this client, or ended)")
         self.update_weights()
         steps = self._steps[episode_id]
-        if steps and (len(steps) >= self.send_every or self._step_version[episode_id] != self.weights_version):
+        due = time.monotonic() - self._sent_at[episode_id] >= self.send_every_s
+        if steps and (due or len(steps) >= self.send_every or self._step_version[episode_id] != self.weights_version):
             self._send(episode_id)  # every step sent is complete (its rewards came in before this call)
         return self._act_locally(episode_id, obs)
 
@@ -144,6 +149,7 @@ class PolicyClient:
         steps = self._steps.get(episode_id)
         if steps:
             self._steps[episode_id] = []
+            self._sent_at[episode_id] = time.monotonic()
             self._post(f"/episodes/{episode_id}/steps", {"weights_version": self._step_version[episode_id], "steps": steps})
 
     def log_returns(self, episode_id: str, rewards: dict) -> None:
@@ -166,8 +172,8 @@ class PolicyClient:
     def end_episode(self, episode_id: str, obs: dict | None = None, truncated: bool = False) -> None:
         if self.inference == "local":
             self._send(episode_id)
-            self._steps.pop(episode_id, None)
-            self._step_version.pop(episode_id, None)
+            for table in (self._steps, self._step_version, self._sent_at):
+                table.pop(episode_id, None)
         self._post(f"/episodes/{episode_id}/end", {"obs": _plain(obs or {}), "truncated": bool(truncated)})
 
     def stats(self) -> dict:
