@@ -197,7 +197,7 @@ def main() -> None:
           f"({args.envs * args.fragment} env steps); {args.seconds:g} s per throughput figure")
     C.flush()
 
-    from marl.algorithms.algorithm import ensure_ray
+    from marl.execution.ray_init import ensure_ray
 
     ensure_ray(max(os.cpu_count() or 1, max(counts) + 1))
 

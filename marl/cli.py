@@ -166,7 +166,7 @@ def cmd_evaluate(args) -> int:
 
 
 def _record_evaluation(algo, args) -> int:
-    from marl.offline.episodes import record_episodes
+    from marl.algorithms.record_episodes import record_episodes
 
     try:
         summary = record_episodes(algo, args.episodes, args.record, explore=args.explore)
@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_experiment_parsers(sub)  # marl experiment SUITE.yaml, marl report RUNS_DIR
 
-    from marl.external.serve_cmd import add_parser as add_serve_parser
+    from marl.serve_command import add_parser as add_serve_parser
 
     add_serve_parser(sub)
     return parser

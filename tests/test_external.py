@@ -18,7 +18,7 @@ import pytest
 import marl
 from marl.errors import ConfigError
 from marl.external import PolicyClient, PolicyServerError
-from marl.external.serve_cmd import serving_config
+from marl.serve_command import serving_config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -36,12 +36,12 @@ def serving_algo(port, overrides=(), **serve):
     return serving_config(config, "127.0.0.1", port, **serve).build()
 
 
-def player(address, token=None, seed=0):
+def player(address, token=None, seed=0, **client):
     """A client thread playing until its `stop` event is set."""
     from external_client import play
 
     stop = threading.Event()
-    thread = threading.Thread(target=play, args=(address, 10**6, token, seed, 60.0, stop), daemon=True)
+    thread = threading.Thread(target=play, args=(address, 10**6, token, seed, 60.0, stop), kwargs=client, daemon=True)
     thread.start()
     return thread, stop
 
@@ -90,6 +90,81 @@ def test_bad_requests_are_refused_with_their_error_while_training_goes_on(monkey
         assert r2["losses/shared/num_sgd_steps"] > 0
     finally:
         algo.stop()
+
+
+def test_a_client_acting_locally_drives_training_with_pulled_weights():
+    """inference: local -- the client rebuilds the modules from GET /weights, acts itself, sends its steps with their
+    log-probs; the server trains on them and the client's weights version follows the learner's."""
+    import torch
+
+    port = free_port()
+    address = f"http://127.0.0.1:{port}"
+    algo = serving_algo(port, ["training.train_batch_size=375"])
+    server = next(d["operator"] for _, d in algo.workflow.graph.nodes(data=True) if d["op"] == "serve").server
+    try:
+        client = PolicyClient(address, inference="local", update_interval_s=0.0)
+        assert client.update_weights() and client.weights_version == server.weights_version
+        obs = {f"agent_{i}": np.random.default_rng(i).normal(size=18) for i in range(3)}
+        x = torch.as_tensor(np.stack(list(obs.values())), dtype=torch.float32)
+        with torch.inference_mode():
+            mine = client.modules["shared"].forward_exploration({"obs": x})["action_dist_inputs"]
+            theirs = server.modules["shared"].forward_exploration({"obs": x})["action_dist_inputs"]
+        assert torch.equal(mine, theirs)  # the same module, rebuilt from the spec, with the same weights
+        # a step batch with one bad step is refused whole; nothing of it is kept
+        eid = client.start_episode()
+        good = {"obs": {"agent_0": [0.0] * 18}, "actions": {"agent_0": 1}, "logp": {"agent_0": -1.6},
+                "vf": {"agent_0": 0.0}, "rewards": {"agent_0": 1.0}}
+        bad = {**good, "actions": {"agent_0": 9}}
+        with pytest.raises(PolicyServerError, match=r"steps\[1\]: action of 'agent_0' must be an element of Discrete\(5\)"):
+            client._post(f"/episodes/{eid}/steps", {"weights_version": 1, "steps": [good, bad]})
+        no_vf = {**good, "vf": {}}
+        with pytest.raises(PolicyServerError, match="'vf' of 'agent_0' must be a finite number"):
+            client._post(f"/episodes/{eid}/steps", {"weights_version": 1, "steps": [no_vf]})
+        assert not server.episodes[eid].rows
+        client.end_episode(eid)
+        # steps reach the server at least every send_every_s seconds, however many are due (silent episodes are dropped)
+        timely = PolicyClient(address, inference="local", update_interval_s=60.0, send_every=10**6, send_every_s=1e-6)
+        eid = timely.start_episode()
+        for _ in range(3):
+            timely.get_action(eid, obs)
+            timely.log_returns(eid, {a: -1.0 for a in obs})
+        assert [len(r["obs"]) for r in server.episodes[eid].rows.values()] == [2, 2, 2]  # the third goes with the next
+        timely.end_episode(eid, obs)
+
+        thread, stop = player(address, inference="local", update_interval_s=0.0)
+        first = server.weights_version
+        results = [algo.train() for _ in range(3)]
+        stop.set()
+        thread.join(timeout=60)
+        r = results[-1]
+        assert r["counters/external/local_steps"] >= 3 * 125 and r.get("counters/external/refused/400") == 2
+        assert r["losses/shared/num_sgd_steps"] > 0
+        assert server.weights_version >= first + 2  # the learner moved on and the server serves its weights
+        assert r["counters/external/weights_sent"] >= 4  # 1 above + the thread's client pulled each of the 3 versions
+        assert math.isfinite(r["episode_return_mean"])
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("feature", ["observation_filter", "connectors", "action_mask", "recurrent", "mappo"])
+def test_what_serve_cannot_do_is_one_config_error_at_start(feature):
+    """Each feature marl serve does not support is refused before the server starts, naming the feature."""
+    scenario = str(ROOT / "scenarios/simple_spread_serve.yaml")
+    config = {
+        "observation_filter": lambda: marl.load_scenario(scenario, ["env_runners.observation_filter=mean_std"]),
+        "connectors": lambda: marl.load_scenario(scenario).connectors(env_to_module=[{"name": "prev_action_reward"}]),
+        "action_mask": lambda: marl.PPOConfig().environment("pettingzoo.classic.connect_four_v3"),
+        "recurrent": lambda: marl.load_scenario(scenario).training(model={"recurrent": "lstm", "cell_size": 16}),
+        "mappo": lambda: marl.load_scenario(str(ROOT / "scenarios/simple_spread_mappo.yaml")),
+    }[feature]()
+    expected = {"observation_filter": "remove connectors.env_to_module.*observation_filter .it is 'mean_std'",
+                "connectors": "takes observations as clients send them", "action_mask": "observes an action mask",
+                "recurrent": "keeps no recurrent state per episode", "mappo": "MAPPO reads the env's global state"}[feature]
+    port = free_port()
+    with pytest.raises(ConfigError, match=expected):
+        serving_config(config, "127.0.0.1", port).build()
+    with socket.socket() as s:  # nothing was left listening
+        s.bind(("127.0.0.1", port))
 
 
 def test_serving_beyond_this_machine_needs_a_token(monkeypatch):

@@ -217,7 +217,7 @@ def test_marwil_and_cql_beat_bc_on_mixed_quality_data(cartpole_recordings, ray_s
 def test_multi_agent_bc_on_simple_tag_each_policy_from_its_own_agents(tmp_path, ray_session):
     """Record a trained simple_tag PPO run's greedy episodes (predator and prey policies); BC trains each policy
     from its own agents' rows only, and each beats its untrained self against the other's untrained policy."""
-    from marl.offline.episodes import record_episodes
+    from marl.algorithms.record_episodes import record_episodes
 
     ppo = marl.load_scenario("scenarios/simple_tag_ppo.yaml", ["training.train_batch_size=2000"]).build()
     try:

@@ -38,6 +38,7 @@ from marl.algorithms.sections import ConfigError
 from marl.envs import make_env
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
+from marl.execution.ray_init import ensure_ray  # noqa: F401  (also imported from here)
 from marl.learners import LearnerGroup
 from marl.policies import resolve_policies
 from marl.runners import EnvRunnerGroup
@@ -47,21 +48,6 @@ from marl.workflow import Evaluate, ExecutionContext, Workflow
 log = logging.getLogger(__name__)
 
 CheckpointError = ckpt.CheckpointError
-
-
-def ensure_ray(num_cpus: int | None = None, runtime_env: dict | None = None) -> None:
-    """Joins RAY_ADDRESS if set, else starts a local Ray (never a stale cluster left by a killed run).
-
-    `runtime_env`: the job's (the user's modules, `marl.runners.user_code.job_runtime_env`)."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    address = os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
-    else:
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, runtime_env=runtime_env)
 
 
 def workflow_for(config) -> Workflow:

@@ -9,11 +9,21 @@
 Observations are lists or arrays of numbers (flattened); actions come back as
 ints (Discrete) or lists of floats (Box). An error response raises
 `PolicyServerError` with the server's message.
+
+`inference="local"` acts here, with no request per step: the client pulls the
+policies' weights and module specs (`GET /weights`) at most every
+`update_interval_s` seconds, rebuilds each module with the server's own module
+code, samples actions from it, and sends the steps it played (observations,
+actions, their log-probabilities and value estimates, rewards, the weights
+version) with `POST /episodes/<id>/steps` every `send_every` steps or
+`send_every_s` seconds, at the episode's end, and before acting with newer weights. The server trains on them
+like on its own: PPO's ratio divides by the log-probabilities sent.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -29,31 +39,141 @@ def _plain(d: dict) -> dict:
 
 
 class PolicyClient:
-    def __init__(self, address: str = "http://127.0.0.1:9900", token: str | None = None, timeout_s: float = 30.0):
+    def __init__(self, address: str = "http://127.0.0.1:9900", token: str | None = None, timeout_s: float = 30.0,
+                 inference: str = "remote", update_interval_s: float = 10.0, send_every: int = 64, seed: int = 0,
+                 send_every_s: float = 5.0):
         import httpx
 
+        if inference not in ("remote", "local"):
+            raise ValueError(f"inference must be 'remote' (on the server) or 'local' (here), got {inference!r}")
+        if update_interval_s < 0 or send_every < 1 or send_every_s <= 0:
+            raise ValueError("update_interval_s must be >= 0, send_every >= 1 and send_every_s > 0")
         self.address = address.rstrip("/")
         token = token if token is not None else os.environ.get("MARL_SERVE_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.address, headers=headers, timeout=timeout_s)
+        self.inference, self.update_interval_s, self.send_every = inference, float(update_interval_s), int(send_every)
+        self.send_every_s = float(send_every_s)  # also sent this often: the server drops episodes silent too long
+        self._sent_at: dict[str, float] = {}
+        self.weights_version: int | None = None  # local inference: the version acting here
+        self.modules: dict = {}
+        self._policy_of: dict[str, str] = {}
+        self._discrete: dict[str, bool] = {}
+        self._pulled_at = -float("inf")
+        self._steps: dict[str, list[dict]] = {}  # episode -> steps played, not sent yet
+        self._step_version: dict[str, int] = {}
+        self._rng = None
+        self._seed = int(seed)
 
     def _post(self, path: str, body: dict) -> dict:
         response = self._http.post(path, json=body)
+        return self._answer(response)
+
+    @staticmethod
+    def _answer(response) -> dict:
         data = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
         if response.status_code >= 400:
             raise PolicyServerError(response.status_code, data.get("error", response.text))
         return data
 
     def start_episode(self) -> str:
-        return self._post("/episodes", {})["episode_id"]
+        eid = self._post("/episodes", {})["episode_id"]
+        if self.inference == "local":
+            self._steps[eid] = []
+            self._sent_at[eid] = time.monotonic()
+        return eid
 
     def get_action(self, episode_id: str, obs: dict) -> dict:
-        return self._post(f"/episodes/{episode_id}/action", {"obs": _plain(obs)})["actions"]
+        if self.inference == "remote":
+            return self._post(f"/episodes/{episode_id}/action", {"obs": _plain(obs)})["actions"]
+        if episode_id not in self._steps:
+            raise PolicyServerError(404, f"unknown episode id '{episode_id}' (not started by this client, or ended)")
+        self.update_weights()
+        steps = self._steps[episode_id]
+        due = time.monotonic() - self._sent_at[episode_id] >= self.send_every_s
+        if steps and (due or len(steps) >= self.send_every or self._step_version[episode_id] != self.weights_version):
+            self._send(episode_id)  # every step sent is complete (its rewards came in before this call)
+        return self._act_locally(episode_id, obs)
+
+    def _act_locally(self, episode_id: str, obs: dict) -> dict:
+        from marl.external.wire import act, action_to_json
+
+        plain = _plain(obs)
+        unknown = [a for a in plain if a not in self._policy_of]
+        if unknown:
+            raise PolicyServerError(400, f"unknown agent id(s) {unknown}; this env's agents: {sorted(self._policy_of)}")
+        by_policy: dict[str, list[str]] = {}
+        for agent in plain:
+            by_policy.setdefault(self._policy_of[agent], []).append(agent)
+        step = {"obs": plain, "actions": {}, "logp": {}, "vf": {}, "rewards": {}}
+        for pid, agents in by_policy.items():
+            actions, logp, vf = act(self.modules[pid], np.stack([np.asarray(plain[a], np.float32) for a in agents]), self._rng)
+            for i, agent in enumerate(agents):
+                step["actions"][agent] = action_to_json(actions[i], self._discrete[pid])
+                step["logp"][agent] = float(logp[i])
+                if vf is not None:
+                    step["vf"][agent] = float(vf[i])
+        self._steps[episode_id].append(step)
+        self._step_version[episode_id] = self.weights_version
+        return dict(step["actions"])
+
+    def update_weights(self, force: bool = False) -> bool:
+        """Local inference: pulls the newest weights when `update_interval_s` has passed; True if they changed."""
+        if not force and time.monotonic() - self._pulled_at < self.update_interval_s:
+            return False
+        import torch
+
+        from marl.external.wire import space_from_json, tensors_from_json
+        from marl.modules import build_module
+
+        have = "" if self.weights_version is None else f"?version={self.weights_version}"
+        data = self._answer(self._http.get(f"/weights{have}"))
+        self._pulled_at = time.monotonic()
+        if data.get("unchanged"):
+            return False
+        for pid, policy in data["policies"].items():
+            if pid not in self.modules:
+                spec = policy["module"]
+                action_space = space_from_json(spec["action_space"])
+                module = build_module(spec["module_class"], space_from_json(spec["observation_space"]), action_space, spec["model"])
+                self.modules[pid] = module.eval()
+                self._discrete[pid] = action_space.shape == ()
+            self.modules[pid].set_state(tensors_from_json(policy["weights"]))
+        self._policy_of = dict(data["agents"])
+        self.weights_version = int(data["version"])
+        if self._rng is None:
+            self._rng = torch.Generator().manual_seed(self._seed)
+        return True
+
+    def _send(self, episode_id: str) -> None:
+        steps = self._steps.get(episode_id)
+        if steps:
+            self._steps[episode_id] = []
+            self._sent_at[episode_id] = time.monotonic()
+            self._post(f"/episodes/{episode_id}/steps", {"weights_version": self._step_version[episode_id], "steps": steps})
 
     def log_returns(self, episode_id: str, rewards: dict) -> None:
-        self._post(f"/episodes/{episode_id}/rewards", {"rewards": {str(k): float(v) for k, v in rewards.items()}})
+        rewards = {str(k): float(v) for k, v in rewards.items()}
+        if self.inference == "remote":
+            self._post(f"/episodes/{episode_id}/rewards", {"rewards": rewards})
+            return
+        steps = self._steps.get(episode_id)
+        if steps is None:
+            raise PolicyServerError(404, f"unknown episode id '{episode_id}' (not started by this client, or ended)")
+        if not steps:
+            raise PolicyServerError(400, f"no action in episode '{episode_id}' since the last send to credit the rewards to")
+        missing = [a for a in rewards if a not in steps[-1]["actions"]]
+        if missing:
+            raise PolicyServerError(400, f"agent(s) {missing} did not act in the last step: no action to credit the reward to")
+        last = steps[-1]["rewards"]
+        for agent, r in rewards.items():
+            last[agent] = last.get(agent, 0.0) + r
 
     def end_episode(self, episode_id: str, obs: dict | None = None, truncated: bool = False) -> None:
+        if self.inference == "local":
+            self._send(episode_id)
+            for table in (self._steps, self._step_version, self._sent_at):
+                table.pop(episode_id, None)
         self._post(f"/episodes/{episode_id}/end", {"obs": _plain(obs or {}), "truncated": bool(truncated)})
 
     def stats(self) -> dict:

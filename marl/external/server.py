@@ -8,6 +8,20 @@ Wire format (JSON over HTTP; every request with `Authorization: Bearer <token>` 
     POST /episodes/<id>/end               {"obs": {agent: [...]}, "truncated": false} -> {"ok": true}
     GET  /stats                                                                -> {counter: value}
 
+Client-side inference (`PolicyClient(..., inference="local")`) uses two more:
+
+    GET  /weights?version=<v>             -> {"version": v, "unchanged": true} when v is the newest, else
+                                             {"version": v', "agents": {agent: policy},
+                                              "policies": {policy: {"module": spec, "weights": {name: tensor}}}}
+    POST /episodes/<id>/steps             {"weights_version": v, "steps": [{"obs": {agent: [...]},
+                                           "actions": {agent: int | [float]}, "logp": {agent: float},
+                                           "vf": {agent: float}, "rewards": {agent: float}}, ...]}  -> {"ok": true}
+
+The module spec and tensor forms are in `marl.external.wire`. `steps` are the client's own
+actions in order, each with the log-probability its policy gave it (the behaviour policy PPO's
+ratio and importance weights divide by) and, for algorithms that record values, the value
+estimate; rewards are the step's. A batch of steps is checked whole before any of it is kept.
+
 An error is a 4xx status with {"error": "<what is wrong>"}: 400 malformed body, unknown
 agent, wrong observation size; 401 missing or wrong token; 404 unknown episode id; 413
 body larger than the limit. Every refusal is counted (`external/refused/<status>`) and
@@ -33,14 +47,40 @@ import threading
 import time
 import uuid
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
+from marl.external.wire import act as sample_actions
+from marl.external.wire import action_to_json
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
+
+
+def check_servable(config, specs: dict) -> None:
+    """What `marl serve` cannot do yet, each as one line before anything starts: observations are taken as clients
+    send them (flat numbers: no connectors, no observation filter, no action masks, no Dict/Tuple spaces), and
+    there is no global env state (MAPPO's centralised critic) nor recurrent state (checked once modules exist)."""
+    from marl.modules.spaces import is_masked_space
+
+    if config.connectors_cfg.env_to_module or config.connectors_cfg.policies or config.env_runners_cfg.observation_filter != "none":
+        raise ConfigError("marl serve takes observations as clients send them: remove connectors.env_to_module, "
+                          "connectors.policies and env_runners.observation_filter (it is "
+                          f"'{config.env_runners_cfg.observation_filter}')")
+    for pid, spec in specs.items():
+        if is_masked_space(spec.observation_space):
+            raise ConfigError(f"marl serve: policy '{pid}' observes an action mask ({config.environment_cfg.env}); clients "
+                              "cannot send masks yet: serve an env without action masks")
+        if not isinstance(spec.observation_space, gym.spaces.Box):
+            raise ConfigError(f"marl serve: policy '{pid}' observes a {type(spec.observation_space).__name__} space; "
+                              "clients send flat lists of numbers, so served envs need Box observations")
+        if sb.STATE in config.runner_columns(pid):
+            raise ConfigError(f"marl serve: {config.algo_name} reads the env's global state at every step (centralised "
+                              f"critic of policy '{pid}'), which clients do not send; serve PPO instead")
 
 
 class RequestError(Exception):
@@ -50,7 +90,7 @@ class RequestError(Exception):
 
 
 class _Episode:
-    __slots__ = ("id", "number", "rows", "last_seen", "t", "agent_returns", "length")
+    __slots__ = ("id", "number", "rows", "last_seen", "t", "agent_returns", "length", "versions")
 
     def __init__(self, number: int):
         self.id = uuid.uuid4().hex
@@ -60,6 +100,7 @@ class _Episode:
         self.t: dict[str, int] = {}
         self.agent_returns: dict[str, float] = {}
         self.length = 0
+        self.versions: set[int] = set()  # weights versions of the rows not yet emitted
 
 
 class ExperienceServer:
@@ -76,8 +117,7 @@ class ExperienceServer:
                 "clients send it as 'Authorization: Bearer <token>'"
             )
         cfg = config
-        if cfg.connectors_cfg.env_to_module or cfg.connectors_cfg.policies or cfg.env_runners_cfg.observation_filter != "none":
-            raise ConfigError("marl serve takes observations as clients send them: remove connectors and env_runners.observation_filter")
+        check_servable(cfg, specs)
         self.host, self.port, self.token = host, int(port), token
         self.max_body_bytes, self.episode_timeout_s = int(max_body_bytes), float(episode_timeout_s)
         self.fragment = cfg.env_runners_cfg.rollout_fragment_length
@@ -85,6 +125,13 @@ class ExperienceServer:
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.policy_of = {a: pid for pid, agents in agents_of.items() for a in agents}
         self.modules = {pid: build_policy_module(cfg, pid, spec) for pid, spec in specs.items()}
+        stateful = [pid for pid, module in self.modules.items() if module.get_initial_state()]
+        if stateful:
+            raise ConfigError(f"marl serve keeps no recurrent state per episode: policies {stateful} have stateful modules "
+                              "(model.recurrent); serve them without a recurrent core")
+        self.module_specs = {pid: self._module_spec(cfg, pid, spec) for pid, spec in specs.items()}
+        self.action_spaces = {pid: spec.action_space for pid, spec in specs.items()}
+        self._weights_json: dict | None = None  # the newest weights in wire form, built on the first request
         for module in self.modules.values():
             module.eval()
         self.obs_dim = {pid: int(np.prod(spec.observation_space.shape)) for pid, spec in specs.items()}
@@ -92,13 +139,25 @@ class ExperienceServer:
         self.values = {pid: sb.VF_PREDS in cfg.runner_columns(pid) for pid in specs}
         self.weights_version = -1
         self.episodes: dict[str, _Episode] = {}
-        self.pieces: list[tuple[dict[str, SampleBatch], int]] = []  # (policy batches, env steps)
+        self.pieces: list[tuple[dict[str, SampleBatch], int, set]] = []  # (policy batches, env steps, weights versions)
         self.finished: list[dict] = []  # episode metrics
         self.counters: dict[str, int] = {}
         self.lock = threading.Lock()
         self.rng = torch.Generator().manual_seed(int(cfg.debugging_cfg.seed or 0))
         self._next_number = 1
         self._loop = self._thread = self._runner = None
+
+    @staticmethod
+    def _module_spec(cfg, pid: str, spec) -> dict | None:
+        """What a client rebuilds the policy's module from (None: a space without a wire form)."""
+        from marl.external.wire import class_path, space_to_json
+
+        try:
+            return {"module_class": class_path(cfg.module_class_for(spec)), "model": cfg.model_for(pid),
+                    "observation_space": space_to_json(spec.observation_space),
+                    "action_space": space_to_json(spec.action_space)}
+        except ValueError:
+            return None
 
     # -- state the training side reads and sets (main thread) -----------------------------------
     def count(self, key: str, n: int = 1) -> None:
@@ -110,6 +169,7 @@ class ExperienceServer:
                 for pid, module in self.modules.items():
                     module.set_state(weights["modules"][pid])
                 self.weights_version = weights["version"]
+                self._weights_json = None
 
     def drain(self) -> tuple[list, list]:
         """The pieces and finished-episode metrics since the last call; drops episodes whose client went silent."""
@@ -166,17 +226,10 @@ class ExperienceServer:
         for agent in obs:
             by_policy.setdefault(self.policy_of[agent], []).append(agent)
         for pid, agents in by_policy.items():
-            x = torch.from_numpy(np.stack([obs[a] for a in agents]))
-            module = self.modules[pid]
-            with torch.inference_mode():
-                res = module.forward_exploration({sb.OBS: x})
-                dist = module.action_dist(res["action_dist_inputs"])
-                act = dist.sample(self.rng)
-                logp = dist.logp(act).numpy()
-            vf = res.get("vf_preds")
-            vf = vf.numpy() if vf is not None else np.zeros(len(agents), np.float32)
+            act, logp, vf = sample_actions(self.modules[pid], np.stack([obs[a] for a in agents]), self.rng)
+            vf = vf if vf is not None else np.zeros(len(agents), np.float32)
             for i, a in enumerate(agents):
-                out[a] = (act[i].numpy(), float(logp[i]), float(vf[i]))
+                out[a] = (act[i], float(logp[i]), float(vf[i]))
         return out
 
     def _values(self, obs: dict[str, np.ndarray]) -> dict[str, float]:
@@ -185,20 +238,99 @@ class ExperienceServer:
     def get_action(self, eid: str, body) -> dict:
         ep = self._episode(eid)
         obs = self._obs(body)
-        if any(len(r["obs"]) >= self.fragment for r in ep.rows.values()):
-            self._emit(ep, next_obs=obs, end=None)  # a fragment's worth: cut, bootstrapped from these observations
         acted = self._forward(obs)
-        actions = {}
+        self._keep_step(ep, obs, acted, self.weights_version)
+        self.count("external/actions", len(acted))
+        return {"actions": {agent: action_to_json(act, self.discrete[self.policy_of[agent]]) for agent, (act, _, _) in acted.items()}}
+
+    def _keep_step(self, ep: _Episode, obs: dict, acted: dict, version: int) -> None:
+        """One step's rows: cut the episode first when a fragment's worth waits (bootstrapped from `obs`)."""
+        if any(len(r["obs"]) >= self.fragment for r in ep.rows.values()):
+            self._emit(ep, next_obs=obs, end=None)
         for agent, (act, logp, vf) in acted.items():
             rows = ep.rows.setdefault(agent, {k: [] for k in ("obs", "actions", "logp", "vf", "rewards", "t")})
             t = ep.t.get(agent, 0)
             for key, value in (("obs", obs[agent]), ("actions", act), ("logp", logp), ("vf", vf), ("rewards", 0.0), ("t", t)):
                 rows[key].append(value)
             ep.t[agent] = t + 1
-            actions[agent] = int(act) if self.discrete[self.policy_of[agent]] else act.astype(float).tolist()
+        ep.versions.add(int(version))
         ep.length += 1
-        self.count("external/actions", len(actions))
-        return {"actions": actions}
+
+    def weights(self, version) -> dict:
+        """`GET /weights`: the newest weights and module specs, or 'unchanged' when the client has them."""
+        from marl.external.wire import tensors_to_json
+
+        if version is not None and str(version) == str(self.weights_version):
+            return {"version": self.weights_version, "unchanged": True}
+        missing = [pid for pid, spec in self.module_specs.items() if spec is None]
+        if missing:
+            raise RequestError(400, f"policies {missing} have spaces without a wire form (Box, Discrete, MultiDiscrete, "
+                                    "MultiBinary have one): use inference on the server")
+        if self._weights_json is None:
+            self._weights_json = {
+                "version": self.weights_version, "agents": dict(self.policy_of),
+                "policies": {pid: {"module": self.module_specs[pid], "weights": tensors_to_json(module.get_state())}
+                             for pid, module in self.modules.items()},
+            }
+        self.count("external/weights_sent")
+        return self._weights_json
+
+    def add_steps(self, eid: str, body) -> dict:
+        """`POST /episodes/<id>/steps`: steps a client acted itself (`inference: local`), checked whole, then kept."""
+        ep = self._episode(eid)
+        steps = body.get("steps") if isinstance(body, dict) else None
+        version = body.get("weights_version") if isinstance(body, dict) else None
+        if not isinstance(steps, list) or not steps or isinstance(version, bool) or not isinstance(version, int):
+            raise RequestError(400, "body must be a JSON object with 'weights_version': int and 'steps': "
+                                    "[{obs, actions, logp, vf, rewards}, ...]")
+        checked = [self._checked_step(i, step) for i, step in enumerate(steps)]
+        for obs, acted, rewards in checked:
+            self._keep_step(ep, obs, acted, version)
+            for agent, r in rewards.items():
+                ep.rows[agent]["rewards"][-1] += r
+                ep.agent_returns[agent] = ep.agent_returns.get(agent, 0.0) + r
+        self.count("external/local_steps", len(checked))
+        self.count("external/actions", sum(len(a) for _, a, _ in checked))
+        return {"ok": True}
+
+    def _checked_step(self, i: int, step) -> tuple[dict, dict, dict]:
+        where = f"steps[{i}]"
+        if not isinstance(step, dict):
+            raise RequestError(400, f"{where} must be an object with obs, actions, logp, vf, rewards")
+        try:
+            obs = self._obs(step)
+        except RequestError as err:
+            raise RequestError(400, f"{where}: {err.message}") from None
+        acted = {}
+        for agent in obs:
+            pid = self.policy_of[agent]
+            action = (step.get("actions") or {}).get(agent)
+            logp = (step.get("logp") or {}).get(agent)
+            vf = (step.get("vf") or {}).get(agent, 0.0 if not self.values[pid] else None)
+            space = self.action_spaces[pid]
+            try:
+                if self.discrete[pid] and (isinstance(action, bool) or not isinstance(action, int)):
+                    raise TypeError
+                act = np.asarray(action, dtype=space.dtype if self.discrete[pid] else np.float32)
+                ok = act.shape == space.shape and (not self.discrete[pid] or space.contains(act)) and bool(np.all(np.isfinite(act)))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise RequestError(400, f"{where}: action of '{agent}' must be an element of {space}, got {action!r}")
+            for name, value in (("logp", logp), ("vf", vf)):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise RequestError(400, f"{where}: '{name}' of '{agent}' must be a finite number, got {value!r}"
+                                            + (" (this algorithm records value estimates)" if name == "vf" else ""))
+            acted[agent] = (act, float(logp), float(vf))
+        rewards = step.get("rewards") or {}
+        if not isinstance(rewards, dict):
+            raise RequestError(400, f"{where}: 'rewards' must be {{agent id: float}}")
+        for agent, r in rewards.items():
+            if agent not in acted:
+                raise RequestError(400, f"{where}: reward for '{agent}', which did not act in this step")
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
+                raise RequestError(400, f"{where}: reward of '{agent}' must be a finite number, got {r!r}")
+        return obs, acted, {a: float(r) for a, r in rewards.items()}
 
     def log_returns(self, eid: str, body) -> dict:
         ep = self._episode(eid)
@@ -268,7 +400,8 @@ class ExperienceServer:
                 rows[key] = []
         if per_policy:
             batches = {pid: SampleBatch.concat([SampleBatch(c) for c in parts]) for pid, parts in per_policy.items()}
-            self.pieces.append((batches, steps))
+            self.pieces.append((batches, steps, set(ep.versions)))
+        ep.versions = set()
 
     # -- HTTP ----------------------------------------------------------------------------------
     def _app(self):
@@ -324,7 +457,15 @@ class ExperienceServer:
         app.router.add_post("/episodes/{eid}/action", verb(self.get_action))
         app.router.add_post("/episodes/{eid}/rewards", verb(self.log_returns))
         app.router.add_post("/episodes/{eid}/end", verb(self.end_episode))
+        app.router.add_post("/episodes/{eid}/steps", verb(self.add_steps))
         app.router.add_get("/stats", stats)
+
+        async def weights(request):
+            with server.lock:
+                server.count("external/requests")
+                return web.json_response(server.weights(request.query.get("version")))
+
+        app.router.add_get("/weights", weights)
         return app
 
     def start(self) -> "ExperienceServer":

@@ -14,11 +14,18 @@ except for a dataset no larger than `cache_mb` on disk: its first epoch streams
 through Ray Data and keeps the rows, later epochs reshuffle them in memory
 (starting a Ray Data execution costs seconds, too much to pay per epoch of a
 small dataset).
+
+Checkpoints keep the position in the pass (`get_state`: the epoch, the batches read of it, the
+generator state it started with): a restored stream continues the same pass instead of starting
+a fresh one. Cached epochs continue exactly (the cache is refilled by streaming the data once,
+unseen); a streamed epoch continues after as many batches, its file order the same (seeded per
+epoch) but its rows as Ray Data's parallel read tasks deliver them.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 from pathlib import Path
 
@@ -100,7 +107,7 @@ class OfflineStream:
                  shuffle_buffer_rows: int = 50_000, seed: int | None = None, cache_mb: float = 0.0):
         import ray.data
 
-        from marl.algorithms.algorithm import ensure_ray
+        from marl.execution.ray_init import ensure_ray
 
         if shuffle not in SHUFFLES:
             raise ConfigError(f"'offline.shuffle' must be one of {list(SHUFFLES)}, got {shuffle!r}")
@@ -113,6 +120,9 @@ class OfflineStream:
         ray.data.DataContext.get_current().enable_progress_bars = False  # one progress log per epoch otherwise
         self.dataset = ray.data.read_parquet(self.files, shuffle="files" if shuffle != "none" else None)
         self.epochs = 0
+        self._epoch_batches = 0  # batches of the current epoch read
+        self._epoch_rng: dict | None = None  # the generator's state when the current epoch began
+        self._resume: dict | None = None
         self._it = None
         local = [f for f in self.files if "://" not in f]
         self.cached = len(local) == len(self.files) and sum(os.path.getsize(f) for f in local) <= cache_mb * (1 << 20)
@@ -121,7 +131,12 @@ class OfflineStream:
     def _streamed(self):
         """One epoch through Ray Data: column dicts of `batch_rows` rows."""
         seed = None if self.seed is None else self.seed + self.epochs
-        for table in self.dataset.iter_batches(
+        dataset = self.dataset
+        if seed is not None and self.shuffle != "none":  # a file order of its own per epoch, the same after a restore
+            import ray.data
+
+            dataset = ray.data.read_parquet(self.files, shuffle=ray.data.FileShuffleConfig(seed=seed, reseed_after_execution=False))
+        for table in dataset.iter_batches(
             batch_size=self.batch_rows, batch_format="pyarrow", drop_last=False,
             local_shuffle_buffer_size=self.buffer if self.shuffle == "rows" else None,
             local_shuffle_seed=seed if self.shuffle == "rows" else None,
@@ -141,17 +156,43 @@ class OfflineStream:
 
     def _batches(self):
         kept: list[dict] = []
+        resume, self._resume = self._resume, None
+        skip = 0
+        if resume is not None and resume["epochs"] > 0:
+            if self.cached and resume["epochs"] > 1:  # refill the cache: the first epoch streams again, unseen
+                self.epochs = 1
+                kept = list(self._streamed())
+            self.epochs, skip = resume["epochs"] - 1, resume["batches"]
+            self.rng.bit_generator.state = json.loads(resume["rng"])
         while True:
             self.epochs += 1
+            self._epoch_rng, self._epoch_batches = self.rng.bit_generator.state, 0
             epoch = self._from_cache(kept) if kept else self._streamed()
             yielded = False
             for columns in epoch:
                 yielded = True
                 if self.cached and self.epochs == 1:
                     kept.append(columns)
+                self._epoch_batches += 1
+                if skip:  # read before the checkpoint
+                    skip -= 1
+                    continue
                 yield columns
             if not yielded:
                 raise OfflineFormatError(f"offline input {self.files[:3]}{'...' if len(self.files) > 3 else ''} holds no rows")
+
+    def get_state(self) -> dict:
+        """The position in the pass: epoch, batches read of it, and the generator state the epoch began with."""
+        if self._resume is not None:
+            return dict(self._resume)
+        if not self.epochs:
+            return {"epochs": 0}
+        return {"epochs": self.epochs, "batches": self._epoch_batches, "rng": json.dumps(self._epoch_rng)}
+
+    def set_state(self, state: dict) -> None:
+        """Continue from `get_state()`'s position (before the first batch is read)."""
+        self.close()
+        self._resume = {"epochs": int(state["epochs"]), "batches": int(state.get("batches", 0)), "rng": state.get("rng")}
 
     def _route(self, agent_ids: np.ndarray) -> np.ndarray:
         """Each row's policy by the run's mapping (not the one recorded: data can be re-mapped)."""

@@ -93,3 +93,14 @@ class OfflineWriter:
         for f in self.files.values():
             self.published += f.close()
         return list(self.published)
+
+
+def agent_names(config) -> list[str]:
+    """The env's possible agents (what `agent_index` indexes), from a probe env."""
+    from marl.envs import make_env
+
+    env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
+    try:
+        return list(env.possible_agents)
+    finally:
+        env.close()

@@ -4,8 +4,9 @@
 
 Building the node starts the HTTP policy server (`marl.external.server`) in a
 thread; each item waits for client experience, then emits every finished piece
-as one batch. Before waiting it gives the server the learner's newest weights
-(inference runs on the server). The token comes from the environment variable
+as one batch, with the weights versions its rows were acted with. Before waiting
+it gives the server the learner's newest weights (inference on the server, and
+what `GET /weights` sends clients that act locally). The token comes from the environment variable
 named by `token_env` (never from the graph, which config.yaml records).
 """
 
@@ -18,9 +19,8 @@ from marl.data import MultiAgentBatch, SampleBatch
 from marl.data.records import BATCH, SampledBatch
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
+from marl.external.server import TOKEN_ENV, ExperienceServer
 from marl.workflow.protocol import Operator
-
-TOKEN_ENV = "MARL_SERVE_TOKEN"
 
 
 class Serve(Operator):
@@ -43,7 +43,6 @@ class Serve(Operator):
 
     def build(self, ctx, inputs):
         from marl.envs import make_env
-        from marl.external.server import ExperienceServer
         from marl.policies import resolve_policies
 
         config = ctx.config
@@ -57,8 +56,10 @@ class Serve(Operator):
         self.server = server = ExperienceServer(
             config, specs, agents_of, agents, self.host, self.port, os.environ.get(self.token_env) or None,
             self.max_body_kb * 1024, self.episode_timeout_s,
-        ).start()
+        )
         metrics, learners = ctx.metrics, ctx.learners
+        server.set_weights(learners.get_weights())  # clients acting locally fetch these before the first pull
+        server.start()
         counters, timer = metrics.counters, metrics.timers["serve"]
 
         def gen():
@@ -73,11 +74,12 @@ class Serve(Operator):
                             break
                         time.sleep(0.02)
                 policies: dict[str, list[SampleBatch]] = {}
-                for batches, _ in pieces:
+                for batches, _, _ in pieces:
                     for pid, b in batches.items():
                         policies.setdefault(pid, []).append(b)
-                batch = MultiAgentBatch({p: SampleBatch.concat(bs) for p, bs in policies.items()}, sum(s for _, s in pieces))
-                record = SampledBatch(batch, finished, [server.weights_version])
+                batch = MultiAgentBatch({p: SampleBatch.concat(bs) for p, bs in policies.items()}, sum(s for _, s, _ in pieces))
+                versions = sorted({v for _, _, vs in pieces for v in vs}) or [server.weights_version]
+                record = SampledBatch(batch, finished, versions)
                 counters[m.ENV_STEPS_SAMPLED] += batch.env_steps
                 counters[m.AGENT_STEPS_SAMPLED] += batch.agent_steps()
                 for pid, n in batch.agent_steps_per_policy().items():

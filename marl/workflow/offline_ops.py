@@ -15,23 +15,13 @@ from __future__ import annotations
 from marl.data.records import BATCH, SKIP, SampledBatch
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
+from marl.offline.writer import agent_names
 from marl.workflow.protocol import Operator
 
 ROWS_WRITTEN = "offline/rows_written"
 FILES_WRITTEN = "offline/files_written"
 ROWS_READ = "offline/rows_read"
 EPOCHS_READ = "offline/epochs"
-
-
-def agent_names(config) -> list[str]:
-    """The env's possible agents (what `agent_index` indexes), from a probe env."""
-    from marl.envs import make_env
-
-    env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
-    try:
-        return list(env.possible_agents)
-    finally:
-        env.close()
 
 
 class Record(Operator):
@@ -44,6 +34,7 @@ class Record(Operator):
             raise ValueError(f"record.max_file_mb must be > 0, got {max_file_mb}")
         self.output, self.max_file_mb = output, max_file_mb
         self._writer = None
+        self._published = 0  # files published by checkpoints (informational)
 
     def build(self, ctx, inputs):
         from marl.offline.writer import OfflineWriter
@@ -75,6 +66,17 @@ class Record(Operator):
             self._writer.close()
             self._writer = None
 
+    def get_state(self) -> dict:
+        """Taken with every checkpoint: the open files are published first, so a restored run (or a process killed
+        after the checkpoint) has every row recorded up to it; the next rows go to new files."""
+        if self._writer is not None:
+            self._published += len(self._writer.close())
+            self._writer.published.clear()
+        return {"files_published": self._published}
+
+    def set_state(self, state: dict) -> None:
+        self._published = int(state.get("files_published", 0))
+
 
 class ReadOffline(Operator):
     """Batches of `rows` recorded rows (default `training.train_batch_size`) from `offline.input`, routed to the
@@ -95,6 +97,18 @@ class ReadOffline(Operator):
             raise ValueError(f"read_offline.shuffle must be one of {list(SHUFFLES)}, got {shuffle!r}")
         self.rows, self.shuffle = (None if rows is None else int(rows)), shuffle
         self._stream = None
+        self._pending: dict | None = None  # a checkpoint's position, for the stream `build` makes
+
+    def get_state(self) -> dict:
+        """The reader's position in its pass over the data (a restored run continues it)."""
+        if self._stream is not None:
+            return {"stream": self._stream.get_state()}
+        return {"stream": self._pending or {"epochs": 0}}
+
+    def set_state(self, state: dict) -> None:
+        self._pending = dict(state["stream"])
+        if self._stream is not None:
+            self._stream.set_state(self._pending)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -114,6 +128,8 @@ class ReadOffline(Operator):
         self.close()
         stream = self._stream = OfflineStream(off.input, config.policy_mapping(), trained, rows, self.shuffle or off.shuffle,
                                off.shuffle_buffer_rows, seed, off.cache_mb)
+        if self._pending is not None:
+            stream.set_state(self._pending)
         metrics = ctx.metrics
         counters, timer = metrics.counters, metrics.timers["read_offline"]
 

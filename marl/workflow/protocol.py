@@ -10,7 +10,8 @@
         handles_skip: bool = False      it passes SKIP on (or drops it); needed where an input may carry SKIP
         build(ctx, inputs) -> LocalIterator   its iterator over records, from its inputs' iterators;
                                         every build starts from fresh state
-        get_state() -> dict | None      what a checkpoint keeps of it (None: nothing, the default)
+        get_state() -> dict | None      what a checkpoint keeps of it (None: nothing, the default); called as
+                                        each checkpoint is taken (record publishes its open files then)
         set_state(state)                continues from get_state()'s output (after a fresh build)
         check_inputs(kinds) -> str|None a reason the inputs do not fit beyond `consumes` (validation)
         close()                         releases what it holds open (files) when the algorithm stops

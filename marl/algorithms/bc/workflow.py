@@ -13,8 +13,9 @@ from marl.workflow.offline_ops import ReadOffline
 from marl.workflow.replay_ops import UpdateTarget
 
 
-def offline_workflow(config, name: str, shuffle: str | None = None, target_every: int | None = None) -> Workflow:
-    """`target_every`: refresh target networks every this many env steps read (CQL)."""
+def offline_workflow(config, name: str, shuffle: str | None = None, target_every: int | None = None,
+                     tau: float = 1.0) -> Workflow:
+    """`target_every`: refresh target networks every this many env steps read (CQL), Polyak with `tau` < 1."""
     wf = (
         Workflow(name)
         .add("read_offline", ReadOffline(rows=config.training_cfg.train_batch_size, shuffle=shuffle))
@@ -22,6 +23,6 @@ def offline_workflow(config, name: str, shuffle: str | None = None, target_every
     )
     last = "learn"
     if target_every is not None:
-        wf.add("update_target", UpdateTarget(every_env_steps=target_every), after="learn")
+        wf.add("update_target", UpdateTarget(every_env_steps=target_every, tau=tau), after="learn")
         last = "update_target"
     return wf.add("report", Report(), after=last)

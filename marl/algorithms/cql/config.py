@@ -1,32 +1,51 @@
-"""CQLConfig: conservative Q-learning on the DQN learner (discrete actions) from recorded data (`offline.input`).
+"""CQLConfig: conservative Q-learning from recorded data (`offline.input`).
 
-Continuous-action CQL belongs on SAC's learner (not built yet)."""
+Discrete actions: CQL(H) on the DQN learner (`loss.py`, a QMLP). Box actions: CQL(H) on SAC's
+learner (`continuous.py`, an ActorQModule: twin Q, squashed-Gaussian actor, learned temperature,
+Polyak targets). Which one follows the env's action spaces, probed once.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import gymnasium as gym
 
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
-from marl.algorithms.sections import doc
+from marl.algorithms.sections import ConfigError, doc
 
 
 @dataclass
 class CQLTraining:
-    lr: float = doc("Adam learning rate", 5e-4, min=0)
+    lr: float = doc("Adam learning rate (Box: of every group without a rate of its own)", 5e-4, min=0)
     adam_eps: float = doc("Adam epsilon", 1e-8, min=0)
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
-    cql_alpha: float = doc("weight of the conservative penalty logsumexp Q(s, .) - Q(s, a); 0 is offline DQN", 1.0, min=0)
+    cql_alpha: float = doc("weight of the conservative penalty soft-max_a Q(s, a) - Q(s, a_data); 0 is offline DQN / SAC", 1.0, min=0)
     train_batch_size: int = doc("recorded rows read per iteration (all policies together)", 2048, min=1)
     minibatch_size: int = doc("rows per SGD step", 256, min=1)
     num_epochs: int = doc("passes over each batch read", 4, min=1)
-    double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
-    dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
-    td_error_loss: str = doc("loss on the TD error", "huber", choices=("huber", "mse"))
-    grad_clip: float | None = doc("max global gradient norm; null: no clipping", 10.0, min=0)
-    target_network_update_freq: int = doc("env steps read between target network updates", 4096, min=1)
-    model: dict = doc("default Q-model options: hiddens, activation", default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"})
+    double_q: bool = doc("Discrete: pick the next action with the online network, value it with the target network", True)
+    dueling: bool = doc("Discrete: dueling head, Q = V + A - mean(A)", True)
+    td_error_loss: str = doc("Discrete: loss on the TD error", "huber", choices=("huber", "mse"))
+    grad_clip: float | None = doc("max global gradient norm (Box: of each group); null: no clipping", 10.0, min=0)
+    target_network_update_freq: int = doc("Discrete: env steps read between target network updates", 4096, min=1)
+    cql_num_actions: int = doc("Box: actions sampled per state and proposal (uniform, current policy) for the soft maximum", 5, min=1)
+    cql_temperature: float = doc("Box: temperature T of the soft maximum T log sum exp(Q / T)", 1.0, min=1e-6)
+    tau: float = doc("Box: Polyak weight of the target critics per SGD step", 0.01, min=0, max=1)
+    actor_lr: float | None = doc("Box: Adam learning rate of the actor; null: lr", 1e-3, min=0)
+    critic_lr: float | None = doc("Box: Adam learning rate of the critics; null: lr", 1e-3, min=0)
+    alpha_lr: float | None = doc("Box: Adam learning rate of the temperature (log alpha); null: lr", None, min=0)
+    initial_alpha: float = doc("Box: SAC temperature at the start", 0.2, min=1e-8)
+    target_entropy: float | None = doc(
+        "Box: entropy the temperature steers the policy to, per agent; null: -action dims", None,
+        check=lambda v: None if v is None or math.isfinite(v) else "must be a finite number (or null)",
+    )
+    twin_q: bool = doc("Box: two critics; targets and the actor use their minimum", True)
+    model: dict = doc("default model options: hiddens, activation (Box: also critic_hiddens)",
+                      default_factory=lambda: {"hiddens": [256, 256], "activation": "relu"})
 
 
 class CQLParts(AlgorithmParts):
@@ -40,18 +59,65 @@ class CQLConfig(OfflineConfig):
     algo_name = "CQL"
     training_section_cls = CQLTraining
     default_module_class = "marl.modules.q_mlp:QMLP"
+    continuous_module_class = "marl.modules.actor_q:ActorQModule"
+
+    def __init__(self):
+        super().__init__()
+        self._continuous: tuple | None = None  # (env, its config, Box?) probed once per env
+
+    def continuous(self) -> bool:
+        """True when the policies act in Box spaces (SAC's learner), False for Discrete (DQN's)."""
+        key = (self.environment_cfg.env, repr(sorted(dict(self.environment_cfg.env_config).items())))
+        if self._continuous is None or self._continuous[:2] != key:
+            from marl.envs import make_env
+            from marl.policies import resolve_policies
+
+            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
+            try:
+                specs, _ = resolve_policies(env, self.policy_specs(), self.policy_mapping())
+            finally:
+                env.close()
+            kinds = {pid: isinstance(spec.action_space, gym.spaces.Box) for pid, spec in specs.items()}
+            if len(set(kinds.values())) > 1:
+                raise ConfigError(f"CQL trains all policies one way: Box or Discrete actions, not both; got {kinds} (True: Box)")
+            self._continuous = (*key, next(iter(kinds.values())))
+        return self._continuous[2]
+
+    def validate(self) -> None:
+        super().validate()
+        if self.continuous() and not self.environment_cfg.unsquash_actions:
+            self.environment_cfg.unsquash_actions = True  # the actor acts in [-1, 1]; the piece maps to the bounds
+
+    def module_class_for(self, spec):
+        if spec.module_class is not None:
+            return spec.module_class
+        return self.continuous_module_class if self.continuous() else self.default_module_class
 
     def model_for(self, policy_id: str) -> dict:
         model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
-            model.setdefault("dueling", self.training_cfg.dueling)
+        t = self.training_cfg
+        cls = self.module_class_for(self.policy_specs()[policy_id])
+        if cls == self.default_module_class:
+            model.setdefault("dueling", t.dueling)
             model.setdefault("epsilon", [[0, 0.0]])  # acts greedily (evaluation only)
+        elif cls == self.continuous_module_class:
+            model.setdefault("twin_q", t.twin_q)
+            model.setdefault("initial_alpha", t.initial_alpha)
         return model
 
     def algorithm_parts(self):
+        if self.continuous():
+            from marl.algorithms.cql.continuous import ContinuousCQLParts
+
+            return ContinuousCQLParts()
         return CQLParts()
 
     def default_workflow(self):
         from marl.algorithms.bc.workflow import offline_workflow
 
-        return offline_workflow(self, "cql", target_every=self.training_cfg.target_network_update_freq)
+        t = self.training_cfg
+        if self.continuous():  # Polyak after every batch read: its SGD steps' worth of tau
+            steps = t.num_epochs * math.ceil(t.train_batch_size / t.minibatch_size)
+            tau = min(1.0, max(1.0 - (1.0 - t.tau) ** steps, 1e-6))
+            return offline_workflow(self, "cql", target_every=1, tau=tau)
+        return offline_workflow(self, "cql", target_every=t.target_network_update_freq)

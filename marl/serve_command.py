@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 from marl.errors import ConfigError
-from marl.workflow.external_ops import TOKEN_ENV, Serve
+from marl.external.server import TOKEN_ENV
+from marl.workflow.external_ops import Serve
 
 
 def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episode_timeout_s: float = 60.0):

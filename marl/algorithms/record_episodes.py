@@ -17,9 +17,8 @@ from marl.data import sample_batch as sb
 def record_episodes(algo, episodes: int, output, explore: bool = False, max_file_mb: float | None = None) -> dict:
     """Plays and records `episodes` episodes; returns {episodes, rows, files, episode_return_mean, ...}."""
     from marl.algorithms.evaluation import EVALUATION_FIRST_INDEX
-    from marl.offline.writer import OfflineWriter
+    from marl.offline.writer import OfflineWriter, agent_names
     from marl.runners.env_runner import EnvRunner
-    from marl.workflow.offline_ops import agent_names
 
     if int(episodes) < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
