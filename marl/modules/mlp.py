@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from marl.modules.catalog import (
@@ -96,9 +97,15 @@ _FUNCTIONAL_ACTIVATIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.ELU: tor
 
 
 def _functional(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    for layer in seq:
-        if isinstance(layer, nn.Linear):
-            x = torch.addmm(layer.bias, x, layer.weight.t())
+    # F.linear is the addmm(bias, x, weight.t()) nn.Linear runs, in one call (no Python-side transpose), and the
+    # parameters are read from the layer's own table (nn.Module.__getattr__ is a Python function per lookup).
+    # Anything else (a parametrised or custom layer) is called as a module.
+    for layer in seq._modules.values():
+        kind = type(layer)
+        if kind is nn.Linear:
+            params = layer._parameters
+            x = F.linear(x, params["weight"], params["bias"])
         else:
-            x = _FUNCTIONAL_ACTIVATIONS[type(layer)](x)
+            activation = _FUNCTIONAL_ACTIVATIONS.get(kind)
+            x = activation(x) if activation is not None else layer(x)
     return x
