@@ -72,25 +72,32 @@ class ActorCriticMLP(RLModule):
         return self._outputs(batch)
 
     def _outputs(self, batch):
-        h = self.features(batch["obs"])
+        h = batch["obs"] if self._direct else self.core(self.encoder(batch["obs"]))
         out = {"action_dist_inputs": self._fast_inputs(batch, h)}
-        if self.vf is not None:
-            out["vf_preds"] = _functional(self.vf, h).squeeze(-1)
+        vf = self._modules.get("vf")  # (one dict read: `self.vf` goes through nn.Module.__getattr__)
+        if vf is not None:
+            out["vf_preds"] = _functional(vf, h).squeeze(-1)
         return out
 
     def _fast_inputs(self, batch, h):
-        out = _functional(self.pi, h)
+        out = _functional(self._modules["pi"], h)
         if self.continuous:
             return torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        return self.apply_action_mask(out, batch)
+        return out if batch.get("action_mask") is None else self.apply_action_mask(out, batch)
 
+    # Runners call these inside their own inference_mode block: entering it again costs five Python calls.
     def forward_exploration(self, batch):
+        if torch.is_inference_mode_enabled():
+            return self._outputs(batch)
         with torch.inference_mode():
             return self._outputs(batch)
 
     def forward_inference(self, batch):
-        with torch.inference_mode():
-            return {"action_dist_inputs": self._fast_inputs(batch, self.features(batch["obs"]))}
+        if not torch.is_inference_mode_enabled():
+            with torch.inference_mode():
+                return self.forward_inference(batch)
+        h = batch["obs"] if self._direct else self.core(self.encoder(batch["obs"]))
+        return {"action_dist_inputs": self._fast_inputs(batch, h)}
 
 
 _FUNCTIONAL_ACTIVATIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}
