@@ -1,13 +1,18 @@
 """Overlapped sampling (`env_runners.overlap`) against the synchronous default, at equal env steps, over seeds.
 
-    .venv/bin/python benchmarks/overlap.py [--seeds 3] [--tasks cartpole,spread] [--spread-steps 100000] [--json out.json]
+    .venv/bin/python benchmarks/overlap.py [--seeds 3] [--tasks cartpole,spread] [--modes sync,overlap,overlap_half]
+                                           [--spread-steps 100000] [--json out.json]
 
-For each task and seed two runs, back to back (the order alternates with the seed), each
+For each task and seed one run per mode, back to back (the order rotates with the seed), each
 in a fresh process:
 
 * sync: the scenario as it is (in-process sampling, strictly synchronous: the default);
 * overlap: the same scenario with `env_runners.num_env_runners=1 env_runners.overlap=true`:
-  one runner actor samples the next round while the in-process learner trains on this one.
+  one runner actor samples the next round while the in-process learner trains on this one;
+  a round is what the runner's fragment length makes it;
+* overlap_half: overlap with `rollout_fragment_length` set so that one round is half a train
+  batch (train_batch_size / (2 x envs x agents) env steps per env copy: 128 for both scenarios),
+  so only the first half of each batch lags the learner by a whole update.
 
 Tasks: `cartpole` (scenarios/cartpole_ppo.yaml, up to --cartpole-steps env steps: time and
 env steps to a mean return of 450, measured from the end of the build, and the build itself,
@@ -33,7 +38,13 @@ import time
 import _common as C
 
 SCENARIOS = {"cartpole": "scenarios/cartpole_ppo.yaml", "spread": "scenarios/simple_spread_ppo.yaml"}
-MODES = {"sync": [], "overlap": ["env_runners.num_env_runners=1", "env_runners.overlap=true"]}
+OVERLAP = ["env_runners.num_env_runners=1", "env_runners.overlap=true"]
+HALF_BATCH_FRAGMENT = {"cartpole": 128, "spread": 128}  # train_batch_size / (2 x 8 envs x agents): 2048/16, 6144/48
+MODES = {
+    "sync": lambda task: [],
+    "overlap": lambda task: OVERLAP,
+    "overlap_half": lambda task: OVERLAP + [f"env_runners.rollout_fragment_length={HALF_BATCH_FRAGMENT[task]}"],
+}
 
 
 def run_one(task: str, mode: str, seed: int, env_steps: int) -> dict:
@@ -41,7 +52,7 @@ def run_one(task: str, mode: str, seed: int, env_steps: int) -> dict:
     t_start = time.perf_counter()
     import marl
 
-    overrides = MODES[mode] + [f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}", "stop.episode_return_mean=null"]
+    overrides = MODES[mode](task) + [f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}", "stop.episode_return_mean=null"]
     algo = marl.load_scenario(C.REPO_ROOT / SCENARIOS[task], overrides).build()
     t_built = time.perf_counter()
     curve, to_450 = [], None
@@ -105,14 +116,15 @@ def mean(values) -> float:
 
 
 def curve_table(runs: list[dict], task: str, bucket: int, env_steps: int) -> None:
-    curves = {m: [bucketed(r["curve"], bucket, env_steps) for r in runs if r["task"] == task and r["mode"] == m] for m in MODES}
+    modes = list(dict.fromkeys(r["mode"] for r in runs))
+    curves = {m: [bucketed(r["curve"], bucket, env_steps) for r in runs if r["task"] == task and r["mode"] == m] for m in modes}
     rows = []
     for i in range(math.ceil(env_steps / bucket)):
         row = [f"{min((i + 1) * bucket, env_steps):,}"]
-        for m in MODES:
+        for m in modes:
             row += [C.fmt_num(mean([c[i] for c in curves[m]])), span([c[i] for c in curves[m]])]
         rows.append(row)
-    headers = ["env steps"] + [h for m in MODES for h in (f"{m} mean", f"{m} min-max")]
+    headers = ["env steps"] + [h for m in modes for h in (f"{m} mean", f"{m} min-max")]
     C.print_table(headers, rows, title=f"{task}: episode return per {bucket:,}-step bucket, mean over seeds")
 
 
@@ -121,6 +133,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--tasks", default="cartpole,spread")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {list(MODES)}")
     parser.add_argument("--cartpole-steps", type=int, default=60_000)
     parser.add_argument("--spread-steps", type=int, default=100_000)
     parser.add_argument("--raw-seconds", type=float, default=5.0)
@@ -131,6 +144,10 @@ def main() -> None:
         return
 
     tasks = [t for t in args.tasks.split(",") if t]
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown mode(s) {unknown}; known: {list(MODES)}")
     steps = {"cartpole": args.cartpole_steps, "spread": args.spread_steps}
     print(C.machine_line(), flush=True)
     runs, raw = [], []
@@ -138,8 +155,8 @@ def main() -> None:
         raw.append(raw_env_rate(args.raw_seconds))
     for task in tasks:
         for seed in range(args.seeds):
-            order = list(MODES) if seed % 2 == 0 else list(reversed(MODES))
-            for mode in order:
+            shift = seed % len(modes)
+            for mode in modes[shift:] + modes[:shift]:  # each mode goes first once every len(modes) seeds
                 runs.append(spawn(task, mode, seed, steps[task]))
     if "spread" in tasks:
         raw.append(raw_env_rate(args.raw_seconds))
@@ -153,7 +170,7 @@ def main() -> None:
     rows = []
     raw_rate = mean(raw) if raw else math.nan
     for task in tasks:
-        for m in MODES:
+        for m in modes:
             rs = [r for r in runs if r["task"] == task and r["mode"] == m]
             reached = [r["to_450"] for r in rs if r["to_450"]]
             rate = C.median([r["steps_per_s"] for r in rs])

@@ -88,9 +88,39 @@ def test_a_sampled_round_round_trips_through_a_state_tree(tmp_path):
 
 
 # -- with a runner actor -------------------------------------------------------
-def ppo_cartpole():
-    """scenarios/cartpole_ppo.yaml's settings, one runner actor sampling beside the in-process learner."""
-    return overlapped(marl.load_scenario("scenarios/cartpole_ppo.yaml")).debugging(seed=0)
+def ppo_cartpole(overlap_round: str = "fragment"):
+    """scenarios/cartpole_ppo.yaml's settings, one runner actor sampling beside the in-process learner
+    (rounds of a whole train batch unless said otherwise: 8 envs x 256 steps)."""
+    config = overlapped(marl.load_scenario("scenarios/cartpole_ppo.yaml")).debugging(seed=0)
+    return config.env_runners(overlap_round=overlap_round)
+
+
+def test_overlap_rounds_hold_half_a_train_batch_whatever_the_agent_count():
+    """env_runners.overlap_round=half_batch (the default): one sample() brings at most half of a runner's share
+    of the train batch in agent steps, so a multi-agent round is not a whole batch (or more) again."""
+    from marl.runners import EnvRunner
+    from marl.runners.fragments import fragment_length
+
+    def spread(*overrides):
+        return marl.load_scenario("scenarios/simple_spread_ppo.yaml", list(overrides))
+
+    cartpole = overlapped(marl.load_scenario("scenarios/cartpole_ppo.yaml"))
+    assert cartpole.env_runners_cfg.overlap_round == "half_batch"
+    assert fragment_length(cartpole, 1) == 128  # 2048 agent steps / (2 x 8 envs)
+    on = ["env_runners.num_env_runners=1", "env_runners.overlap=true"]
+    assert fragment_length(spread(*on), 3) == 128  # 6144 agent steps / (2 x 8 envs x 3 agents)
+    assert fragment_length(spread("env_runners.num_env_runners=2", "env_runners.overlap=true"), 3) == 64  # each runner's share
+    assert fragment_length(spread(*on, "env_runners.rollout_fragment_length=32"), 3) == 32  # already short enough
+    assert fragment_length(spread(*on, "env_runners.overlap_round=fragment"), 3) == 256  # a whole batch per round
+    assert fragment_length(spread("env_runners.num_env_runners=1"), 3) == 256  # synchronous: as given
+    assert fragment_length(overlapped(DQNConfig()).env_runners(rollout_fragment_length=64), 1) == 64  # not a batch unit
+    runner = EnvRunner(cartpole.validate() or cartpole, 1)
+    try:
+        assert runner.sample().batch.agent_steps() == 1024  # two rounds make the 2048-step batch
+    finally:
+        runner.stop()
+    with pytest.raises(ConfigError, match="overlap_round"):
+        cartpole.env_runners(overlap_round="quarter").validate()
 
 
 @pytest.mark.slow
@@ -105,6 +135,20 @@ def test_overlapped_ppo_lags_exactly_one_update_and_learns_cartpole(ray_session)
         assert r["perf/policy_lag_mean"] == 1 and r["perf/policy_lag_max"] == 1
     returns = [r["episode_return_mean"] for r in results]
     assert returns[-1] >= 150 and returns[-1] > 4 * returns[0], returns
+
+
+@pytest.mark.slow
+def test_half_batch_rounds_lag_only_the_first_half_of_each_batch(ray_session):
+    """The default round (half a train batch): the first half of a batch was sampled during the previous update
+    (lag 1), the second half with the weights that update produced (lag 0)."""
+    algo = ppo_cartpole("half_batch").build()
+    try:
+        results = [algo.train() for _ in range(3)]
+    finally:
+        algo.stop()
+    assert results[0]["perf/policy_lag_max"] == 0 and results[0]["env_steps_this_iter"] == 2048
+    for r in results[1:]:
+        assert r["perf/policy_lag_mean"] == 0.5 and r["perf/policy_lag_max"] == 1
 
 
 @pytest.mark.slow

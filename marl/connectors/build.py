@@ -236,6 +236,9 @@ class PolicyConnectors:
         self.obs_shape, self.obs_dtype = self.env_to_module.obs_shape, self.env_to_module.obs_dtype
         self.action_shape, self.action_dtype = self.module_to_env.shape, self.module_to_env.dtype
         self._copy_actions = bool(self.module_to_env.pieces)  # pieces get a copy: the batch keeps the sample
+        # No pieces and no previous-action inputs: actions go straight to the env's types (one call per step).
+        plain = not self.module_to_env.pieces and self.env_to_module._last_action is None
+        self._plain_to_env = self.module_to_env.to_env if plain else None
 
     def rows(self, env_index, agent_index, episode_id, returns, update_stats: bool) -> RowContext:
         """The context of acting rows; `returns` () -> each row's agent return so far (read only if needed)."""
@@ -260,6 +263,8 @@ class PolicyConnectors:
         return self.env_to_module(raw_obs, ctx)
 
     def to_env(self, actions, ctx: RowContext) -> list:
+        if self._plain_to_env is not None:
+            return self._plain_to_env(actions)
         self.env_to_module.record_actions(actions, ctx)
         return self.module_to_env(actions.copy() if self._copy_actions else actions, ctx)
 

@@ -25,6 +25,10 @@ class Distribution:
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def logp_numpy(self, actions: np.ndarray) -> np.ndarray:
+        """`logp` of sampled actions given as NumPy, as NumPy (what runners record); the same numbers."""
+        return self.logp(torch.from_numpy(actions)).numpy()
+
     def entropy(self) -> torch.Tensor:
         raise NotImplementedError
 
@@ -37,16 +41,22 @@ class Categorical(Distribution):
         self.log_probs = F.log_softmax(logits, dim=-1)
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        # Gumbel-max: one kernel, no normalisation pass.
-        # (empty_like().uniform_ costs what rand_like does; torch.rand(shape, generator=...) is ~20 % slower)
-        u = torch.empty_like(self.log_probs).uniform_(generator=generator).clamp_(1e-20, 1.0)
-        return torch.argmax(self.log_probs - torch.log(-torch.log(u)), dim=-1)
+        # Gumbel-max: argmax(log p - log(-log u)). Runners call this once per env step between env steps that
+        # evict the caches, where each torch call costs several microseconds: one draw (torch.rand = empty +
+        # uniform_, the same numbers from the generator) and in-place ops, 7 calls.
+        lp = self.log_probs
+        u = torch.rand(lp.shape, generator=generator, dtype=lp.dtype).clamp_(1e-20, 1.0)
+        return torch.argmax(lp - u.log_().neg_().log_(), dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
         return torch.argmax(self.log_probs, dim=-1)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def logp_numpy(self, actions: np.ndarray) -> np.ndarray:
+        lp = self.log_probs.numpy()  # one torch call; the pick is NumPy indexing (gather copies the same values)
+        return lp.reshape(-1, lp.shape[-1])[np.arange(actions.size), actions.reshape(-1)].reshape(actions.shape)
 
     def entropy(self) -> torch.Tensor:
         p = self.log_probs.exp()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from marl.modules.catalog import (
@@ -71,34 +72,47 @@ class ActorCriticMLP(RLModule):
         return self._outputs(batch)
 
     def _outputs(self, batch):
-        h = self.features(batch["obs"])
+        h = batch["obs"] if self._direct else self.core(self.encoder(batch["obs"]))
         out = {"action_dist_inputs": self._fast_inputs(batch, h)}
-        if self.vf is not None:
-            out["vf_preds"] = _functional(self.vf, h).squeeze(-1)
+        vf = self._modules.get("vf")  # (one dict read: `self.vf` goes through nn.Module.__getattr__)
+        if vf is not None:
+            out["vf_preds"] = _functional(vf, h).squeeze(-1)
         return out
 
     def _fast_inputs(self, batch, h):
-        out = _functional(self.pi, h)
+        out = _functional(self._modules["pi"], h)
         if self.continuous:
             return torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        return self.apply_action_mask(out, batch)
+        return out if batch.get("action_mask") is None else self.apply_action_mask(out, batch)
 
+    # Runners call these inside their own inference_mode block: entering it again costs five Python calls.
     def forward_exploration(self, batch):
+        if torch.is_inference_mode_enabled():
+            return self._outputs(batch)
         with torch.inference_mode():
             return self._outputs(batch)
 
     def forward_inference(self, batch):
-        with torch.inference_mode():
-            return {"action_dist_inputs": self._fast_inputs(batch, self.features(batch["obs"]))}
+        if not torch.is_inference_mode_enabled():
+            with torch.inference_mode():
+                return self.forward_inference(batch)
+        h = batch["obs"] if self._direct else self.core(self.encoder(batch["obs"]))
+        return {"action_dist_inputs": self._fast_inputs(batch, h)}
 
 
 _FUNCTIONAL_ACTIVATIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}
 
 
 def _functional(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    for layer in seq:
-        if isinstance(layer, nn.Linear):
-            x = torch.addmm(layer.bias, x, layer.weight.t())
+    # F.linear is the addmm(bias, x, weight.t()) nn.Linear runs, in one call (no Python-side transpose), and the
+    # parameters are read from the layer's own table (nn.Module.__getattr__ is a Python function per lookup).
+    # Anything else (a parametrised or custom layer) is called as a module.
+    for layer in seq._modules.values():
+        kind = type(layer)
+        if kind is nn.Linear:
+            params = layer._parameters
+            x = F.linear(x, params["weight"], params["bias"])
         else:
-            x = _FUNCTIONAL_ACTIVATIONS[type(layer)](x)
+            activation = _FUNCTIONAL_ACTIVATIONS.get(kind)
+            x = activation(x) if activation is not None else layer(x)
     return x

@@ -174,7 +174,8 @@ class MultiRLModule(nn.Module):
         self._modules_by_id = nn.ModuleDict(modules)
 
     def __getitem__(self, policy_id: str) -> RLModule:
-        return self._modules_by_id[policy_id]
+        # What ModuleDict[policy_id] returns, read directly (runners ask once per policy per env step).
+        return self._modules["_modules_by_id"]._modules[policy_id]
 
     def __contains__(self, policy_id: str) -> bool:
         return policy_id in self._modules_by_id

@@ -35,9 +35,7 @@ from marl.connectors import PolicyConnectors, build_policy_module
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
-from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 from marl.envs import EnvChecker, EnvStepError, make_env, register_env
-from marl.envs.validation import unpack_step
 from marl.modules import MultiRLModule
 from marl.modules.recurrent import sequence_chunking  # where stored states start training sequences
 from marl.policies import MappingError, PolicyMapping, resolve_policies
@@ -46,7 +44,8 @@ from marl.runners.collector import PolicyCollector, check_columns
 from marl.runners.env_checks import BoundaryCheck
 from marl.runners.fragments import fragment_length
 from marl.runners.episode_replay import obs_digest, replay_episode
-from marl.runners.global_state import GlobalState, probe_global_state, state_rows
+from marl.runners.global_state import GlobalState, probe_global_state
+from marl.runners.lockstep import LockstepSteps
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 
 ALL = "__all__"
@@ -58,7 +57,7 @@ def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
 
 
-class EnvRunner(ActorBasics):  # ping, getpid, node_id
+class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, node_id
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
         """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
         torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
@@ -183,175 +182,7 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
             self._reset_env(k)
         self._started = True
 
-    # -- one lockstep step over all envs ------------------------------------
-    def _act(self, collect: bool, explore: bool) -> list[dict]:
-        """One forward pass per policy over the acting agents of all envs; returns per-env action dicts."""
-        # pid -> (env indices, agent ids, raw obs, episode ids, env steps, agent indices)
-        groups: dict[str, tuple[list, list, list, list, list, list]] = {}
-        agent_index = self.agent_index
-        for k in self._active:
-            episode = self._episodes[k]
-            binding, eps_id, t = episode.policy_of, episode.id, episode.t
-            for agent, ob in self._obs[k].items():
-                pid = binding.get(agent) or self._bind(episode, agent)
-                group = groups.get(pid)
-                if group is None:
-                    group = groups[pid] = ([], [], [], [], [], [])
-                group[0].append(k)
-                group[1].append(agent)
-                group[2].append(ob)
-                group[3].append(eps_id)
-                group[4].append(t)
-                group[5].append(agent_index[agent])
-            episode.agent_steps.update(self._obs[k].keys())  # one count per acting agent (a C loop)
-
-        actions: list[dict] = [{} for _ in range(self.num_envs)]
-        states = None
-        if self.global_state is not None:  # one state per env copy, shared by its agents' rows
-            states = [self.global_state(self.envs[k], self._obs[k]) for k in range(self.num_envs)]
-        for pid, (envs_idx, agents, raw_obs, eps_ids, steps, agent_idx) in groups.items():
-            conn = self.connectors[pid]
-            rows = conn.rows(envs_idx, agent_idx, eps_ids, lambda e=envs_idx, a=agents: self._agent_returns(e, a), update_stats=collect)
-            module = self.module[pid]
-            state_block, global_state = state_rows(states, envs_idx)  # one state per env copy, one view per row
-            agent_states = self.agent_states.get(pid)
-            state_in = episode_start = None
-            if agent_states is not None:
-                state_in, episode_start = agent_states.gather(envs_idx, agents)
-            build = self.module_inputs[pid]
-            try:
-                inputs, obs, mask = build(raw_obs, rows, agent_idx, global_state, state_in, episode_start)
-            except (ValueError, TypeError) as err:  # name the misshapen observation, not NumPy's complaint
-                raise self._boundary.shape_error(raw_obs, agents, self._label(envs_idx[0]), err) or err
-            if explore:
-                out = module.forward_exploration(inputs)
-                dist = module.action_dist(out["action_dist_inputs"])
-                act_t = dist.sample(self.torch_rng)
-            else:
-                out = module.forward_inference(inputs)
-                dist = module.action_dist(out["action_dist_inputs"])
-                # A random baseline's greedy action is still a draw, from this runner's seeded stream.
-                act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
-            if agent_states is not None:  # the acting agents' states advance; the others' stay
-                agent_states.scatter(envs_idx, agents, out.get("state_out"))
-            act = act_t.numpy()
-            env_actions = conn.to_env(act, rows)
-            if collect:
-                row = self.collectors[pid].add_block(
-                    obs, act, mask, eps_ids, agent_idx, envs_idx, steps,
-                    self._requested(pid, out, dist, act_t, state_block, state_in, episode_start),
-                )
-                for k, agent in zip(envs_idx, agents):
-                    self._pending[k][agent] = (pid, row)
-                    row += 1
-            for j, (k, agent) in enumerate(zip(envs_idx, agents)):
-                actions[k][agent] = env_actions[j]
-        return actions
-
-    def _agent_returns(self, envs_idx: list, agents: list) -> list:
-        """Each row's agent return so far in its episode (read by previous-reward connector inputs)."""
-        return [self._episodes[k].agent_returns.get(a, 0.0) for k, a in zip(envs_idx, agents)]
-
-    def _requested(self, pid: str, out: dict, dist, act_t, state_block, state_in, episode_start) -> dict:
-        """The optional columns of one block of rows: only those the policy's algorithm asks for."""
-        columns = self.columns[pid]
-        extra = {}
-        if sb.ACTION_LOGP in columns:
-            with torch.inference_mode():
-                extra[sb.ACTION_LOGP] = dist.logp(act_t).numpy()
-        if sb.VF_PREDS in columns:
-            vf = out.get("vf_preds")
-            if vf is None:
-                raise ConfigError(
-                    f"policy '{pid}': its algorithm records value predictions, but module "
-                    f"{type(self.module[pid]).__name__}.forward_exploration returned no 'vf_preds'"
-                )
-            extra[sb.VF_PREDS] = vf.numpy()
-        if sb.STATE in columns:
-            extra[sb.STATE] = state_block
-        if state_in is not None:
-            for name, value in state_in.items():
-                extra[sb.state_in_column(name)] = value
-            extra[sb.EPISODE_START] = episode_start
-        return extra
-
-    def _step_envs(self, actions: list[dict], collect: bool) -> int:
-        """Steps every env; closes finished agents' rows; resets finished envs. Returns env steps taken."""
-        truncated_rows: dict[str, tuple[list, list, list, list]] = {}  # pid -> piece ends (see _bootstrap)
-        collectors = self.collectors
-        envs, replay, checkers = self.envs, self._replay, self._checkers
-        stepped = 0
-        for k in self._active:
-            if self._parked[k]:
-                continue
-            stepped += 1
-            replay[k].append(actions[k])
-            try:
-                result = envs[k].step(actions[k])
-            except Exception as err:  # name where it happened; the original error stays attached
-                episode = self._episodes[k]
-                raise EnvStepError(
-                    f"{self._label(k)} raised at episode step {episode.t} while agents {list(actions[k])} acted "
-                    f"(actions {actions[k]}): {type(err).__name__}: {err}"
-                ) from err
-            try:
-                obs, rewards, terminateds, truncateds, _ = result
-            except (TypeError, ValueError):
-                unpack_step(result, self._label(k))  # raises, naming what the env returned
-                raise
-            episode = self._episodes[k]
-            episode.t += 1
-            if checkers is not None:
-                checkers[k].check_step(actions[k], obs, rewards, terminateds, truncateds, episode.t)
-            self._boundary.step(obs, rewards, terminateds, truncateds, lambda: self._label(k), episode.t)
-            pending = self._pending[k]
-            returns = episode.agent_returns
-            for agent, r in rewards.items():
-                r = float(r)
-                returns[agent] = returns.get(agent, 0.0) + r
-                slot = pending.get(agent)
-                if slot is not None and collect:
-                    collectors[slot[0]].rewards[slot[1]] += r
-            all_done = terminateds.get(ALL, False) or truncateds.get(ALL, False)
-            ended = [a for a, d in terminateds.items() if d and a != ALL]
-            ended_trunc = [a for a, d in truncateds.items() if d and a != ALL]
-            if ended or ended_trunc or all_done:
-                # The state reached, read before the env resets: a centralised critic bootstraps from it.
-                next_state = self.global_state(envs[k], obs) if ended_trunc and self.global_state is not None else None
-                obs = dict(obs)
-                for agent in ended:
-                    slot = pending.pop(agent, None)
-                    if slot is not None and collect:
-                        collectors[slot[0]].terminateds[slot[1]] = True
-                    obs.pop(agent, None)
-                for agent in ended_trunc:
-                    slot = pending.pop(agent, None)
-                    final_obs = obs.pop(agent, None)
-                    if slot is not None and collect:
-                        collectors[slot[0]].truncateds[slot[1]] = True
-                        rows = truncated_rows.setdefault(slot[0], ([], [], [], []))
-                        rows[0].append(slot[1])
-                        rows[1].append(final_obs)
-                        rows[2].append(next_state)
-                        rows[3].append(self._carried_state(slot[0], k, agent))
-                if all_done:
-                    # Agents the env ended without a flag: treat as truncated, bootstrap from their own value.
-                    for agent, (pid, row) in pending.items():
-                        if collect:
-                            collectors[pid].truncateds[row] = True
-                            collectors[pid].end_without_next(row)
-                    episode.done = True
-                    self._finished.append(episode.metrics())
-                    if self._finishing:
-                        self._parked[k], self._obs[k] = True, {}
-                    else:
-                        self._reset_env(k)
-                    continue
-            self._obs[k] = obs
-        if truncated_rows:
-            self._bootstrap(truncated_rows)
-        return stepped
-
+    # -- one lockstep step over all envs: _act and _step_envs (marl/runners/lockstep.py) --
     def _finish_episodes(self, explore: bool) -> int:
         """Steps the envs until every open episode has ended, then resets them all; returns env steps taken."""
         env_steps = 0

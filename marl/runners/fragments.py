@@ -8,6 +8,11 @@ times the train batch of an algorithm that counts its batch in agent steps
 that one call brings about its share of a train batch, and never more rows than
 the same settings bring from a single-agent env: single-agent envs, and
 multi-agent ones whose rows fit, keep `rollout_fragment_length` exactly.
+
+With `env_runners.overlap` (and `overlap_round: half_batch`, the default) one call brings at
+most half of its share of a train batch, whatever the agent count: the runner samples the
+second half of a batch with the weights of the update that the first half waited for, so only
+half the rows lag (learning per env step then matches synchronous sampling on CartPole).
 """
 
 from __future__ import annotations
@@ -20,10 +25,16 @@ def fragment_length(config, num_agents: int) -> int:
     run = config.env_runners_cfg
     length, envs = run.rollout_fragment_length, run.num_envs_per_env_runner
     batch = getattr(config.training_cfg, "train_batch_size", None)
-    if not getattr(config, "batch_in_agent_steps", False) or batch is None or num_agents <= 1:
+    if not getattr(config, "batch_in_agent_steps", False) or batch is None:
         return length
+    agents = max(1, num_agents)
     per_runner = math.ceil(batch / max(1, run.num_env_runners))
-    limit = max(per_runner, envs * length)  # rows: a train batch's share, or what a single-agent env brings
-    if envs * length * num_agents <= limit:
+    if getattr(run, "overlap", False) and getattr(run, "overlap_round", "half_batch") == "half_batch":
+        limit = math.ceil(per_runner / 2)  # overlap: half a train batch per round (see `env_runners.overlap_round`)
+    elif agents <= 1:
         return length
-    return max(1, math.ceil(limit / (envs * num_agents)))
+    else:
+        limit = max(per_runner, envs * length)  # rows: a train batch's share, or what a single-agent env brings
+    if envs * length * agents <= limit:
+        return length
+    return max(1, math.ceil(limit / (envs * agents)))
