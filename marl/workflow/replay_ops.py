@@ -49,7 +49,8 @@ class StoreToReplay(Operator):
 
                 self._one_step()
                 return agent_sequences(policy_batch, recurrent_options(ctx.config.model_for(pid))[2], names)
-            return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
+            # the legal actions at obs travel too (masked envs only): discrete SAC's actor masks its policy with them
+            return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX, sb.ACTION_MASK))
         groups = ctx.config.group_agent_indices(pid)
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")

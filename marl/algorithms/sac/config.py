@@ -93,7 +93,8 @@ class SACConfig(AlgorithmConfig):
     algo_name = "SAC"
     training_section_cls = SACTraining
     default_module_class = "marl.modules.actor_q:ActorQModule"
-    sample_columns = frozenset({sb.NEXT_OBS})  # transitions; no values, no log-probs
+    # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.
+    sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     deterministic = False  # TD3/MADDPG: a deterministic actor with exploration noise
 
     def __init__(self):
