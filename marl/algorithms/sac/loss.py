@@ -16,7 +16,8 @@ Every term works on [B, n, ...] rows of a group's env step: n = 1 for per-agent 
 agents for MASAC (centralised critics over the joint observation and action; the team reward;
 log pi of the joint action is the sum of the agents' log-probs, and the target entropy is n times
 the per-agent one). `weights` are prioritised replay's importance weights; the TD errors go back to
-the buffer as priorities.
+the buffer as priorities. With `critic_state: global_state` the centralised critics read the env's
+global state (`state`, and `next_state` in the targets) in place of the joined observations.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from marl.modules.squashed import SquashedGaussian
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS,
-                sb.ACTION_MASK, sb.NEXT_ACTION_MASK)
+                sb.ACTION_MASK, sb.NEXT_ACTION_MASK, sb.STATE, sb.NEXT_STATE)
 CRITIC_TARGET = "critic"  # the target copy of the critics
 
 
@@ -99,7 +100,7 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
     with torch.no_grad():
         if module.continuous:
             next_actions, next_logp = policy_sample(module, next_obs)
-            q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, target_critics)), 0).values
+            q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, target_critics, batch.get(sb.NEXT_STATE))), 0).values
             v_next = q_next - alpha * next_logp
         else:
             probs, logp = _discrete_policy(module, next_obs, batch.get(sb.NEXT_ACTION_MASK))
@@ -108,7 +109,7 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * v_next
     if module.continuous:
-        qs = module.q_values(obs, actions)
+        qs = module.q_values(obs, actions, state=batch.get(sb.STATE))
     else:
         taken = actions.long().reshape(-1, 1)
         qs = [q.gather(1, taken).squeeze(1) for q in module.q_values(obs, None)]
@@ -121,7 +122,7 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
     if module.continuous:
         actions, logp = policy_sample(module, obs)
         with frozen(module.critic_parameters()):
-            q = torch.min(torch.stack(module.q_values(obs, actions)), 0).values
+            q = torch.min(torch.stack(module.q_values(obs, actions, state=batch.get(sb.STATE))), 0).values
         loss = (alpha * logp - q).mean()
         return loss, {"loss": loss, "logp_mean": logp.mean()}
     probs, logp = _discrete_policy(module, obs, batch.get(sb.ACTION_MASK))
