@@ -51,6 +51,8 @@ class MASACTraining(SACTraining, GroupTraining):
 class CentralisedGroups:
     """What MASAC and MADDPG add to their single-agent configs: groups, joint replay, group module options."""
 
+    mixed_family = None  # a group's joint transitions need the whole group trained by one MASAC/MADDPG policy
+
     def __init__(self):
         super().__init__()
         self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)

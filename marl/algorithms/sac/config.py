@@ -96,6 +96,7 @@ class SACConfig(AlgorithmConfig):
     # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     deterministic = False  # TD3/MADDPG: a deterministic actor with exploration noise
+    mixed_family = "replay"  # a MIXED run can train a SAC or TD3 policy from its own buffer
 
     def __init__(self):
         super().__init__()
@@ -126,6 +127,12 @@ class SACConfig(AlgorithmConfig):
 
     def replay_buffer_config(self) -> dict:
         return buffer_settings(self.training_cfg)
+
+    def target_update(self, updates_per_round: float) -> tuple[int, float]:
+        """Once per sampling round, the compound of the round's per-update Polyak steps (as in SAC's own graph)."""
+        from marl.algorithms.sac.workflow import polyak_per_round
+
+        return 1, min(1.0, max(polyak_per_round(self.training_cfg.tau, updates_per_round), 1e-6))
 
     def algorithm_parts(self):
         return SACParts()
