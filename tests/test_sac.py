@@ -166,6 +166,17 @@ def test_discrete_sac_targets_are_expectations_over_the_policy():
     assert sac.target_entropy(module, cfg) == pytest.approx(0.1 * math.log(4))
 
 
+def test_discrete_dueling_critics_are_value_plus_centred_advantages():
+    module = _module(gym.spaces.Discrete(4), dueling=True)
+    obs = torch.randn(5, 1, 3)
+    out = module.critics[0](obs[:, 0])  # [V, A_1..A_4]
+    assert out.shape == (5, 5)
+    expected = out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True)
+    torch.testing.assert_close(module.q_values(obs, None)[0], expected)
+    assert marl.SACConfig().environment("CartPole-v1").model_for("default_policy")["dueling"] is True
+    assert "dueling" not in marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")
+
+
 def test_discrete_sac_masks_illegal_actions_in_the_actor_and_the_soft_value():
     """Masked logits: the soft value at s' and the actor's expectation at s range over the legal actions
     only (a softmax over them, by hand); an all-zero mask (a terminated row) keeps every action."""

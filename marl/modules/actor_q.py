@@ -18,7 +18,8 @@ The learner trains three parameter groups (`actor_parameters`, `critic_parameter
 and keeps target copies of `critics` (and of `actors` for the deterministic family).
 
 model options: hiddens, critic_hiddens (default: hiddens), activation, deterministic, twin_q,
-exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices, state_dim.
+exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices, state_dim, dueling (Discrete
+critics: Q = V + A - mean(A), as DQN's dueling head).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
 
 MODEL_KEYS = {
     "hiddens", "critic_hiddens", "activation", "deterministic", "twin_q", "exploration_noise", "initial_alpha",
-    "shared_actor", "agent_id", "agent_indices", "state_dim",
+    "shared_actor", "agent_id", "agent_indices", "state_dim", "dueling",
 }
 
 
@@ -50,6 +51,7 @@ class ActorQModule(RLModule):
         if unknown:
             raise ValueError(f"unknown actor-critic model option(s) {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
         self.continuous = isinstance(action_space, gym.spaces.Box)
+        self.dueling = False
         if not self.continuous and not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"SAC/TD3 need a Box or Discrete action space, got {action_space}")
         self.deterministic = bool(cfg.get("deterministic", False))
@@ -86,7 +88,10 @@ class ActorQModule(RLModule):
             seen = self.group_size * self.obs_dim if self.state_dim is None else int(self.state_dim)
             critic_in, critic_out = seen + self.group_size * self.act_dim, 1
         else:
-            critic_in, critic_out = self.obs_dim, self.act_dim
+            # dueling: one value and the advantages; the actions' Q values differ by little next to their
+            # common size (CartPole: gaps of ~0.1 on values of ~50), which a separate V head learns apart
+            self.dueling = bool(cfg.get("dueling", False))
+            critic_in, critic_out = self.obs_dim, self.act_dim + int(self.dueling)
         twin = bool(cfg.get("twin_q", True))
         self.critics = nn.ModuleList(mlp(critic_in, critic_hiddens, critic_out, activation, out_gain=1.0) for _ in range(2 if twin else 1))
         if self.deterministic:
@@ -169,4 +174,7 @@ class ActorQModule(RLModule):
             seen = obs.reshape(b, -1) if self.state_dim is None else state.reshape(b, -1)
             x = torch.cat([seen, actions.reshape(b, -1)], dim=-1)
             return [critic(x).squeeze(-1) for critic in critics]
-        return [critic(obs.reshape(b, -1)) for critic in critics]
+        outs = [critic(obs.reshape(b, -1)) for critic in critics]
+        if not self.dueling:
+            return outs
+        return [out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True) for out in outs]

@@ -64,6 +64,9 @@ class SACTraining(ReplayActorCriticTraining):
         check=lambda v: None if v is None or math.isfinite(v) else "must be a finite number (or null)",
     )
     discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.1, min=0, max=1)
+    dueling: bool = doc(
+        "Discrete actions: dueling critics, Q = V + A - mean(A) (the actions' values differ by little next to their size)", True,
+    )
 
 
 def group_lr(cfg, group: str) -> float:
@@ -120,6 +123,8 @@ class SACConfig(AlgorithmConfig):
         if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
             model.setdefault("twin_q", self.training_cfg.twin_q)
             model.update(self.module_options())
+            if getattr(self.training_cfg, "dueling", False):  # SAC's Discrete critics (TD3/MADDPG: Box only)
+                model.setdefault("dueling", True)
         return model
 
     def module_options(self) -> dict:
