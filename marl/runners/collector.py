@@ -122,7 +122,7 @@ class PolicyCollector:
     def set_next_states(self, rows, states: np.ndarray) -> None:
         """The global states reached at the ends of the pieces of `rows` (truncations, fragment cuts)."""
         if self.next_state_index is not None and len(rows):
-            self.next_state_index[rows] = self._add_states(np.asarray(states, np.float32)) + np.arange(len(rows))
+            self.next_state_index[rows] = self._add_states(np.stack(states).astype(np.float32)) + np.arange(len(rows))
 
     def add_block(self, obs, actions, mask, eps_id, agent_index, env_index, t, extra: dict) -> int:
         """Writes m rows; returns the index of the first. `extra` holds the requested columns' values

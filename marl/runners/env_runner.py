@@ -408,8 +408,7 @@ class EnvRunner(ActorBasics):  # ping, getpid, node_id
                 collector.next_obs[rows] = obs
             if collector.next_action_mask is not None:
                 collector.next_action_mask[rows] = mask
-            if collector.next_state_index is not None:
-                collector.set_next_states(rows, np.stack([next_states[j] for j in reached]))
+            collector.set_next_states(rows, [next_states[j] for j in reached])  # no-op unless next_state is asked for
 
     # -- public API ---------------------------------------------------------
     def sample(self, explore: bool = True) -> SampledBatch:
