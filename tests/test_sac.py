@@ -340,7 +340,7 @@ def test_the_graph_is_dqns_with_polyak_per_round():
     assert ops == ["sample", "store_to_replay", "replay", "learn", "update_priorities", "update_target", "sync_weights", "concurrently", "report"]
     # 1 env x 8 steps per round, 256 replayed transitions per env step, 256 per update: 8 updates per round
     assert graph.nodes["join"]["params"]["weights"] == [1, 8]
-    assert graph.nodes["update_target"]["params"]["tau"] == pytest.approx(polyak_per_round(0.005, 8))
+    assert graph.nodes["update_target"]["params"]["tau"] == pytest.approx(polyak_per_round(0.02, 8))
     assert polyak_per_round(0.005, 8) == pytest.approx(1 - 0.995**8)
     assert marl.MASACConfig().environment("mpe2.simple_spread_v3").default_workflow().graph.nodes["store"]["params"]["joint"] is True
 

@@ -39,6 +39,8 @@ class GroupTraining:
 
 @dataclass
 class MASACTraining(SACTraining, GroupTraining):
+    tau: float = doc("Polyak weight of the target critics per learner update (applied once per sampling round)", 0.005, min=0, max=1)
+    n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
     train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update", 256, min=1)
     replay_capacity: int = doc("joint transitions each group's buffer holds", 100_000, min=1)
     num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 2000, min=0)
