@@ -63,6 +63,13 @@ def test_discrete_sac_cartpole_reaches_450_within_100k_env_steps():
     train_until(marl.load_scenario(ROOT / "scenarios/cartpole_sac.yaml"), 450, 100_000, "discrete SAC on CartPole-v1")
 
 
+def test_discrete_sac_defaults_reach_450_on_cartpole_within_100k_env_steps():
+    """`marl train --algo SAC --env CartPole-v1`: the defaults alone (dueling critics, tau 0.02, 3-step
+    targets, [256, 256], one update per env step). Measured: 458 at 18k env steps (seed 1)."""
+    config = config_from_dict({"algo": "SAC", "environment": {"env": "CartPole-v1"}}, ["debugging.seed=1"])
+    train_until(config, 450, 100_000, "discrete SAC's defaults on CartPole-v1")
+
+
 def test_two_agent_pendulum_summed_return_reaches_minus_500_within_40k_env_steps():
     """Two independent pendulums, each agent mapped to its own policy (RLlib's CI: -800 within 500k)."""
     from tests.two_pendulums import register
