@@ -166,6 +166,81 @@ def test_discrete_sac_targets_are_expectations_over_the_policy():
     assert sac.target_entropy(module, cfg) == pytest.approx(0.1 * math.log(4))
 
 
+def test_discrete_dueling_critics_are_value_plus_centred_advantages():
+    module = _module(gym.spaces.Discrete(4), dueling=True)
+    obs = torch.randn(5, 1, 3)
+    out = module.critics[0](obs[:, 0])  # [V, A_1..A_4]
+    assert out.shape == (5, 5)
+    expected = out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True)
+    torch.testing.assert_close(module.q_values(obs, None)[0], expected)
+    assert marl.SACConfig().environment("CartPole-v1").model_for("default_policy")["dueling"] is True
+    assert "dueling" not in marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")
+
+
+def test_discrete_sac_masks_illegal_actions_in_the_actor_and_the_soft_value():
+    """Masked logits: the soft value at s' and the actor's expectation at s range over the legal actions
+    only (a softmax over them, by hand); an all-zero mask (a terminated row) keeps every action."""
+    space = gym.spaces.Discrete(4)
+    module, batch = _module(space), _batch(discrete=True)
+    cfg = marl.SACConfig().training_cfg
+    targets = {"critic": _target_critics(module)}
+    mask, next_mask = torch.ones(6, 4), torch.ones(6, 4)
+    mask[:, 1], next_mask[:, [0, 3]] = 0.0, 0.0
+    next_mask[5] = 0.0
+    batch[sb.ACTION_MASK], batch[sb.NEXT_ACTION_MASK] = mask, next_mask
+
+    def legal_logp(logits, m):
+        return torch.where(m > 0.5, logits, torch.full_like(logits, -torch.inf)).log_softmax(-1) if m.any() else logits.log_softmax(-1)
+
+    with torch.no_grad():
+        raw2 = module.actors[0](batch[sb.NEXT_OBS])
+        logp2 = torch.stack([legal_logp(raw2[i], next_mask[i]) for i in range(6)])
+        qt = torch.minimum(*(c(batch[sb.NEXT_OBS]) for c in targets["critic"]))
+        p2 = logp2.exp()
+        v = (p2 * (qt - 0.3 * torch.where(p2 > 0, logp2, torch.zeros_like(logp2)))).sum(-1)
+        y = batch[sb.REWARDS] + 0.9 * (1 - batch[sb.TERMINATEDS].float()) * v
+        raw = module.actors[0](batch[sb.OBS])
+        logp = torch.stack([legal_logp(raw[i], mask[i]) for i in range(6)])
+        p = logp.exp()
+        q = torch.minimum(*(c(batch[sb.OBS]) for c in module.critics))
+        expected_actor = (p * (0.3 * torch.where(p > 0, logp, torch.zeros_like(logp)) - q)).sum(-1).mean()
+        expected_entropy = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1).mean()
+    _, stats = sac.critic_loss(module, batch, cfg, targets)
+    assert stats["target_mean"].item() == pytest.approx(y.mean().item(), rel=1e-5)
+    unmasked = dict(batch)
+    del unmasked[sb.NEXT_ACTION_MASK]
+    assert sac.critic_loss(module, unmasked, cfg, targets)[1]["target_mean"].item() != pytest.approx(y.mean().item(), rel=1e-3)
+    actor, actor_stats = sac.actor_loss(module, batch, cfg, {})
+    assert actor.item() == pytest.approx(expected_actor.item(), rel=1e-5)
+    assert actor_stats["entropy"].item() == pytest.approx(expected_entropy.item(), rel=1e-5)
+    actor.backward()
+    assert all(torch.isfinite(p.grad).all() for p in module.actor_parameters())
+    _, alpha_stats = sac.alpha_loss(module, batch, cfg, {})
+    assert alpha_stats["entropy"].item() == pytest.approx(expected_entropy.item(), rel=1e-5)
+
+
+def test_discrete_sac_trains_on_a_masked_turn_based_env_with_the_masks_replayed():
+    """Connect Four (masks, two players on one policy): replay carries each row's legal actions at obs and
+    at next_obs, every stored action was legal, and the losses stay finite."""
+    algo = (
+        marl.SACConfig().environment("pettingzoo.classic.connect_four_v3")
+        .training(num_steps_sampled_before_learning_starts=64, min_env_steps_per_iteration=64, train_batch_size=32,
+                  training_intensity=8, model={"hiddens": [32]})
+        .debugging(seed=0).build()
+    )
+    try:
+        result = algo.train()
+        result = algo.train()
+        rows, _ = algo.replay_buffers["default_policy"].sample(256)
+        mask, actions = np.asarray(rows[sb.ACTION_MASK]), np.asarray(rows[sb.ACTIONS]).astype(int)
+        assert mask.shape[1] == 7 and np.all(mask[np.arange(len(actions)), actions] > 0.5)
+        assert sb.NEXT_ACTION_MASK in rows
+        assert result["counters/learner_updates"] > 0
+        assert all(math.isfinite(result[f"losses/default_policy/{g}/loss"]) for g in ("critic", "actor", "alpha"))
+    finally:
+        algo.stop()
+
+
 # -- TD3 -------------------------------------------------------------------------------------------------
 def test_td3_target_smoothing_by_hand():
     module = _module(deterministic=True)
@@ -265,7 +340,7 @@ def test_the_graph_is_dqns_with_polyak_per_round():
     assert ops == ["sample", "store_to_replay", "replay", "learn", "update_priorities", "update_target", "sync_weights", "concurrently", "report"]
     # 1 env x 8 steps per round, 256 replayed transitions per env step, 256 per update: 8 updates per round
     assert graph.nodes["join"]["params"]["weights"] == [1, 8]
-    assert graph.nodes["update_target"]["params"]["tau"] == pytest.approx(polyak_per_round(0.005, 8))
+    assert graph.nodes["update_target"]["params"]["tau"] == pytest.approx(polyak_per_round(0.02, 8))
     assert polyak_per_round(0.005, 8) == pytest.approx(1 - 0.995**8)
     assert marl.MASACConfig().environment("mpe2.simple_spread_v3").default_workflow().graph.nodes["store"]["params"]["joint"] is True
 

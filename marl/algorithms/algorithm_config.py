@@ -387,6 +387,12 @@ class AlgorithmConfig:
         """Keyword arguments of `make_replay_buffer` for each trained policy; None: no replay."""
         return None
 
+    def target_update(self, updates_per_round: float) -> tuple[int, float]:
+        """(every_env_steps, tau) of a replay-trained policy's `update_target` node in a MIXED graph, given its
+        learner updates per sampling round; DQN's keys here (SAC compounds its per-update Polyak weight)."""
+        t = self.training_cfg
+        return int(t.target_network_update_freq), float(t.tau)
+
     def algorithm_parts(self) -> AlgorithmParts:
         raise NotImplementedError
 

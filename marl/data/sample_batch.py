@@ -34,6 +34,7 @@ T = "t"  # env step index inside the episode at which the agent acted
 SEGMENT_END = "segment_end"  # last row of an agent's trajectory piece in this batch
 BOOTSTRAP_VALUE = "bootstrap_value"  # V(s') at a segment end that is not a termination
 STATE = "state"  # global state at the env step the agent acted (centralised critics, MAPPO); a table
+NEXT_STATE = "next_state"  # global state after the action (centralised Q critics, MASAC/MADDPG); a view of table `state`
 NEXT_OBS = "next_obs"  # observation after the action (DQN family); at a piece end: the state reached
 NEXT_ACTION_MASK = "next_action_mask"  # legal actions at next_obs (masked envs, DQN family); zeros after a termination
 EPISODE_START = "episode_start"  # the row's agent starts its episode here (stateful modules: state_in is the initial state)

@@ -9,7 +9,8 @@ Box actions live in [-1, 1]; the `unsquash_actions` piece maps them to the env's
 The critics (two with `twin_q`) value a state-action pair. Decentralised (no `agent_indices`):
 Q(o, a) of one agent, or for Discrete actions Q(o, .) over all actions. Centralised (MASAC,
 MADDPG: `agent_indices` names the group's env agents, filled in by their configs): Q(s, a_1..a_n)
-over the joined observations and actions of the group at one env step (`marl.replay.joint`).
+over the joined observations and actions of the group at one env step (`marl.replay.joint`), or
+with `state_dim` Q(state, a_1..a_n) over the env's global state (`critic_state: global_state`).
 A group's agents share one actor (`shared_actor`, with a one-hot of the agent's place in the
 group when `agent_id`) or each has its own.
 
@@ -17,7 +18,8 @@ The learner trains three parameter groups (`actor_parameters`, `critic_parameter
 and keeps target copies of `critics` (and of `actors` for the deterministic family).
 
 model options: hiddens, critic_hiddens (default: hiddens), activation, deterministic, twin_q,
-exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices.
+exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices, state_dim, dueling (Discrete
+critics: Q = V + A - mean(A), as DQN's dueling head).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
 
 MODEL_KEYS = {
     "hiddens", "critic_hiddens", "activation", "deterministic", "twin_q", "exploration_noise", "initial_alpha",
-    "shared_actor", "agent_id", "agent_indices",
+    "shared_actor", "agent_id", "agent_indices", "state_dim", "dueling",
 }
 
 
@@ -49,6 +51,7 @@ class ActorQModule(RLModule):
         if unknown:
             raise ValueError(f"unknown actor-critic model option(s) {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
         self.continuous = isinstance(action_space, gym.spaces.Box)
+        self.dueling = False
         if not self.continuous and not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"SAC/TD3 need a Box or Discrete action space, got {action_space}")
         self.deterministic = bool(cfg.get("deterministic", False))
@@ -59,6 +62,9 @@ class ActorQModule(RLModule):
         self.group_size = len(indices) if indices else 1
         if self.central and not self.continuous:
             raise ValueError("centralised critics (MASAC/MADDPG) need Box actions; discrete actions: use SAC per agent")
+        self.state_dim = cfg.get("state_dim")
+        if self.state_dim is not None and not self.central:
+            raise ValueError("model.state_dim (critics over the global state) needs centralised critics (agent_indices)")
         self.shared_actor = bool(cfg.get("shared_actor", True))
         self.agent_id = bool(cfg.get("agent_id", False)) and self.shared_actor and self.group_size > 1
         hiddens = check_hiddens(cfg.get("hiddens", [256, 256]))
@@ -79,9 +85,13 @@ class ActorQModule(RLModule):
         n_actors = 1 if self.shared_actor else self.group_size
         self.actors = nn.ModuleList(mlp(actor_in, hiddens, actor_out, activation, out_gain=0.01) for _ in range(n_actors))
         if self.continuous:
-            critic_in, critic_out = self.group_size * (self.obs_dim + self.act_dim), 1
+            seen = self.group_size * self.obs_dim if self.state_dim is None else int(self.state_dim)
+            critic_in, critic_out = seen + self.group_size * self.act_dim, 1
         else:
-            critic_in, critic_out = self.obs_dim, self.act_dim
+            # dueling: one value and the advantages; the actions' Q values differ by little next to their
+            # common size (CartPole: gaps of ~0.1 on values of ~50), which a separate V head learns apart
+            self.dueling = bool(cfg.get("dueling", False))
+            critic_in, critic_out = self.obs_dim, self.act_dim + int(self.dueling)
         twin = bool(cfg.get("twin_q", True))
         self.critics = nn.ModuleList(mlp(critic_in, critic_hiddens, critic_out, activation, out_gain=1.0) for _ in range(2 if twin else 1))
         if self.deterministic:
@@ -152,12 +162,19 @@ class ActorQModule(RLModule):
         places = torch.arange(n).repeat(b)
         return self.actor_rows(obs.reshape(b * n, -1), places, actors).view(b, n, -1)
 
-    def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None, critics: nn.ModuleList | None = None) -> list[torch.Tensor]:
-        """Each critic's Q: Box, obs [B, n, obs_dim] and actions [B, n, act_dim] -> [B];
-        Discrete, obs [B, 1, obs_dim] -> [B, actions] (actions unused)."""
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None, critics: nn.ModuleList | None = None,
+                 state: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Each critic's Q: Box, obs [B, n, obs_dim] (or the global state [B, state_dim] with `state_dim`)
+        and actions [B, n, act_dim] -> [B]; Discrete, obs [B, 1, obs_dim] -> [B, actions] (actions unused)."""
         critics = self.critics if critics is None else critics
         b = obs.shape[0]
         if self.continuous:
-            x = torch.cat([obs.reshape(b, -1), actions.reshape(b, -1)], dim=-1)
+            if self.state_dim is not None and state is None:
+                raise ValueError("critics over the global state (model.state_dim) need the batch's state columns")
+            seen = obs.reshape(b, -1) if self.state_dim is None else state.reshape(b, -1)
+            x = torch.cat([seen, actions.reshape(b, -1)], dim=-1)
             return [critic(x).squeeze(-1) for critic in critics]
-        return [critic(obs.reshape(b, -1)) for critic in critics]
+        outs = [critic(obs.reshape(b, -1)) for critic in critics]
+        if not self.dueling:
+            return outs
+        return [out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True) for out in outs]

@@ -5,7 +5,9 @@ and agent). Value decomposition (VDN, QMIX) learns from the group's joint
 step instead: all agents' observations and actions, the team reward (the sum
 of the agents' rewards), the next observations, and the global state before
 and after. The global state is the group's observations joined in group
-order; for mpe2's simple_spread this is exactly the env's `state()`.
+order (for mpe2's simple_spread this is exactly the env's `state()`), or, where
+the runners recorded it (`state` and `next_state` columns: MASAC/MADDPG with
+`critic_state: global_state`), the env's global state as MAPPO's critic sees it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.replay.nstep import nstep_transitions
 
-STATE = "state"
-NEXT_STATE = "next_state"
+STATE = sb.STATE
+NEXT_STATE = sb.NEXT_STATE
 
 
 def join_group_steps(batch: SampleBatch, agent_indices: list[int]) -> SampleBatch:
@@ -53,7 +55,11 @@ def join_group_steps(batch: SampleBatch, agent_indices: list[int]) -> SampleBatc
         col = batch[name][order]
         return col.reshape((steps, n) + col.shape[1:])
 
+    recorded = {}
+    if sb.STATE in batch and sb.NEXT_STATE in batch:  # one state per env step, shared by the group's rows
+        recorded = {STATE: per_step(sb.STATE)[:, 0], NEXT_STATE: per_step(sb.NEXT_STATE)[:, 0]}
     return SampleBatch({
+        **recorded,
         sb.OBS: per_step(sb.OBS),
         sb.ACTIONS: per_step(sb.ACTIONS),
         sb.NEXT_OBS: per_step(sb.NEXT_OBS),
@@ -69,7 +75,8 @@ def join_group_steps(batch: SampleBatch, agent_indices: list[int]) -> SampleBatc
 def joint_transitions(batch: SampleBatch, agent_indices: list[int], n_step: int, gamma: float) -> SampleBatch:
     """n-step joint transitions of the group, with the global state before and after."""
     steps = join_group_steps(batch, agent_indices)
-    out = nstep_transitions(steps, n_step, gamma)
-    out[STATE] = out[sb.OBS].reshape(len(out), -1)
-    out[NEXT_STATE] = out[sb.NEXT_OBS].reshape(len(out), -1)
+    out = nstep_transitions(steps, n_step, gamma, keep=(STATE,))
+    if STATE not in out:
+        out[STATE] = out[sb.OBS].reshape(len(out), -1)
+        out[NEXT_STATE] = out[sb.NEXT_OBS].reshape(len(out), -1)
     return out

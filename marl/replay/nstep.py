@@ -54,6 +54,8 @@ def nstep_transitions(batch: SampleBatch, n: int, gamma: float, keep: tuple[str,
     }
     if sb.NEXT_ACTION_MASK in batch:  # legal actions at the bootstrap state
         out[sb.NEXT_ACTION_MASK] = batch[sb.NEXT_ACTION_MASK][last]
+    if sb.NEXT_STATE in batch:  # the global state at the bootstrap step
+        out[sb.NEXT_STATE] = batch[sb.NEXT_STATE][last]
     for name in keep:
         if name in batch:
             out[name] = batch[name]

@@ -21,7 +21,7 @@ from marl.data.chunks import SequencePlan, chunk_start_index
 from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
 
 # What an algorithm may ask runners for (action masks come with masked action spaces, unasked).
-REQUESTABLE = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK, sb.STATE})
+REQUESTABLE = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK, sb.STATE, sb.NEXT_STATE})
 
 
 def check_columns(columns, policy_id: str) -> frozenset:
@@ -36,6 +36,8 @@ def check_columns(columns, policy_id: str) -> frozenset:
         raise ConfigError(f"policy '{policy_id}': sample column '{sb.BOOTSTRAP_VALUE}' needs '{sb.VF_PREDS}' too")
     if sb.NEXT_ACTION_MASK in columns and sb.NEXT_OBS not in columns:
         raise ConfigError(f"policy '{policy_id}': sample column '{sb.NEXT_ACTION_MASK}' needs '{sb.NEXT_OBS}' too")
+    if sb.NEXT_STATE in columns and not {sb.STATE, sb.NEXT_OBS} <= columns:
+        raise ConfigError(f"policy '{policy_id}': sample column '{sb.NEXT_STATE}' needs '{sb.STATE}' and '{sb.NEXT_OBS}' too")
     return columns
 
 
@@ -79,6 +81,11 @@ class PolicyCollector:
             self.spec[sb.table_index(sb.STATE)] = ((), np.int64)
             self.state_table = np.zeros((16, state_dim), np.float32)
             self.n_states = 0
+        # The state reached after each row: the next row's state inside a piece (filled in build()), the
+        # state the runner read at a piece end that is not a termination (appended to the same table).
+        self.next_state_index = None
+        if sb.NEXT_STATE in columns:
+            self.spec[sb.table_index(sb.NEXT_STATE)] = ((), np.int64)
         # Stateful modules: the state entering each row is held here while the fragment is sampled; the built
         # batch keeps it only where a training sequence starts (what the learner and sequence replay read).
         self.state_columns = [sb.state_in_column(name) for name in (module_state or {})]
@@ -105,6 +112,7 @@ class PolicyCollector:
         self.vf_preds = self.cols.get(sb.VF_PREDS)
         self.next_obs = self.cols.get(sb.NEXT_OBS)
         self.next_action_mask = self.cols.get(sb.NEXT_ACTION_MASK)
+        self.next_state_index = self.cols.get(sb.table_index(sb.NEXT_STATE))
 
     def end_without_next(self, rows) -> None:
         """Rows whose piece ends with no observation reached: they bootstrap from their own value,
@@ -115,6 +123,16 @@ class PolicyCollector:
             self.next_obs[rows] = self.cols[sb.OBS][rows]
         if self.next_action_mask is not None:
             self.next_action_mask[rows] = self.cols[sb.ACTION_MASK][rows]
+        if self.next_state_index is not None:
+            self.next_state_index[rows] = self.cols[sb.table_index(sb.STATE)][rows]
+
+    def set_next_states(self, rows, states: np.ndarray) -> None:
+        """The global states reached at the ends of the pieces of `rows` (truncations, fragment cuts)."""
+        if self.next_state_index is not None and len(rows):
+            states = np.stack(states)
+            if states.dtype != np.uint8:  # uint8 frames stay uint8, like the states at each step
+                states = states.astype(np.float32)
+            self.next_state_index[rows] = self._add_states(states) + np.arange(len(rows))
 
     def add_block(self, obs, actions, mask, eps_id, agent_index, env_index, t, extra: dict) -> int:
         """Writes m rows; returns the index of the first. `extra` holds the requested columns' values
@@ -162,6 +180,8 @@ class PolicyCollector:
         tables = {}
         if self.state_table is not None:
             tables[sb.STATE] = self.state_table[: self.n_states].copy()
+            if self.next_state_index is not None:
+                tables[sb.NEXT_STATE] = tables[sb.STATE]  # one table, two views
             self.n_states = 0
         skip = self.state_columns
         batch = sb.SampleBatch({k: v[:n][order] for k, v in cols.items() if k not in skip}, tables)
@@ -181,8 +201,11 @@ class PolicyCollector:
             batch[sb.NEXT_OBS][:-1][inside] = batch[sb.OBS][1:][inside]
             if self.next_action_mask is not None:
                 batch[sb.NEXT_ACTION_MASK][:-1][inside] = batch[sb.ACTION_MASK][1:][inside]
+            if self.next_state_index is not None:
+                index = sb.table_index(sb.NEXT_STATE)
+                batch[index][:-1][inside] = batch[sb.table_index(sb.STATE)][1:][inside]
         # The accumulating columns start the next fragment at zero (one write here, not one per step).
-        written_at_ends = tuple(k for k in (sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK) if k in cols)
+        written_at_ends = tuple(k for k in (sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK, sb.table_index(sb.NEXT_STATE)) if k in cols)
         for name in (sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS) + written_at_ends:
             cols[name][:n] = 0
         self.n = 0

@@ -240,6 +240,7 @@ class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, nod
                 collector.next_obs[rows] = obs
             if collector.next_action_mask is not None:
                 collector.next_action_mask[rows] = mask
+            collector.set_next_states(rows, [next_states[j] for j in reached])  # no-op unless next_state is asked for
 
     # -- public API ---------------------------------------------------------
     def sample(self, explore: bool = True) -> SampledBatch:

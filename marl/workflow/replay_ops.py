@@ -50,7 +50,8 @@ class StoreToReplay(Operator):
 
                 max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
                 return agent_sequences(policy_batch, max_seq_len, names, burn_in=burn_in)
-            return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX,))
+            # the legal actions at obs travel too (masked envs only): discrete SAC's actor masks its policy with them
+            return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX, sb.ACTION_MASK))
         groups = ctx.config.group_agent_indices(pid)
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")

@@ -7,7 +7,11 @@ team reward is the sum of the group's rewards); each agent acts from its own
 observation. `shared_actor` shares one actor across the group (with a one-hot of
 the agent's place when `agent_id`), else each agent has its own. Map every agent
 to one policy for one centralised group; agents mapped to different policies
-are different groups, each with its own critic.
+are different groups, each with its own critic. `critic_state: global_state` has the
+critics read the env's global state instead of the joined observations: the
+state runners record for MAPPO's critic (`state()` where the env has one, else
+all agents' joined observations, `marl.runners.global_state`), with the state
+reached after each step (`next_state`) for the targets.
 """
 
 from __future__ import annotations
@@ -17,16 +21,26 @@ from dataclasses import dataclass
 from marl.algorithms.mixing.config import MixingConfig
 from marl.algorithms.sac.config import SACConfig, SACTraining
 from marl.algorithms.sections import EnvRunnersSection, doc
+from marl.data import sample_batch as sb
+
+JOINT_OBS, GLOBAL_STATE = "joint_obs", "global_state"
 
 
 @dataclass
 class GroupTraining:
     shared_actor: bool = doc("one actor shared by the group's agents; false: an actor per agent", True)
     agent_id: bool = doc("a shared actor reads a one-hot of the agent's place in its group too", True)
+    critic_state: str = doc(
+        "what the centralised critics read beside the joint action: joint_obs (the group's observations joined) "
+        "or global_state (the env's state(), else all agents' joined observations, as MAPPO's critic)",
+        JOINT_OBS, choices=(JOINT_OBS, GLOBAL_STATE),
+    )
 
 
 @dataclass
 class MASACTraining(SACTraining, GroupTraining):
+    tau: float = doc("Polyak weight of the target critics per learner update (applied once per sampling round)", 0.005, min=0, max=1)
+    n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
     train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update", 256, min=1)
     replay_capacity: int = doc("joint transitions each group's buffer holds", 100_000, min=1)
     num_steps_sampled_before_learning_starts: int = doc("joint transitions a group's buffer holds before it is replayed", 2000, min=0)
@@ -38,6 +52,8 @@ class MASACTraining(SACTraining, GroupTraining):
 
 class CentralisedGroups:
     """What MASAC and MADDPG add to their single-agent configs: groups, joint replay, group module options."""
+
+    mixed_family = None  # a group's joint transitions need the whole group trained by one MASAC/MADDPG policy
 
     def __init__(self):
         super().__init__()
@@ -51,9 +67,18 @@ class CentralisedGroups:
     def joint_replay(self) -> bool:
         return True
 
+    def columns_for(self, policy_id: str) -> frozenset[str]:
+        columns = super().columns_for(policy_id)
+        if self.training_cfg.critic_state == GLOBAL_STATE:  # the state at each step and the one reached after it
+            columns = columns | {sb.STATE, sb.NEXT_STATE}
+        return columns
+
     def group_options(self, policy_id: str) -> dict:
         t = self.training_cfg
-        return {"agent_indices": self.group_agent_indices(policy_id), "shared_actor": t.shared_actor, "agent_id": t.agent_id}
+        options = {"agent_indices": self.group_agent_indices(policy_id), "shared_actor": t.shared_actor, "agent_id": t.agent_id}
+        if t.critic_state == GLOBAL_STATE:
+            options["state_dim"] = self.global_state_spec()["dim"]
+        return options
 
     def model_for(self, policy_id: str) -> dict:
         model = super().model_for(policy_id)

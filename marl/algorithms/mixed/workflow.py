@@ -70,9 +70,10 @@ def mixed_workflow(config) -> Workflow:
         wf.add(f"replay_{pid}", Replay(batch_size=t.train_batch_size, learning_starts=t.num_steps_sampled_before_learning_starts, policies=[pid]))
         wf.add(f"learn_{pid}", Learn(policies=[pid]), after=f"replay_{pid}")
         wf.add(f"update_priorities_{pid}", UpdatePriorities(), after=f"learn_{pid}")
+        every, tau = config.sub_config(pid).target_update(updates / rounds)
         wf.add(
             f"update_target_{pid}",
-            UpdateTarget(every_env_steps=t.target_network_update_freq, tau=t.tau, policies=[pid]),
+            UpdateTarget(every_env_steps=every, tau=tau, policies=[pid]),
             after=f"update_priorities_{pid}",
         )
         emit.append(len(branches))

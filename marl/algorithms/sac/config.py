@@ -56,6 +56,10 @@ class ReplayActorCriticTraining:
 
 @dataclass
 class SACTraining(ReplayActorCriticTraining):
+    # Values must reach long horizons quickly (CartPole's 500 steps; TD3/MASAC keep 0.005 and 1-step targets):
+    # with 0.005 the target critics' values grew by ~2 per 1000 env steps on CartPole and the policy plateaued.
+    tau: float = doc("Polyak weight of the target critics per learner update (applied once per sampling round)", 0.02, min=0, max=1)
+    n_step: int = doc("steps summed into each target before bootstrapping", 3, min=1)
     alpha_lr: float | None = doc("Adam learning rate of the temperature (log alpha); null: lr", None, min=0)
     initial_alpha: float = doc("temperature alpha at the start (the entropy bonus's weight)", 1.0, min=1e-8)
     target_entropy: float | None = doc(
@@ -64,6 +68,9 @@ class SACTraining(ReplayActorCriticTraining):
         check=lambda v: None if v is None or math.isfinite(v) else "must be a finite number (or null)",
     )
     discrete_target_entropy_scale: float = doc("Discrete actions: the target entropy as a share of the maximum, log(actions)", 0.1, min=0, max=1)
+    dueling: bool = doc(
+        "Discrete actions: dueling critics, Q = V + A - mean(A) (the actions' values differ by little next to their size)", True,
+    )
 
 
 def group_lr(cfg, group: str) -> float:
@@ -93,8 +100,10 @@ class SACConfig(AlgorithmConfig):
     algo_name = "SAC"
     training_section_cls = SACTraining
     default_module_class = "marl.modules.actor_q:ActorQModule"
-    sample_columns = frozenset({sb.NEXT_OBS})  # transitions; no values, no log-probs
+    # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.
+    sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     deterministic = False  # TD3/MADDPG: a deterministic actor with exploration noise
+    mixed_family = "replay"  # a MIXED run can train a SAC or TD3 policy from its own buffer
 
     def __init__(self):
         super().__init__()
@@ -118,6 +127,8 @@ class SACConfig(AlgorithmConfig):
         if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
             model.setdefault("twin_q", self.training_cfg.twin_q)
             model.update(self.module_options())
+            if getattr(self.training_cfg, "dueling", False):  # SAC's Discrete critics (TD3/MADDPG: Box only)
+                model.setdefault("dueling", True)
         return model
 
     def module_options(self) -> dict:
@@ -125,6 +136,12 @@ class SACConfig(AlgorithmConfig):
 
     def replay_buffer_config(self) -> dict:
         return buffer_settings(self.training_cfg)
+
+    def target_update(self, updates_per_round: float) -> tuple[int, float]:
+        """Once per sampling round, the compound of the round's per-update Polyak steps (as in SAC's own graph)."""
+        from marl.algorithms.sac.workflow import polyak_per_round
+
+        return 1, min(1.0, max(polyak_per_round(self.training_cfg.tau, updates_per_round), 1e-6))
 
     def algorithm_parts(self):
         return SACParts()

@@ -5,7 +5,9 @@ Box actions, a = tanh(u) from the squashed Gaussian (log-probs with the tanh cor
     critic   = sum_j mean_i( w_i * 0.5 (Q_j(s_i, a_i) - y_i)^2 )
     actor    = mean( alpha * log pi(a~|s) - min_j Q_j(s, a~) ),  a~ ~ pi(s) reparameterised
     alpha    = -mean( log_alpha * (log pi(a~|s) + target_entropy) )
-Discrete actions: expectations over the policy's probabilities replace the samples:
+Discrete actions: expectations over the policy's probabilities replace the samples (in envs with
+action masks the policy's logits are masked, at s by `action_mask` and at s' by `next_action_mask`,
+so illegal actions get probability 0 in the actor, the temperature's entropy and the soft value):
     y        = R^(n) + gamma^m (1 - terminated) * sum_a pi(a|s') ( min_j Q_target_j(s', a) - alpha log pi(a|s') )
     actor    = mean( sum_a pi(a|s) (alpha log pi(a|s) - min_j Q_j(s, a)) )
     alpha    = mean( log_alpha * (H(pi(.|s)) - target_entropy) )
@@ -14,7 +16,8 @@ Every term works on [B, n, ...] rows of a group's env step: n = 1 for per-agent 
 agents for MASAC (centralised critics over the joint observation and action; the team reward;
 log pi of the joint action is the sum of the agents' log-probs, and the target entropy is n times
 the per-agent one). `weights` are prioritised replay's importance weights; the TD errors go back to
-the buffer as priorities.
+the buffer as priorities. With `critic_state: global_state` the centralised critics read the env's
+global state (`state`, and `next_state` in the targets) in place of the joined observations.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from marl.data import sample_batch as sb
 from marl.modules.squashed import SquashedGaussian
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 
-LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS)
+LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS,
+                sb.ACTION_MASK, sb.NEXT_ACTION_MASK, sb.STATE, sb.NEXT_STATE)
 CRITIC_TARGET = "critic"  # the target copy of the critics
 
 
@@ -59,9 +63,11 @@ def policy_sample(module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return actions, logp.sum(-1)
 
 
-def _discrete_policy(module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """probs and log-probs [B, actions] of a group of one."""
-    logp = torch.log_softmax(module.group_actor(obs)[:, 0], dim=-1)
+def _discrete_policy(module, obs: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """probs and log-probs [B, actions] of a group of one; illegal actions (mask 0) get probability 0.
+    A row whose mask is all zeros (the episode terminated there: its value is not used) keeps a uniform policy."""
+    logits = module.apply_action_mask(module.group_actor(obs)[:, 0], {"action_mask": mask})
+    logp = torch.log_softmax(logits, dim=-1)
     return logp.exp(), logp
 
 
@@ -94,16 +100,16 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
     with torch.no_grad():
         if module.continuous:
             next_actions, next_logp = policy_sample(module, next_obs)
-            q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, target_critics)), 0).values
+            q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, target_critics, batch.get(sb.NEXT_STATE))), 0).values
             v_next = q_next - alpha * next_logp
         else:
-            probs, logp = _discrete_policy(module, next_obs)
+            probs, logp = _discrete_policy(module, next_obs, batch.get(sb.NEXT_ACTION_MASK))
             q_next = torch.min(torch.stack(module.q_values(next_obs, None, target_critics)), 0).values
             v_next = (probs * (q_next - alpha * logp)).sum(-1)
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * v_next
     if module.continuous:
-        qs = module.q_values(obs, actions)
+        qs = module.q_values(obs, actions, state=batch.get(sb.STATE))
     else:
         taken = actions.long().reshape(-1, 1)
         qs = [q.gather(1, taken).squeeze(1) for q in module.q_values(obs, None)]
@@ -116,10 +122,10 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
     if module.continuous:
         actions, logp = policy_sample(module, obs)
         with frozen(module.critic_parameters()):
-            q = torch.min(torch.stack(module.q_values(obs, actions)), 0).values
+            q = torch.min(torch.stack(module.q_values(obs, actions, state=batch.get(sb.STATE))), 0).values
         loss = (alpha * logp - q).mean()
         return loss, {"loss": loss, "logp_mean": logp.mean()}
-    probs, logp = _discrete_policy(module, obs)
+    probs, logp = _discrete_policy(module, obs, batch.get(sb.ACTION_MASK))
     with torch.no_grad():
         q = torch.min(torch.stack(module.q_values(obs, None)), 0).values
     loss = (probs * (alpha * logp - q)).sum(-1).mean()
@@ -134,7 +140,7 @@ def alpha_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
             _, logp = policy_sample(module, obs)
             entropy = -logp  # a one-sample estimate of the joint entropy
         else:
-            probs, logp = _discrete_policy(module, obs)
+            probs, logp = _discrete_policy(module, obs, batch.get(sb.ACTION_MASK))
             entropy = -(probs * logp).sum(-1)
     loss = (module.log_alpha * (entropy - obs.shape[1] * per_agent)).mean()
     return loss, {"loss": loss, "alpha": module.log_alpha.detach().exp(), "entropy": entropy.mean()}

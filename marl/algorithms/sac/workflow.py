@@ -26,7 +26,7 @@ from marl.workflow import (
 )
 
 
-def polyak_per_round(tau: float, updates: int) -> float:
+def polyak_per_round(tau: float, updates: float) -> float:
     return 1.0 - (1.0 - tau) ** max(1, updates)
 
 

@@ -6,7 +6,8 @@
     actor  = -mean( Q_1(s, mu(s)) )      on every `policy_delay`-th minibatch step (its group's `every`)
 
 As SAC's, the terms work on [B, n, ...] rows of a group's env step: n = 1 per agent, the group's agents
-for MADDPG (centralised critics over the joint observation and action, the team reward).
+for MADDPG (centralised critics over the joint observation, or the env's global state, and the joint
+action; the team reward).
 """
 
 from __future__ import annotations
@@ -33,16 +34,16 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
     obs, next_obs, actions = grouped(module, batch)
     with torch.no_grad():
         next_actions = smoothed_target_actions(module, next_obs, cfg, targets.get(ACTOR_TARGET))
-        q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, targets.get(CRITIC_TARGET))), 0).values
+        q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, targets.get(CRITIC_TARGET), batch.get(sb.NEXT_STATE))), 0).values
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_next
-    return td_terms(module.q_values(obs, actions), y, batch[REPLAY_WEIGHTS])
+    return td_terms(module.q_values(obs, actions, state=batch.get(sb.STATE)), y, batch[REPLAY_WEIGHTS])
 
 
 def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, dict]:
     obs, _, _ = grouped(module, batch)
     actions = torch.tanh(module.group_actor(obs))
     with frozen(module.critic_parameters()):
-        q = module.q_values(obs, actions)[0]
+        q = module.q_values(obs, actions, state=batch.get(sb.STATE))[0]
     loss = -q.mean()
     return loss, {"loss": loss, "action_abs_mean": actions.abs().mean().detach()}
