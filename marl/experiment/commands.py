@@ -83,7 +83,7 @@ def add_parsers(sub) -> None:
 
     report = sub.add_parser(
         "report", help="aggregate a suite's runs: IQM/mean with bootstrap CIs, curves, profiles",
-        description="Aggregate the runs of `marl experiment` with rliable: per task and overall IQM and mean with 95%% "
+        description="Aggregate the runs of `marl experiment` with rliable: per task and overall IQM and mean with 95 % "
                     "stratified-bootstrap confidence intervals, sample-efficiency curves, performance profiles (PNGs), "
                     "a Markdown table and a marl-eval JSON file.",
     )
