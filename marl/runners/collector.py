@@ -129,10 +129,8 @@ class PolicyCollector:
     def set_next_states(self, rows, states: np.ndarray) -> None:
         """The global states reached at the ends of the pieces of `rows` (truncations, fragment cuts)."""
         if self.next_state_index is not None and len(rows):
-            states = np.stack(states)
-            if states.dtype != np.uint8:  # uint8 frames stay uint8, like the states at each step
-                states = states.astype(np.float32)
-            self.next_state_index[rows] = self._add_states(states) + np.arange(len(rows))
+            # Read by the runner's global-state reader, like the states at each step: already its dtype (uint8 frames or float32).
+            self.next_state_index[rows] = self._add_states(np.stack(states)) + np.arange(len(rows))
 
     def add_block(self, obs, actions, mask, eps_id, agent_index, env_index, t, extra: dict) -> int:
         """Writes m rows; returns the index of the first. `extra` holds the requested columns' values
