@@ -25,11 +25,11 @@ def fragment_length(config, num_agents: int) -> int:
     run = config.env_runners_cfg
     length, envs = run.rollout_fragment_length, run.num_envs_per_env_runner
     batch = getattr(config.training_cfg, "train_batch_size", None)
-    if not getattr(config, "batch_in_agent_steps", False) or batch is None:
+    if not config.batch_in_agent_steps or batch is None:
         return length
     agents = max(1, num_agents)
     per_runner = math.ceil(batch / max(1, run.num_env_runners))
-    if getattr(run, "overlap", False) and getattr(run, "overlap_round", "half_batch") == "half_batch":
+    if run.overlap and run.overlap_round == "half_batch":
         limit = math.ceil(per_runner / 2)  # overlap: half a train batch per round (see `env_runners.overlap_round`)
     elif agents <= 1:
         return length
