@@ -109,6 +109,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-env-steps", type=int, default=30_720)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--parallel", action="store_true",
+                    help="experiment.parallel_collection: the envs in TorchRL's ParallelEnv (one process per env)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -124,6 +126,7 @@ def main() -> None:
     cfg.clip_grad_norm, cfg.clip_grad_val = True, 0.5
     cfg.on_policy_collected_frames_per_batch = settings["frames"]
     cfg.on_policy_n_envs_per_worker = settings["envs"]
+    cfg.parallel_collection = args.parallel
     cfg.on_policy_n_minibatch_iters = settings["epochs"]
     cfg.on_policy_minibatch_size = settings["minibatch"]
     cfg.max_n_frames = args.max_env_steps

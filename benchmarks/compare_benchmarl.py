@@ -3,9 +3,13 @@
     bash benchmarks/setup_benchmarl.sh                   # once: BenchMARL in its own venv (/work/venvs/benchmarl)
     nice .venv/bin/python benchmarks/compare_benchmarl.py --seeds 3 --json runs/benchmarl.json
 
-Every run is a fresh process: marl's through benchmarks/marl_tasks.py in marl's venv (the scenario
-as it is, in-process, and with `--overlap`: one runner actor sampling beside the learner), BenchMARL's
-through benchmarks/benchmarl_tasks.py in its venv (BenchMARL is never a marl dependency). For each
+Every run is a fresh process: marl's through benchmarks/marl_tasks.py in marl's venv, BenchMARL's
+through benchmarks/benchmarl_tasks.py in its venv (BenchMARL is never a marl dependency). Sides:
+`marl` (the scenario as it is: in-process, synchronous), `marl overlap` (one runner actor sampling
+beside the learner), `marl overlap x2` (two runner actors beside the learner, the envs split between
+them: 2 x 4 on simple_spread, 2 x 16 worlds on balance), `BenchMARL` (its SerialEnv: every env in its
+one process) and `BenchMARL parallel` (`parallel_collection`: TorchRL's ParallelEnv, one process per
+env); every marl side is compared with `BenchMARL`, the faster BenchMARL side here. For each
 algorithm and seed the sides run back to back, their order rotating with the seed. Settings on both
 sides (scenarios/simple_spread_mappo.yaml and simple_spread_ppo.yaml; benchmarl_tasks.py): PettingZoo
 simple_spread_v3, 3 agents, discrete actions, 25 cycles; 8 vectorised envs, 2,048 env steps per
@@ -63,6 +67,18 @@ def raw_vmas_rate(seconds: float) -> float:
 
 
 RAW_RATES = {"spread": raw_env_rate, "balance": raw_vmas_rate}
+_MARL_LIMITS = ["--max-train-s", "3600"]
+# side -> its script's arguments for an env ("spread" or "balance"), besides the budget
+SIDES = {
+    "marl": lambda env: ["--runners", "0", *_MARL_LIMITS],  # in-process, synchronous (the default)
+    "marl overlap": lambda env: ["--overlap", *_MARL_LIMITS],  # one runner actor beside the learner
+    # two runner actors beside the learner, the scenario's envs split between them (8 = 2 x 4 on simple_spread)
+    "marl overlap x2": lambda env: ["--overlap", "--runners", "2", "--envs-per-runner", "4" if env == "spread" else "16",
+                                    *_MARL_LIMITS],
+    "BenchMARL": lambda env: [],  # its SerialEnv: the envs in its one process
+    "BenchMARL parallel": lambda env: ["--parallel"],  # experiment.parallel_collection: TorchRL's ParallelEnv
+}
+MARL_SIDES = [s for s in SIDES if s.startswith("marl")]
 
 
 def main() -> None:
@@ -71,7 +87,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--env-steps", type=int, default=20_480, help="env-step budget of every simple_spread run (10 iterations)")
     ap.add_argument("--vmas-env-steps", type=int, default=32_000, help="env-step budget of every VMAS balance run (10 iterations)")
-    ap.add_argument("--sides", default="marl,marl overlap,BenchMARL")
+    ap.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of: {', '.join(SIDES)}")
     ap.add_argument("--raw-seconds", type=float, default=5.0, help="seconds of the raw env-rate loop, before and after")
     ap.add_argument("--benchmarl-python", default=str(DEFAULT_BENCHMARL_PY))
     ap.add_argument("--log-dir", default=None)
@@ -80,7 +96,10 @@ def main() -> None:
     args = ap.parse_args()
     bm_py = Path(args.benchmarl_python)
     sides_wanted = [s.strip() for s in args.sides.split(",") if s.strip()]
-    if "BenchMARL" in sides_wanted and not bm_py.exists():
+    unknown_sides = [s for s in sides_wanted if s not in SIDES]
+    if unknown_sides:
+        sys.exit(f"unknown --sides {unknown_sides}; known: {', '.join(SIDES)}")
+    if any(s.startswith("BenchMARL") for s in sides_wanted) and not bm_py.exists():
         sys.exit(f"BenchMARL's python '{bm_py}' does not exist: run `bash benchmarks/setup_benchmarl.sh` first")
     if args.log_dir:
         log_dir = Path(args.log_dir)
@@ -109,12 +128,10 @@ def main() -> None:
         for algo in algos:
             marl_task, bm_task, env = ALGOS[algo]
             budget = ["--max-env-steps", str(env_steps[env])]
-            sides = [
-                ("marl", MARL_PY, "marl_tasks.py", marl_task, ["--runners", "0", *budget, "--max-train-s", "3600"]),
-                ("marl overlap", MARL_PY, "marl_tasks.py", marl_task, ["--overlap", *budget, "--max-train-s", "3600"]),
-                ("BenchMARL", bm_py, "benchmarl_tasks.py", bm_task, budget),
-            ]
-            sides = [s for s in sides if s[0] in sides_wanted]
+            sides = [(side, bm_py if side.startswith("BenchMARL") else MARL_PY,
+                      "benchmarl_tasks.py" if side.startswith("BenchMARL") else "marl_tasks.py",
+                      bm_task if side.startswith("BenchMARL") else marl_task, [*SIDES[side](env), *budget])
+                     for side in sides_wanted]
             sides = sides[seed % len(sides):] + sides[: seed % len(sides)]  # rotate the order with the seed
             for side, python, script, task, extra in sides:
                 print(f"  {algo} seed {seed}: {side} ...", end=" ", flush=True)
@@ -143,7 +160,7 @@ def main() -> None:
     table = []
     for algo in ALGOS:
         bm = [r for r in runs if r.task == algo and r.side == "BenchMARL" and not r.failed]
-        for side in ("marl", "marl overlap"):
+        for side in MARL_SIDES:
             ours = [r for r in runs if r.task == algo and r.side == side and not r.failed]
             if not ours or not bm:
                 continue
@@ -164,11 +181,11 @@ def main() -> None:
     rows = []
     for algo in ALGOS:
         env = ALGOS[algo][2]
-        for side in ("marl", "marl overlap", "BenchMARL"):
+        for side in SIDES:
             rates = [r.steps_per_s() for r in runs if r.task == algo and r.side == side and not r.failed]
             if rates and env in raw:
                 rows.append([f"{algo} ({side})", fmt(C.median(rates)), fmt(C.median(rates) / (sum(raw[env]) / len(raw[env]))),
-                             ">= 0.9" if (algo, side) == ("IPPO", "marl overlap") else ""])
+                             ">= 0.9" if algo == "IPPO" and side.startswith("marl overlap") else ""])
     C.print_table(["env steps/s incl. learning (median)", "rate", "/ raw env rate", "target"], rows,
                   title="Against each env's own random-action rate, measured in this invocation (before / after): "
                         + "; ".join(f"{e} {' / '.join(f'{x:,.0f}' for x in r)} env steps/s" for e, r in raw.items())

@@ -16,7 +16,9 @@ Tasks (the same as rllib_tasks.py runs on RLlib):
                 marl has no DQNConfig.
 
 `--runners N` sets env_runners.num_env_runners (0: sampling in-process, no Ray); `--overlap`
-sets env_runners.overlap (with --runners 0: one runner actor beside the learner).
+sets env_runners.overlap (with --runners 0: one runner actor beside the learner); `--envs-per-runner N`
+sets env_runners.num_envs_per_env_runner (the scenario's own otherwise; `--runners 2 --envs-per-runner 4`
+keeps simple_spread's 8 envs in all, on two runner processes).
 The return is `episode_return_mean`: the mean over the episodes that finished
 during the iteration, summed over agents.
 """
@@ -45,7 +47,7 @@ SCENARIOS = {
 }
 
 
-def make_config(task: str, runners: int, seed: int, overlap: bool = False):
+def make_config(task: str, runners: int, seed: int, overlap: bool = False, envs_per_runner: int | None = None):
     scenario = SCENARIOS[task]
     if task == "dqn_cartpole":
         try:
@@ -65,6 +67,8 @@ def make_config(task: str, runners: int, seed: int, overlap: bool = False):
     else:
         cfg = marl.load_scenario(scenario)
     cfg.env_runners(num_env_runners=max(runners, 1) if overlap else runners, overlap=overlap)
+    if envs_per_runner is not None:
+        cfg.env_runners(num_envs_per_env_runner=envs_per_runner)
     cfg.debugging(seed=seed)
     return cfg
 
@@ -75,13 +79,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runners", type=int, default=0, help="remote env runners (0: in-process, no Ray)")
     ap.add_argument("--overlap", action="store_true", help="env_runners.overlap: sample beside the learner")
+    ap.add_argument("--envs-per-runner", type=int, default=None, help="env_runners.num_envs_per_env_runner")
     ap.add_argument("--config", choices=["matched", "defaults"], default="matched", help="accepted for symmetry; marl runs its scenario")
     ap.add_argument("--target-return", type=float, default=None)
     ap.add_argument("--max-env-steps", type=int, default=10**9)
     ap.add_argument("--max-train-s", type=float, default=600.0)
     args = ap.parse_args()
 
-    cfg = make_config(args.task, args.runners, args.seed, args.overlap)
+    cfg = make_config(args.task, args.runners, args.seed, args.overlap, args.envs_per_runner)
     if cfg is None:
         emit("unavailable", why="marl has no DQN yet")
         return

@@ -1,6 +1,6 @@
 """Overlapped sampling (`env_runners.overlap`) against the synchronous default, at equal env steps, over seeds.
 
-    .venv/bin/python benchmarks/overlap.py [--seeds 3] [--tasks cartpole,spread] [--modes sync,overlap,overlap_half]
+    .venv/bin/python benchmarks/overlap.py [--seeds 3] [--tasks cartpole,spread] [--modes sync,overlap,overlap_x2]
                                            [--spread-steps 100000] [--json out.json]
 
 For each task and seed one run per mode, back to back (the order rotates with the seed), each
@@ -9,10 +9,12 @@ in a fresh process:
 * sync: the scenario as it is (in-process sampling, strictly synchronous: the default);
 * overlap: the same scenario with `env_runners.num_env_runners=1 env_runners.overlap=true`:
   one runner actor samples the next round while the in-process learner trains on this one;
-  a round is what the runner's fragment length makes it;
-* overlap_half: overlap with `rollout_fragment_length` set so that one round is half a train
-  batch (train_batch_size / (2 x envs x agents) env steps per env copy: 128 for both scenarios),
-  so only the first half of each batch lags the learner by a whole update.
+  a round is half a train batch (`env_runners.overlap_round: half_batch`, the default), so
+  only the first half of each batch lags the learner by an update;
+* overlap_fragment: overlap with `overlap_round=fragment`: a round is the runner's whole
+  fragment (a whole train batch here), every row one update behind;
+* overlap_x2: overlap with two runner actors of 4 envs each (8 envs in all, as the scenario),
+  so sampling gets both cores while the learner's update runs beside it.
 
 Tasks: `cartpole` (scenarios/cartpole_ppo.yaml, up to --cartpole-steps env steps: time and
 env steps to a mean return of 450, measured from the end of the build, and the build itself,
@@ -39,11 +41,11 @@ import _common as C
 
 SCENARIOS = {"cartpole": "scenarios/cartpole_ppo.yaml", "spread": "scenarios/simple_spread_ppo.yaml"}
 OVERLAP = ["env_runners.num_env_runners=1", "env_runners.overlap=true"]
-HALF_BATCH_FRAGMENT = {"cartpole": 128, "spread": 128}  # train_batch_size / (2 x 8 envs x agents): 2048/16, 6144/48
 MODES = {
-    "sync": lambda task: [],
-    "overlap": lambda task: OVERLAP,
-    "overlap_half": lambda task: OVERLAP + [f"env_runners.rollout_fragment_length={HALF_BATCH_FRAGMENT[task]}"],
+    "sync": [],
+    "overlap": OVERLAP,
+    "overlap_fragment": OVERLAP + ["env_runners.overlap_round=fragment"],
+    "overlap_x2": ["env_runners.num_env_runners=2", "env_runners.overlap=true", "env_runners.num_envs_per_env_runner=4"],
 }
 
 
@@ -52,7 +54,7 @@ def run_one(task: str, mode: str, seed: int, env_steps: int) -> dict:
     t_start = time.perf_counter()
     import marl
 
-    overrides = MODES[mode](task) + [f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}", "stop.episode_return_mean=null"]
+    overrides = MODES[mode] + [f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}", "stop.episode_return_mean=null"]
     algo = marl.load_scenario(C.REPO_ROOT / SCENARIOS[task], overrides).build()
     t_built = time.perf_counter()
     curve, to_450 = [], None

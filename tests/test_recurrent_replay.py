@@ -96,7 +96,7 @@ def test_padded_steps_count_for_nothing_in_the_recurrent_qmix_loss():
     assert (chunks["seq_mask"] == 0).any()
 
     class Cfg:
-        gamma, double_q, td_error_loss = 0.99, True, "mse"
+        gamma, double_q, td_error_loss, n_step = 0.99, True, "mse", 1
 
     def loss_and_grads(columns):
         module.zero_grad()
@@ -238,7 +238,7 @@ def test_padded_steps_count_for_nothing_in_the_recurrent_dqn_loss():
     chunks["weights"] = np.ones(len(chunks), np.float32)
 
     class Cfg:
-        gamma, double_q, td_error_loss = 0.99, True, "huber"
+        gamma, double_q, td_error_loss, n_step = 0.99, True, "huber", 1
 
     def loss_and_grads(columns):
         module.zero_grad()
@@ -282,3 +282,18 @@ def test_recurrent_qmix_restore_continues_bit_identically(tmp_path):
             np.testing.assert_array_equal(algo.get_weights()["modules"]["default_policy"][key], value, err_msg=key)
     finally:
         algo.stop()
+
+
+def test_burn_in_is_the_replayed_algorithms_own_key_per_policy():
+    """`sequence_chunking` reads burn-in through `AlgorithmConfig.burn_in_for`: DQN's `training.burn_in`, 0 for an
+    algorithm without one (PPO), and in a MIXED run each policy's own algorithm's."""
+    from marl.modules.recurrent import sequence_chunking
+
+    assert sequence_chunking(dqn_memory_config(burn_in=3), "p0") == (8, 3)
+    ppo = marl.PPOConfig().environment(MEMORY_ENV).multi_agent(**TWO_POLICIES).training(model={"recurrent": "gru", "max_seq_len": 6})
+    assert sequence_chunking(ppo, "p0") == (6, 0)
+    mixed = marl.MixedConfig().environment(MEMORY_ENV).multi_agent(**TWO_POLICIES).training(algorithms={
+        "p0": {"algo": "DQN", "burn_in": 2, "model": {"recurrent": "gru", "max_seq_len": 5}},
+        "p1": {"algo": "PPO", "model": {"recurrent": "gru", "max_seq_len": 7}},
+    })
+    assert sequence_chunking(mixed, "p0") == (5, 2) and sequence_chunking(mixed, "p1") == (7, 0)

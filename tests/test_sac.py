@@ -174,7 +174,12 @@ def test_discrete_dueling_critics_are_value_plus_centred_advantages():
     expected = out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True)
     torch.testing.assert_close(module.q_values(obs, None)[0], expected)
     assert marl.SACConfig().environment("CartPole-v1").model_for("default_policy")["dueling"] is True
-    assert "dueling" not in marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")
+    assert marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")["dueling"] is False
+    assert marl.SACConfig().environment("CartPole-v1").model_for("default_policy") | {"dueling": False} == \
+        marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")
+    td3 = marl.TD3Config().environment("Pendulum-v1").model_for("default_policy")  # Box critics: no dueling key
+    assert "dueling" not in td3 and td3["twin_q"] is True and td3["deterministic"] is True
+    assert "dueling" not in marl.TD3Config().environment("Pendulum-v1").training(twin_q=False).model_for("default_policy")
 
 
 def test_discrete_sac_masks_illegal_actions_in_the_actor_and_the_soft_value():

@@ -408,6 +408,11 @@ class AlgorithmConfig:
         """`make_replay_buffer` keyword arguments for one trained policy; None: it keeps no buffer."""
         return self.replay_buffer_config()
 
+    def burn_in_for(self, policy_id: str) -> int:
+        """Steps replayed before each training sequence of a recurrent policy only to warm its state up
+        (R2D2's burn-in: DQN's and VDN/QMIX's `training.burn_in`); 0: sequences start at their stored state."""
+        return 0
+
     def default_workflow(self):
         raise NotImplementedError
 

@@ -176,7 +176,7 @@ def keeps_image_obs(config, policy_id: str) -> bool:
     from marl.modules.rl_module import import_object
 
     spec = config.policy_specs().get(policy_id)
-    cls = config.module_class_for(spec) if spec is not None else getattr(config, "default_module_class", None)
+    cls = config.module_class_for(spec) if spec is not None else config.default_module_class
     if cls is None:
         from marl.modules.mlp import ActorCriticMLP as cls  # build_module's default
     if isinstance(cls, str):
@@ -184,7 +184,7 @@ def keeps_image_obs(config, policy_id: str) -> bool:
             cls = import_object(cls)
         except (ImportError, AttributeError, ValueError):
             return False  # building the module reports it
-    return bool(getattr(cls, "keeps_image_obs", False))
+    return bool(getattr(cls, "keeps_image_obs", False))  # not an RLModule: building it reports that
 
 
 def env_to_module_pipeline(config, policy_id: str, observation_space, action_space, num_slots: int = 0):

@@ -24,9 +24,9 @@ def fragment_length(config, num_agents: int) -> int:
     """The env steps per env copy of one `sample()` of a runner stepping envs of `num_agents` agents."""
     run = config.env_runners_cfg
     length, envs = run.rollout_fragment_length, run.num_envs_per_env_runner
-    batch = getattr(config.training_cfg, "train_batch_size", None)
-    if not config.batch_in_agent_steps or batch is None:
+    if not config.batch_in_agent_steps:  # the algorithm's batch is in its own unit (DQN: replayed rows)
         return length
+    batch = config.training_cfg.train_batch_size  # agent steps (`AlgorithmConfig.batch_in_agent_steps`)
     agents = max(1, num_agents)
     per_runner = math.ceil(batch / max(1, run.num_env_runners))
     if run.overlap and run.overlap_round == "half_batch":

@@ -78,6 +78,9 @@ class DQNConfig(AlgorithmConfig):
     def replay_buffer_config(self) -> dict:
         return buffer_settings(self.training_cfg)
 
+    def burn_in_for(self, policy_id: str) -> int:
+        return self.training_cfg.burn_in
+
     def algorithm_parts(self):
         return DQNParts()
 

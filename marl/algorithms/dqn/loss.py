@@ -122,6 +122,6 @@ def recurrent_dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None)
         if next_mask is not None:
             chooser = legal_only(chooser.flatten(0, 1), next_mask.flatten(0, 1)).view_as(chooser)
         q_next = q_next_target.gather(2, chooser.argmax(-1, keepdim=True)).squeeze(-1)
-        y = sequence_targets(batch[sb.REWARDS], batch[sb.TERMINATEDS], mask, q_next, cfg.gamma, getattr(cfg, "n_step", 1))
+        y = sequence_targets(batch[sb.REWARDS], batch[sb.TERMINATEDS], mask, q_next, cfg.gamma, cfg.n_step)
     loss, stats = masked_td_loss(q_taken, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
     return loss, {"loss": loss, "q_mean": (q_taken * mask).sum() / mask.sum().clamp(min=1.0), **stats}

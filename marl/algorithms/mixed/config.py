@@ -144,6 +144,9 @@ class MixedConfig(AlgorithmConfig):
     def replay_buffer_config_for(self, policy_id: str) -> dict | None:
         return self.sub_config(policy_id).replay_buffer_config()
 
+    def burn_in_for(self, policy_id: str) -> int:
+        return self.sub_config(policy_id).burn_in_for(policy_id)
+
     def algorithm_parts(self):
         raise ConfigError("a MIXED run has no single algorithm: each policy's parts come from parts_for(policy_id)")
 

@@ -65,7 +65,7 @@ def recurrent_mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=No
         chooser = q_next_online if cfg.double_q else q_next_target
         q_next = q_next_target.gather(3, chooser.argmax(-1, keepdim=True)).squeeze(-1)
         q_tot_next = target.mix(q_next.reshape(b * length, n), batch[NEXT_STATE].reshape(b * length, -1)).view(b, length)
-        y = sequence_targets(batch[sb.REWARDS], batch[sb.TERMINATEDS], mask, q_tot_next, cfg.gamma, getattr(cfg, "n_step", 1))
+        y = sequence_targets(batch[sb.REWARDS], batch[sb.TERMINATEDS], mask, q_tot_next, cfg.gamma, cfg.n_step)
     loss, td_stats = masked_td_loss(q_tot, y, mask, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
     stats = {"loss": loss, "q_tot_mean": (q_tot * mask).sum() / mask.sum().clamp(min=1.0), **td_stats}
     return loss, stats

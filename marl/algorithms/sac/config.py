@@ -125,11 +125,15 @@ class SACConfig(AlgorithmConfig):
     def model_for(self, policy_id: str) -> dict:
         model = super().model_for(policy_id)
         if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
-            model.setdefault("twin_q", self.training_cfg.twin_q)
+            for key, value in self.model_defaults().items():
+                model.setdefault(key, value)
             model.update(self.module_options())
-            if getattr(self.training_cfg, "dueling", False):  # SAC's Discrete critics (TD3/MADDPG: Box only)
-                model.setdefault("dueling", True)
         return model
+
+    def model_defaults(self) -> dict:
+        """Model keys the training section sets unless the policy's model does (TD3 and MADDPG: no `dueling`,
+        their critics are Box only)."""
+        return {"twin_q": self.training_cfg.twin_q, "dueling": self.training_cfg.dueling}
 
     def module_options(self) -> dict:
         return {"initial_alpha": self.training_cfg.initial_alpha}

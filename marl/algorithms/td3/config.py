@@ -53,6 +53,9 @@ class TD3Config(SACConfig):
         super().validate()
         check_schedule(self.training_cfg.exploration_noise, "training.exploration_noise")
 
+    def model_defaults(self) -> dict:
+        return {"twin_q": self.training_cfg.twin_q}
+
     def module_options(self) -> dict:
         return {"deterministic": True, "exploration_noise": self.training_cfg.exploration_noise}
 

@@ -1,0 +1,135 @@
+"""Learner throughput: PPO and MAPPO updates on simple_spread batches of 2k-64k agent rows, on the CPU and on CUDA.
+
+    .venv/bin/python benchmarks/learner_throughput.py [--algos PPO,MAPPO] [--devices cpu,cuda] [--rows 2048,...,65536]
+                                                      [--minibatch 512,8192] [--repeats 3] [--json out.json]
+
+Issue 17's GPU table. For each algorithm, an in-process Algorithm of its simple_spread scenario
+(scenarios/simple_spread_ppo.yaml, simple_spread_mappo.yaml: 3 agents, one shared policy,
+[128, 128] tanh, 5 epochs) samples a pool of rollout fragments once (8 envs x 85 env steps x 3
+agents = 2,040 agent rows each). A batch of about N rows is the first ceil(N / 2,040) fragments
+concatenated, as the workflow's `concat` node hands them to the learner. For each device (`cuda`:
+`learners.num_gpus_per_learner=1`, skipped with a note when torch has no CUDA) and minibatch size,
+one learner of that algorithm times `update(batch)` (after one warm-up update of that size),
+which includes the learner's own preparation (GAE and, for MAPPO, the critic over the state
+table), the move of the batch to the device (once per update, pinned memory) and every epoch's
+minibatch steps. Figures, median over `--repeats`: seconds per update and samples/s = rows x
+epochs / seconds (the rows the optimiser stepped over per second). CUDA times synchronise before
+reading the clock.
+
+Runs on any machine; on a CPU-only one it gives the CPU rows (the reference the GPU rows are
+compared with). The machine is shared: say so next to any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+
+import _common as C
+import torch
+
+import marl
+from marl.data.records import SampledBatch
+
+SCENARIOS = {"PPO": "scenarios/simple_spread_ppo.yaml", "MAPPO": "scenarios/simple_spread_mappo.yaml"}
+FRAGMENT = 85  # env steps per env copy: 8 x 85 x 3 agents = 2,040 rows per sample call
+
+
+def config_for(algo: str, device: str, minibatch: int):
+    cfg = marl.load_scenario(C.REPO_ROOT / SCENARIOS[algo])
+    cfg.env_runners(num_env_runners=0, rollout_fragment_length=FRAGMENT)
+    cfg.training(minibatch_size=minibatch)
+    cfg.learners(num_gpus_per_learner=1 if device == "cuda" else 0)
+    cfg.debugging(seed=0)
+    return cfg
+
+
+def sample_pool(algo: str, fragments: int) -> list[SampledBatch]:
+    built = config_for(algo, "cpu", 512).build()
+    try:
+        return [built.runners.local.sample() for _ in range(fragments)]
+    finally:
+        built.stop()
+
+
+def time_updates(algo: str, device: str, minibatch: int, batch, repeats: int) -> list[float]:
+    built = config_for(algo, device, minibatch).build()
+    learner = built.learners.local
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    try:
+        learner.update(batch)  # warm-up: allocator, kernels, Adam state
+        sync()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            learner.update(batch)
+            sync()
+            times.append(time.perf_counter() - t0)
+        return times
+    finally:
+        built.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--algos", default="PPO,MAPPO")
+    ap.add_argument("--devices", default="cpu,cuda")
+    ap.add_argument("--rows", default="2048,4096,8192,16384,32768,65536", help="agent rows per update (about)")
+    ap.add_argument("--minibatch", default="512,8192", help="minibatch sizes (rows per SGD step)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    algos = [a for a in args.algos.split(",") if a]
+    unknown = [a for a in algos if a not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown --algos {unknown}; known: {list(SCENARIOS)}")
+    devices = [d for d in args.devices.split(",") if d]
+    if "cuda" in devices and not torch.cuda.is_available():
+        print(f"no CUDA here (torch {torch.__version__}): the cuda rows are skipped")
+        devices = [d for d in devices if d != "cuda"]
+    sizes = [int(x) for x in args.rows.split(",")]
+    minibatches = [int(x) for x in args.minibatch.split(",")]
+    print(C.machine_line() + (f"; GPU: {torch.cuda.get_device_name(0)}" if "cuda" in devices else ""), flush=True)
+
+    rows, records = [], []
+    for algo in algos:
+        t0 = time.perf_counter()
+        pool = sample_pool(algo, math.ceil(max(sizes) / (8 * FRAGMENT * 3)))
+        print(f"  {algo}: sampled {len(pool)} fragments in {time.perf_counter() - t0:.1f} s", flush=True)
+        epochs = config_for(algo, "cpu", 512).training_cfg.num_epochs
+        for size in sizes:
+            batch = SampledBatch.concat(pool[: math.ceil(size / (8 * FRAGMENT * 3))]).batch
+            n = batch.agent_steps()
+            for minibatch in minibatches:
+                if minibatch > n:
+                    continue
+                per_device = {}
+                for device in devices:
+                    times = time_updates(algo, device, minibatch, batch, args.repeats)
+                    per_device[device] = statistics.median(times)
+                    records.append({"algo": algo, "device": device, "rows": n, "minibatch": minibatch,
+                                    "epochs": epochs, "update_s": times})
+                    print(f"  {algo} {device} rows {n:,} minibatch {minibatch}: {per_device[device]:.3f} s per update, "
+                          f"{n * epochs / per_device[device]:,.0f} samples/s", flush=True)
+                row = [algo, f"{n:,}", str(minibatch)]
+                for device in devices:
+                    row += [f"{per_device[device]:.3f}", C.fmt_num(n * epochs / per_device[device])]
+                if len(devices) == 2:
+                    row.append(f"{per_device[devices[0]] / per_device[devices[1]]:.2f}x")
+                rows.append(row)
+    header = ["algo", "rows", "minibatch"]
+    for device in devices:
+        header += [f"{device} s/update", f"{device} samples/s"]
+    if len(devices) == 2:
+        header.append(f"{devices[1]} speed-up")
+    C.print_table(header, rows, title=f"Learner updates ({epochs} epochs), median of {args.repeats}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": C.machine_line(), "runs": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
