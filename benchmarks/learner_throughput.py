@@ -6,7 +6,7 @@
 Issue 17's GPU table. For each algorithm, an in-process Algorithm of its simple_spread scenario
 (scenarios/simple_spread_ppo.yaml, simple_spread_mappo.yaml: 3 agents, one shared policy,
 [128, 128] tanh, 5 epochs) samples a pool of rollout fragments once (8 envs x 85 env steps x 3
-agents = 2,040 agent rows each). A batch of about N rows is the first ceil(N / 2,040) fragments
+agents = 2,040 agent rows each). A batch of about N rows is the first round(N / 2,040) fragments
 concatenated, as the workflow's `concat` node hands them to the learner. For each device (`cuda`:
 `learners.num_gpus_per_learner=1`, skipped with a note when torch has no CUDA) and minibatch size,
 one learner of that algorithm times `update(batch)` (after one warm-up update of that size),
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import time
 
@@ -36,12 +35,13 @@ from marl.data.records import SampledBatch
 
 SCENARIOS = {"PPO": "scenarios/simple_spread_ppo.yaml", "MAPPO": "scenarios/simple_spread_mappo.yaml"}
 FRAGMENT = 85  # env steps per env copy: 8 x 85 x 3 agents = 2,040 rows per sample call
+ROWS_PER_FRAGMENT = 8 * FRAGMENT * 3
 
 
 def config_for(algo: str, device: str, minibatch: int):
     cfg = marl.load_scenario(C.REPO_ROOT / SCENARIOS[algo])
     cfg.env_runners(num_env_runners=0, rollout_fragment_length=FRAGMENT)
-    cfg.training(minibatch_size=minibatch)
+    cfg.training(minibatch_size=minibatch, train_batch_size=max(minibatch, cfg.training_cfg.train_batch_size))  # update() takes any batch
     cfg.learners(num_gpus_per_learner=1 if device == "cuda" else 0)
     cfg.debugging(seed=0)
     return cfg
@@ -97,11 +97,11 @@ def main() -> None:
     rows, records = [], []
     for algo in algos:
         t0 = time.perf_counter()
-        pool = sample_pool(algo, math.ceil(max(sizes) / (8 * FRAGMENT * 3)))
+        pool = sample_pool(algo, max(1, round(max(sizes) / ROWS_PER_FRAGMENT)))
         print(f"  {algo}: sampled {len(pool)} fragments in {time.perf_counter() - t0:.1f} s", flush=True)
         epochs = config_for(algo, "cpu", 512).training_cfg.num_epochs
         for size in sizes:
-            batch = SampledBatch.concat(pool[: math.ceil(size / (8 * FRAGMENT * 3))]).batch
+            batch = SampledBatch.concat(pool[: max(1, round(size / ROWS_PER_FRAGMENT))]).batch
             n = batch.agent_steps()
             for minibatch in minibatches:
                 if minibatch > n:
