@@ -327,11 +327,27 @@ def test_maddpg_defaults_are_one_critic_no_smoothing_every_step():
 
 
 # -- configs and graphs -----------------------------------------------------------------------------------
+def test_sac_family_actions_are_unsquashed_whatever_the_env_flag_says():
+    """SAC's actors act in [-1, 1]: their policies' Box actions are rescaled to the bounds even with
+    `environment.unsquash_actions: false` (the flag only concerns other algorithms' modules)."""
+    from marl.connectors.build import module_to_env_pipeline
+
+    space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    for cls in (marl.SACConfig, marl.TD3Config):
+        for flag in (False, True):
+            config = cls().environment("Pendulum-v1", unsquash_actions=flag)
+            config.validate()
+            assert config.unsquash_actions_for("default_policy") is True
+            pipeline = module_to_env_pipeline(config, "default_policy", space)
+            np.testing.assert_allclose(pipeline(np.array([[1.0], [-0.5]], np.float32), None), [[2.0], [-1.0]])
+    ppo = marl.PPOConfig().environment("Pendulum-v1")
+    assert ppo.unsquash_actions_for("default_policy") is False
+    assert ppo.environment(unsquash_actions=True).unsquash_actions_for("default_policy") is True
+
+
 def test_configs_are_exported_and_name_bad_values():
     for name in ("SACConfig", "TD3Config", "MASACConfig", "MADDPGConfig"):
         assert getattr(marl, name).algo_name == name[: -len("Config")]
-    with pytest.raises(ConfigError, match="unsquash_actions"):
-        marl.SACConfig().environment("Pendulum-v1", unsquash_actions=False).validate()
     with pytest.raises(ConfigError, match="exploration_noise"):
         marl.TD3Config().environment("Pendulum-v1").training(exploration_noise=[[0, -1.0]]).validate()
     with pytest.raises(ConfigError, match="tau"):

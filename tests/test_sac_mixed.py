@@ -22,7 +22,6 @@ SMALL = [
     "training.algorithms.predator.minibatch_size=128",
     "training.algorithms.predator.num_epochs=2",
     "training.algorithms.predator.model={hiddens: [32]}",
-    "environment.unsquash_actions=true",  # SAC asks for it (its Box actors act in [-1, 1]); no-op for Discrete
 ]
 PREY = {"algo": "SAC", "train_batch_size": 32, "training_intensity": 8, "tau": 0.01,
         "num_steps_sampled_before_learning_starts": 100, "model": {"hiddens": [32]}}

@@ -408,6 +408,12 @@ class AlgorithmConfig:
         """`make_replay_buffer` keyword arguments for one trained policy; None: it keeps no buffer."""
         return self.replay_buffer_config()
 
+    def unsquash_actions_for(self, policy_id: str) -> bool:
+        """Whether the policy's Box actions are rescaled from [-1, 1] to the env's bounds (the module->env
+        pipeline's `unsquash_actions` piece): `environment.unsquash_actions`, unless the algorithm's actor
+        always acts in [-1, 1] (SAC's family: True for its policies, also inside a MIXED run)."""
+        return self.environment_cfg.unsquash_actions
+
     def burn_in_for(self, policy_id: str) -> int:
         """Steps replayed before each training sequence of a recurrent policy only to warm its state up
         (R2D2's burn-in: DQN's and VDN/QMIX's `training.burn_in`); 0: sequences start at their stored state."""

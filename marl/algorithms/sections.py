@@ -54,7 +54,9 @@ class EnvironmentSection:
         default_factory=list,
     )
     clip_actions: bool = doc("clip Box actions to the action space's bounds", True)
-    unsquash_actions: bool = doc("module acts in [-1, 1]; rescale Box actions to the bounds", False)
+    unsquash_actions: bool = doc(
+        "module acts in [-1, 1]; rescale Box actions to the bounds (the actors of SAC, TD3, MASAC, MADDPG and "
+        "continuous CQL always act in [-1, 1]: their policies' actions are rescaled whatever this says)", False)
 
 
 @dataclass

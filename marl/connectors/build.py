@@ -203,7 +203,7 @@ def module_to_env_pipeline(config, policy_id: str, action_space) -> ModuleToEnvP
     env = config.environment_cfg
     if not isinstance(action_space, gym.spaces.Box):  # clipping and unsquashing only concern Box actions
         pass
-    elif env.unsquash_actions:
+    elif config.unsquash_actions_for(policy_id):
         pieces.append(("unsquash_actions", UnsquashActions()))
     elif env.clip_actions:
         pieces.append(("clip_actions", ClipActions()))

@@ -77,7 +77,7 @@ class ClipActions(_BoxBounds):
 
 
 class UnsquashActions(_BoxBounds):
-    """The module acts in [-1, 1]; Box actions rescaled to the bounds (`environment.unsquash_actions`)."""
+    """The module acts in [-1, 1]; Box actions rescaled to the bounds (`AlgorithmConfig.unsquash_actions_for`)."""
 
     def __call__(self, actions, ctx):
         if self._bounds is None:

@@ -83,10 +83,9 @@ class CQLConfig(OfflineConfig):
             self._continuous = (*key, next(iter(kinds.values())))
         return self._continuous[2]
 
-    def validate(self) -> None:
-        super().validate()
-        if self.continuous() and not self.environment_cfg.unsquash_actions:
-            self.environment_cfg.unsquash_actions = True  # the actor acts in [-1, 1]; the piece maps to the bounds
+    def unsquash_actions_for(self, policy_id: str) -> bool:
+        # Box: SAC's actor, acting in [-1, 1] as the SAC/TD3 runs that recorded the data did
+        return self.continuous() or super().unsquash_actions_for(policy_id)
 
     def module_class_for(self, spec):
         if spec.module_class is not None:

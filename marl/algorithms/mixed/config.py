@@ -144,6 +144,9 @@ class MixedConfig(AlgorithmConfig):
     def replay_buffer_config_for(self, policy_id: str) -> dict | None:
         return self.sub_config(policy_id).replay_buffer_config()
 
+    def unsquash_actions_for(self, policy_id: str) -> bool:
+        return self.sub_config(policy_id).unsquash_actions_for(policy_id)
+
     def burn_in_for(self, policy_id: str) -> int:
         return self.sub_config(policy_id).burn_in_for(policy_id)
 

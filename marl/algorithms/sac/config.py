@@ -107,20 +107,13 @@ class SACConfig(AlgorithmConfig):
 
     def __init__(self):
         super().__init__()
-        # The actor acts in [-1, 1]; the piece maps its actions to the env's bounds.
-        self.environment_cfg.unsquash_actions = True
         # One env copy, short fragments: each sampling round is followed by its share of updates
         # (training_intensity), so learning follows the data closely.
         self.env_runners_cfg.num_envs_per_env_runner = 1
         self.env_runners_cfg.rollout_fragment_length = 8
 
-    def validate(self) -> None:
-        super().validate()
-        if not self.environment_cfg.unsquash_actions:
-            raise ConfigError(
-                f"'environment.unsquash_actions' must stay true for {self.algo_name}: its actor acts in [-1, 1] "
-                "and the piece maps those actions to the env's Box bounds"
-            )
+    def unsquash_actions_for(self, policy_id: str) -> bool:
+        return True  # the actor acts in [-1, 1] (tanh); the piece maps its Box actions to the env's bounds
 
     def model_for(self, policy_id: str) -> dict:
         model = super().model_for(policy_id)
