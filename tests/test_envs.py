@@ -213,6 +213,62 @@ def test_parallel_seeding_is_reproducible(spread: MultiAgentEnv) -> None:
     assert any(not np.array_equal(a[x], c[x]) for x in spread.possible_agents)
 
 
+@pytest.mark.parametrize("name, config", [("mpe2.simple_spread_v3", {"N": 3, "max_cycles": 25}),
+                                          ("mpe2.simple_tag_v3", {"max_cycles": 25}),
+                                          ("mpe2.simple_spread_v3", {"N": 2, "max_cycles": 10, "continuous_actions": True})])
+def test_parallel_conversions_lose_only_the_guard_wrappers_and_step_the_same(name, config) -> None:
+    """make_env takes PettingZoo's OrderEnforcing and AssertOutOfBounds wrappers out of an AEC-to-parallel
+    conversion (their attribute forwarding was a third of simple_spread's step); observations, rewards and
+    flags stay those of the env as PettingZoo builds it, step for step, over several episodes."""
+    import importlib
+
+    from pettingzoo.utils.wrappers import AssertOutOfBoundsWrapper, BaseWrapper, OrderEnforcingWrapper
+
+    env = make_env(name, config)
+    chain, inner = [], env.env.aec_env
+    while True:
+        chain.append(type(inner))
+        if not isinstance(inner, BaseWrapper):
+            break
+        inner = inner.env
+    assert OrderEnforcingWrapper not in chain and AssertOutOfBoundsWrapper not in chain, chain
+    reference = importlib.import_module(name).parallel_env(**config)
+    assert isinstance(reference.aec_env, OrderEnforcingWrapper)  # PettingZoo's own build keeps them
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        obs, _ = env.reset(seed=episode)
+        ref_obs, _ = reference.reset(seed=episode)
+        for agent in ref_obs:
+            np.testing.assert_array_equal(obs[agent], ref_obs[agent])
+        while reference.agents:
+            actions = {a: reference.action_space(a).sample() for a in reference.agents}
+            if not config.get("continuous_actions"):
+                actions = {a: int(rng.integers(reference.action_space(a).n)) for a in reference.agents}
+            obs, rewards, terminateds, truncateds, _ = env.step(actions)
+            ref_obs, ref_rewards, ref_terms, ref_truncs, _ = reference.step(actions)
+            for agent in ref_obs:
+                np.testing.assert_array_equal(obs[agent], ref_obs[agent])
+            assert rewards == {a: float(r) for a, r in ref_rewards.items()}
+            assert {a: terminateds[a] for a in ref_terms} == ref_terms and {a: truncateds[a] for a in ref_truncs} == ref_truncs
+    env.close()
+    reference.close()
+
+
+def test_guard_wrappers_go_only_from_conversions_and_other_wrappers_stay() -> None:
+    from pettingzoo.utils.conversions import aec_to_parallel_wrapper
+    from pettingzoo.utils.wrappers import ClipOutOfBoundsWrapper, OrderEnforcingWrapper
+    from mpe2 import simple_spread_v3
+
+    from marl.envs.pettingzoo import without_guard_wrappers
+
+    raw = simple_spread_v3.raw_env(N=2, max_cycles=5, continuous_actions=True)
+    clipped = ClipOutOfBoundsWrapper(raw)
+    converted = without_guard_wrappers(aec_to_parallel_wrapper(OrderEnforcingWrapper(clipped)))
+    assert converted.aec_env is clipped and clipped.env is raw  # a wrapper that changes actions is kept
+    native = simple_spread_v3.env(N=2, max_cycles=5)  # an AEC env, not a conversion: left as it is
+    assert without_guard_wrappers(native) is native and isinstance(native, OrderEnforcingWrapper)
+
+
 # -- PettingZoo AEC (turn-based) ----------------------------------------------
 
 
