@@ -66,6 +66,33 @@ def raw_vmas_rate(seconds: float) -> float:
     return steps / elapsed
 
 
+def raw_pettingzoo_rate(seconds: float) -> float:
+    """The same loop over simple_spread as PettingZoo's `parallel_env()` builds it, guard wrappers kept (as
+    BenchMARL steps it); marl.make_env takes them out (`marl.envs.pettingzoo.without_guard_wrappers`)."""
+    import numpy as np
+    from mpe2 import simple_spread_v3
+    from sampling import SPREAD_CONFIG
+
+    envs = [simple_spread_v3.parallel_env(**SPREAD_CONFIG) for _ in range(8)]
+    for k, env in enumerate(envs):
+        env.reset(seed=k)
+    pool = np.random.default_rng(0).integers(0, 5, size=(4096, 3)).tolist()
+    i = [0]
+
+    def lockstep(steps: int) -> int:
+        for _ in range(steps):
+            i[0] = (i[0] + 1) % len(pool)
+            actions = pool[i[0]]
+            for env in envs:
+                env.step({a: actions[j] for j, a in enumerate(env.agents)})
+                if not env.agents:
+                    env.reset()
+        return steps * len(envs)
+
+    steps, elapsed = C.run_for(seconds, lambda: lockstep(64))
+    return steps / elapsed
+
+
 RAW_RATES = {"spread": raw_env_rate, "balance": raw_vmas_rate}
 _MARL_LIMITS = ["--max-train-s", "3600"]
 # side -> its script's arguments for an env ("spread" or "balance"), besides the budget
@@ -124,6 +151,9 @@ def main() -> None:
     t_all = time.time()
     raw = {env: [RAW_RATES[env](args.raw_seconds)] for env in envs}  # each env's own random-action rate, before and after
     print("  raw env rates (random actions): " + ", ".join(f"{e} {r[0]:,.0f} env steps/s" for e, r in raw.items()), flush=True)
+    if "spread" in envs:
+        print(f"  simple_spread as PettingZoo's parallel_env() builds it (guard wrappers kept, as BenchMARL steps it): "
+              f"{raw_pettingzoo_rate(args.raw_seconds):,.0f} env steps/s", flush=True)
     for seed in range(args.seeds):  # seed-major: an interrupted invocation still has whole seeds of every algorithm
         for algo in algos:
             marl_task, bm_task, env = ALGOS[algo]
