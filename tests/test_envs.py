@@ -241,8 +241,9 @@ def test_parallel_conversions_lose_only_the_guard_wrappers_and_step_the_same(nam
         for agent in ref_obs:
             np.testing.assert_array_equal(obs[agent], ref_obs[agent])
         while reference.agents:
-            actions = {a: reference.action_space(a).sample() for a in reference.agents}
-            if not config.get("continuous_actions"):
+            if config.get("continuous_actions"):
+                actions = {a: reference.action_space(a).sample() for a in reference.agents}
+            else:
                 actions = {a: int(rng.integers(reference.action_space(a).n)) for a in reference.agents}
             obs, rewards, terminateds, truncateds, _ = env.step(actions)
             ref_obs, ref_rewards, ref_terms, ref_truncs, _ = reference.step(actions)

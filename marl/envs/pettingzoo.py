@@ -84,7 +84,8 @@ class _PettingZooBase(MultiAgentEnv):
 
 
 def without_guard_wrappers(env: ParallelEnv) -> ParallelEnv:
-    """The env with PettingZoo's two guard wrappers taken out of its AEC-to-parallel conversion.
+    """The env with PettingZoo's two guard wrappers taken out of its AEC-to-parallel conversion (in place:
+    `make_env` built the env for this adapter alone).
 
     `parallel_env()` of mpe2, butterfly and SISL is an AEC env converted to the parallel API, wrapped
     first in `AssertOutOfBoundsWrapper` (asserts each action is in its space) and
