@@ -167,34 +167,73 @@ def _early_checkpointed_unfinished(out: Path, max_rows: int = 2) -> set[str]:
             and len((out / name / "result.jsonl").read_text().splitlines()) <= max_rows}
 
 
-def _interrupt_suite_mid_run(out: Path, min_done: int) -> tuple[int, str]:
-    """`marl experiment` on the smoke suite, sent SIGINT (as Ctrl-C does: to the driver; Tune stops its trials) once
-    `min_done` runs are finished and another has checkpointed early in its run; (exit code, output)."""
+SLOW_CARTPOLE = """
+import time
+import gymnasium as gym
+from marl import register_env
+
+
+class SlowSteps(gym.Wrapper):
+    \"\"\"CartPole at about 3 ms a step, so a run lasts seconds: a signal can land mid-run on any machine.\"\"\"
+
+    def step(self, action):
+        time.sleep(0.003)
+        return self.env.step(action)
+
+
+register_env("SlowCartPole", lambda cfg: SlowSteps(gym.make("CartPole-v1")))
+"""
+
+
+def _slowed_smoke_suite(tmp_path: Path) -> Path:
+    """suites/smoke.yaml with its cartpole task stepping a slowed CartPole (registered by the suite's `imports`)."""
+    import yaml
+
+    (tmp_path / "slow_cartpole.py").write_text(SLOW_CARTPOLE)
+    suite = yaml.safe_load((ROOT / "suites" / "smoke.yaml").read_text())
+    suite["tasks"]["cartpole"]["env"] = "SlowCartPole"
+    suite["imports"] = ["slow_cartpole"]
+    path = tmp_path / "smoke_slowed.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+def _interrupt_suite_mid_run(suite: Path, out: Path, min_done: int) -> tuple[int, str]:
+    """`marl experiment` on `suite`, sent SIGINT (as Ctrl-C does: to the driver; Tune stops its trials) once
+    `min_done` runs are finished and another has checkpointed early in its run; (exit code, output).
+
+    The output goes to a file, not a pipe: a pipe nobody reads until the end fills up and blocks the driver (and so
+    every trial waiting for it to take their results)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", "suites/smoke.yaml", "--output", str(out),
-                             "--max-concurrent", "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        deadline = time.time() + 500
-        while time.time() < deadline and not (len(_done(out)) >= min_done and _early_checkpointed_unfinished(out)):
-            time.sleep(0.1)
-        assert len(_done(out)) >= min_done and _early_checkpointed_unfinished(out), "no run checkpointed in time"
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return proc.returncode, output
+    log = out.parent / "experiment.log"
+    with open(log, "w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", str(suite), "--output", str(out),
+                                 "--max-concurrent", "2"], cwd=ROOT, env=env, stdout=log_file,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.time() + 500
+            while (time.time() < deadline and proc.poll() is None
+                   and not (len(_done(out)) >= min_done and _early_checkpointed_unfinished(out))):
+                time.sleep(0.05)
+            caught = len(_done(out)) >= min_done and _early_checkpointed_unfinished(out)
+            assert caught, f"no run checkpointed early (exit code {proc.poll()}):\n{log.read_text()[-3000:]}"
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return proc.returncode, log.read_text()
 
 
 @pytest.mark.slow
 def test_smoke_suite_on_ray_interrupted_with_sigint_then_resumed_and_reported(tmp_path):
     out = tmp_path / "runs"
-    # Tune stops its trials a moment after the signal; on a loaded machine a short run can still finish in that
-    # moment, leaving no interrupted run to resume. Interrupt again then (finished runs are skipped each time).
+    suite = _slowed_smoke_suite(tmp_path)
+    # Tune stops its trials a moment after the signal; on a loaded machine a run can still finish in that moment,
+    # leaving no interrupted run to resume. Interrupt again then (finished runs are skipped each time).
     for attempt in range(3):
-        returncode, output = _interrupt_suite_mid_run(out, min_done=2 if attempt == 0 else 0)
+        returncode, output = _interrupt_suite_mid_run(suite, out, min_done=2 if attempt == 0 else 0)
         assert returncode == 130, output[-3000:]
         assert "re-run the same command to resume" in output
         if _checkpointed_unfinished(out):
@@ -204,7 +243,7 @@ def test_smoke_suite_on_ray_interrupted_with_sigint_then_resumed_and_reported(tm
     interrupted_with_checkpoint = _checkpointed_unfinished(out)
     assert interrupted_with_checkpoint  # SIGINT came in the middle of a run
 
-    p = cli("experiment", "suites/smoke.yaml", "--output", str(out), "--max-concurrent", "2")
+    p = cli("experiment", str(suite), "--output", str(out), "--max-concurrent", "2")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{len(before)} finished, {8 - len(before)} to run" in p.stdout
     after = _done(out)
