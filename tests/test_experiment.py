@@ -206,17 +206,19 @@ def _interrupt_suite_mid_run(suite: Path, out: Path, min_done: int) -> tuple[int
     every trial waiting for it to take their results)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     log = out.parent / "experiment.log"
+
+    def caught() -> bool:
+        return len(_done(out)) >= min_done and bool(_early_checkpointed_unfinished(out))
+
     with open(log, "w") as log_file:
         proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", str(suite), "--output", str(out),
                                  "--max-concurrent", "2"], cwd=ROOT, env=env, stdout=log_file,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.time() + 500
-            while (time.time() < deadline and proc.poll() is None
-                   and not (len(_done(out)) >= min_done and _early_checkpointed_unfinished(out))):
+            while time.time() < deadline and proc.poll() is None and not caught():
                 time.sleep(0.05)
-            caught = len(_done(out)) >= min_done and _early_checkpointed_unfinished(out)
-            assert caught, f"no run checkpointed early (exit code {proc.poll()}):\n{log.read_text()[-3000:]}"
+            assert caught(), f"no run checkpointed early (exit code {proc.poll()}):\n{log.read_text()[-3000:]}"
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=180)
         finally:
