@@ -355,3 +355,30 @@ def test_a_policy_only_network_is_refused_by_an_algorithm_that_records_values():
             algo.train()
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("shape", [(7, 16), (512, 128)])  # below and above activations.SMALL
+def test_tanh_activation_matches_torch_tanh_in_value_and_gradient(shape):
+    """The default MLPs' tanh (2 sigmoid(2x) - 1 on large blocks, `marl.modules.activations`) is tanh: values and
+    gradients within float32 rounding, the double-precision gradient checked numerically, and a
+    module's state dict unchanged by it."""
+    from marl.modules.activations import Tanh, tanh
+
+    torch.manual_seed(0)
+    x = (torch.randn(shape) * 4).requires_grad_()
+    y = tanh(x)
+    ref_x = x.detach().clone().requires_grad_()
+    ref = torch.tanh(ref_x)
+    torch.testing.assert_close(y, ref, atol=3e-7, rtol=0)
+    grad = torch.randn(shape)
+    y.backward(grad)
+    ref.backward(grad)
+    torch.testing.assert_close(x.grad, ref_x.grad, atol=2e-6, rtol=0)  # |grad| <= 4: 2 |y| dy |grad|
+    with torch.inference_mode():
+        torch.testing.assert_close(tanh(x.detach()), ref.detach(), atol=3e-7, rtol=0)
+    x64 = torch.randn(shape, dtype=torch.float64).requires_grad_()
+    assert torch.autograd.gradcheck(tanh, (x64,), fast_mode=True)
+    module = ActorCriticMLP(OBS_SPACES["box"], ACT_SPACES["discrete"][0], {"hiddens": [8], "activation": "tanh"})
+    assert any(isinstance(m, Tanh) for m in module.pi) and isinstance(Tanh(), nn.Tanh)
+    assert list(module.state_dict()) == ["pi.0.weight", "pi.0.bias", "pi.2.weight", "pi.2.bias",
+                                         "vf.0.weight", "vf.0.bias", "vf.2.weight", "vf.2.bias"]

@@ -42,9 +42,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from marl.modules.activations import Tanh
 from marl.modules.spaces import as_image_box, image_layout, image_shape, observation_part
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 ENCODER_KEYS = {"conv_filters", "conv_activation"}
 
 # The model options of the default modules (`training.model`, per policy `multi_agent.policies.<pid>.model`):

@@ -25,6 +25,7 @@ from marl.modules.catalog import (
     policy_head,
     value_head,
 )
+from marl.modules.activations import Tanh, tanh
 from marl.modules.rl_module import RLModule
 
 __all__ = ["ACTIVATIONS", "MODEL_KEYS", "ActorCriticMLP", "mlp"]  # mlp, ACTIVATIONS: the catalog's, kept importable here
@@ -100,7 +101,7 @@ class ActorCriticMLP(RLModule):
         return {"action_dist_inputs": self._fast_inputs(batch, h)}
 
 
-_FUNCTIONAL_ACTIVATIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}
+_FUNCTIONAL_ACTIVATIONS = {Tanh: tanh, nn.Tanh: tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}
 
 
 def _functional(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
