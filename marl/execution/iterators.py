@@ -116,10 +116,11 @@ class GatherAhead:
     """`gather_sync` one round ahead: the next round's calls go out before this round is handed on.
 
     Each item is the list of one `method()` result per runner, all from the same round, as with
-    `gather_sync`; but the calls of round k+1 are sent when round k is yielded, so the runners
-    sample round k+1 while the consumer (the learner) works on round k. Weights synced during
-    that work are queued behind round k+1's calls (actor calls run in order) and reach round
-    k+2: the rounds lag the learner by one update at most. Runners must be remote actors.
+    `gather_sync`; but each runner is asked for round k+1 as soon as its round-k result is in (a
+    runner that finishes first does not idle until the slowest one does), all before round k is
+    yielded, so the runners sample round k+1 while the consumer (the learner) works on round k.
+    Weights synced during that work are queued behind round k+1's calls (actor calls run in order)
+    and reach round k+2: the rounds lag the learner by one update at most. Runners must be remote actors.
 
     `settle()` waits for the round in flight and keeps its results as the next item (a
     checkpoint saves them; `ready` set after a restore is handed on first).
@@ -147,10 +148,26 @@ class GatherAhead:
         while True:
             if self.ready is None and self.in_flight is None:
                 self._send()
-            results = self.settle()
-            self.ready = None
-            self._send()  # the next round samples while the consumer works on this one
+            if self.ready is not None:  # settled for a checkpoint, or restored from one
+                results, self.ready = self.ready, None
+                self._send()  # the next round samples while the consumer works on this one
+            else:
+                results = self._collect_and_resend()
             yield results
+
+    def _collect_and_resend(self) -> list:
+        """The round in flight, in runner order; each runner gets its next call as its result arrives."""
+        import ray
+
+        refs = self.in_flight
+        results: list = [None] * len(refs)
+        waiting = {ref: i for i, ref in enumerate(refs)}
+        while waiting:
+            (ref,), _ = ray.wait(list(waiting), num_returns=1)
+            i = waiting.pop(ref)
+            results[i] = self.group.get_remote(i, ref, self.method)
+            refs[i] = self.group.call_remote(i, self.method)
+        return results
 
 
 def gather_async(
