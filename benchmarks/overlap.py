@@ -1,6 +1,6 @@
 """Overlapped sampling (`env_runners.overlap`) against the synchronous default, at equal env steps, over seeds.
 
-    .venv/bin/python benchmarks/overlap.py [--seeds 3] [--tasks cartpole,spread] [--modes sync,overlap,overlap_x2]
+    .venv/bin/python benchmarks/overlap.py [--seeds 3] [--tasks cartpole,spread] [--modes sync,overlap,overlap_x2,...]
                                            [--spread-steps 100000] [--json out.json]
 
 For each task and seed one run per mode, back to back (the order rotates with the seed), each
@@ -14,13 +14,15 @@ in a fresh process:
 * overlap_fragment: overlap with `overlap_round=fragment`: a round is the runner's whole
   fragment (a whole train batch here), every row one update behind;
 * overlap_x2: overlap with two runner actors of 4 envs each (8 envs in all, as the scenario),
-  so sampling gets both cores while the learner's update runs beside it.
+  so sampling gets both cores while the learner's update runs beside it;
+* overlap_x2_fragment: overlap_x2 with whole-batch rounds (`overlap_round=fragment`): the runners
+  sample all of the next batch while the learner trains on this one (every row one update behind).
 
 Tasks: `cartpole` (scenarios/cartpole_ppo.yaml, up to --cartpole-steps env steps: time and
 env steps to a mean return of 450, measured from the end of the build, and the build itself,
 Ray's start-up included), `spread` (scenarios/simple_spread_ppo.yaml, --spread-steps env steps:
 env steps/s including learning, against the env's own random-action rate measured in this
-invocation before and after the runs, `sampling.py`'s loop over 8 envs, and the return).
+invocation just before and after each run, `sampling.py`'s loop over 8 envs, and the return).
 
 Prints the learning curves (mean return over the episodes that ended in each env-step bucket,
 mean and min-max over seeds) and a summary table. The machine is shared: say so next to any figure.
@@ -41,11 +43,14 @@ import _common as C
 
 SCENARIOS = {"cartpole": "scenarios/cartpole_ppo.yaml", "spread": "scenarios/simple_spread_ppo.yaml"}
 OVERLAP = ["env_runners.num_env_runners=1", "env_runners.overlap=true"]
+OVERLAP_X2 = ["env_runners.num_env_runners=2", "env_runners.overlap=true", "env_runners.num_envs_per_env_runner=4"]
+WHOLE_BATCH = ["env_runners.overlap_round=fragment"]
 MODES = {
     "sync": [],
     "overlap": OVERLAP,
-    "overlap_fragment": OVERLAP + ["env_runners.overlap_round=fragment"],
-    "overlap_x2": ["env_runners.num_env_runners=2", "env_runners.overlap=true", "env_runners.num_envs_per_env_runner=4"],
+    "overlap_fragment": OVERLAP + WHOLE_BATCH,
+    "overlap_x2": OVERLAP_X2,
+    "overlap_x2_fragment": OVERLAP_X2 + WHOLE_BATCH,
 }
 
 
@@ -153,15 +158,16 @@ def main() -> None:
     steps = {"cartpole": args.cartpole_steps, "spread": args.spread_steps}
     print(C.machine_line(), flush=True)
     runs, raw = [], []
-    if "spread" in tasks:
-        raw.append(raw_env_rate(args.raw_seconds))
     for task in tasks:
         for seed in range(args.seeds):
             shift = seed % len(modes)
             for mode in modes[shift:] + modes[:shift]:  # each mode goes first once every len(modes) seeds
+                if task == "spread" and not raw:
+                    raw.append(raw_env_rate(args.raw_seconds))
                 runs.append(spawn(task, mode, seed, steps[task]))
-    if "spread" in tasks:
-        raw.append(raw_env_rate(args.raw_seconds))
+                if task == "spread":  # this VM's speed drifts by 25 % within minutes: each run against its neighbours
+                    raw.append(raw_env_rate(args.raw_seconds))
+                    runs[-1]["raw_env_rate"] = (raw[-2] + raw[-1]) / 2
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "raw_env_rate": raw, "machine": C.machine_line()}, f)
@@ -170,16 +176,16 @@ def main() -> None:
     for task in tasks:
         curve_table(runs, task, 10_000 if task == "cartpole" else 20_000, steps[task])
     rows = []
-    raw_rate = mean(raw) if raw else math.nan
     for task in tasks:
         for m in modes:
             rs = [r for r in runs if r["task"] == task and r["mode"] == m]
             reached = [r["to_450"] for r in rs if r["to_450"]]
             rate = C.median([r["steps_per_s"] for r in rs])
+            share = C.median([r["steps_per_s"] / r["raw_env_rate"] for r in rs]) if task == "spread" else math.nan
             lags = [c[4] for r in rs for c in r["curve"][1:]]
             rows.append([
                 f"{task} {m}", C.fmt_num(C.median([r["build_s"] for r in rs])),
-                C.fmt_num(rate), C.fmt_num(rate / raw_rate) if task == "spread" else "-",
+                C.fmt_num(rate), C.fmt_num(share) if task == "spread" else "-",
                 f"{len(reached)}/{len(rs)}", C.fmt_num(C.median([t for t, _ in reached])) if reached else "-",
                 C.fmt_num(C.median([s for _, s in reached])) if reached else "-",
                 " / ".join(C.fmt_num(t) if t else "-" for t in [r["to_450"] and r["to_450"][0] for r in rs]),
@@ -187,8 +193,9 @@ def main() -> None:
             ])
     C.print_table(["run", "build s", "env steps/s", "/ raw env", "reached 450", "train s to 450", "env steps to 450",
                    "per seed s", "last return", "max lag"], rows,
-                  title=f"Medians over {args.seeds} seeds (raw simple_spread random-action rate, 8 envs: "
-                        f"{' / '.join(C.fmt_num(x) for x in raw) or '-'} env steps/s)")
+                  title=f"Medians over {args.seeds} seeds; '/ raw env': each run's rate over the mean of the raw "
+                        f"simple_spread random-action rates (8 envs) measured just before and after it: "
+                        f"{' / '.join(C.fmt_num(x) for x in raw) or '-'} env steps/s")
 
 
 if __name__ == "__main__":
