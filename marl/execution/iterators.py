@@ -159,7 +159,7 @@ class GatherAhead:
         """The round in flight, in runner order; each runner gets its next call as its result arrives."""
         import ray
 
-        refs = self.in_flight
+        refs = self.in_flight  # updated in place: each slot always holds its runner's oldest unanswered call
         results: list = [None] * len(refs)
         waiting = {ref: i for i, ref in enumerate(refs)}
         while waiting:

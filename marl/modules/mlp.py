@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from marl.modules.activations import Tanh, tanh
 from marl.modules.catalog import (
     ACTIVATIONS,
     ENCODER_KEYS,
@@ -25,7 +26,6 @@ from marl.modules.catalog import (
     policy_head,
     value_head,
 )
-from marl.modules.activations import Tanh, tanh
 from marl.modules.rl_module import RLModule
 
 __all__ = ["ACTIVATIONS", "MODEL_KEYS", "ActorCriticMLP", "mlp"]  # mlp, ACTIVATIONS: the catalog's, kept importable here
