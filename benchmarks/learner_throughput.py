@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/learner_throughput.py [--algos PPO,MAPPO] [--devices cpu,cuda] [--rows 2048,...,65536]
                                                       [--minibatch 512,8192] [--repeats 3] [--json out.json]
+    .venv/bin/python benchmarks/learner_throughput.py --tanh-ab --rows 6144 --minibatch 512 --repeats 30
 
 Issue 17's GPU table. For each algorithm, an in-process Algorithm of its simple_spread scenario
 (scenarios/simple_spread_ppo.yaml, simple_spread_mappo.yaml: 3 agents, one shared policy,
@@ -32,6 +33,7 @@ import torch
 
 import marl
 from marl.data.records import SampledBatch
+from marl.modules import activations
 
 SCENARIOS = {"PPO": "scenarios/simple_spread_ppo.yaml", "MAPPO": "scenarios/simple_spread_mappo.yaml"}
 FRAGMENT = 85  # env steps per env copy: 8 x 85 x 3 agents = 2,040 rows per sample call
@@ -73,6 +75,26 @@ def time_updates(algo: str, device: str, minibatch: int, batch, repeats: int) ->
         built.stop()
 
 
+def tanh_ab(algo: str, minibatch: int, batch, repeats: int) -> tuple[list[float], list[float]]:
+    """CPU update seconds with torch.tanh everywhere (activations.SMALL raised past any block) and with marl's
+    tanh, one learner, alternating update by update (the order flips each repeat), so drift hits both alike."""
+    built = config_for(algo, "cpu", minibatch).build()
+    learner, small = built.learners.local, activations.SMALL
+    times: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        learner.update(batch)
+        for i in range(repeats):
+            for baseline in ((True, False) if i % 2 else (False, True)):
+                activations.SMALL = float("inf") if baseline else small
+                t0 = time.perf_counter()
+                learner.update(batch)
+                times[baseline].append(time.perf_counter() - t0)
+        return times[True], times[False]
+    finally:
+        activations.SMALL = small
+        built.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algos", default="PPO,MAPPO")
@@ -81,6 +103,8 @@ def main() -> None:
     ap.add_argument("--minibatch", default="512,8192", help="minibatch sizes (rows per SGD step)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--tanh-ab", action="store_true",
+                    help="instead: CPU updates with torch.tanh against marl's tanh (marl.modules.activations), alternating")
     args = ap.parse_args()
     algos = [a for a in args.algos.split(",") if a]
     unknown = [a for a in algos if a not in SCENARIOS]
@@ -93,6 +117,21 @@ def main() -> None:
     sizes = [int(x) for x in args.rows.split(",")]
     minibatches = [int(x) for x in args.minibatch.split(",")]
     print(C.machine_line() + (f"; GPU: {torch.cuda.get_device_name(0)}" if "cuda" in devices else ""), flush=True)
+
+    if args.tanh_ab:
+        ab_rows = []
+        for algo in algos:
+            pool = sample_pool(algo, max(1, round(max(sizes) / ROWS_PER_FRAGMENT)))
+            for size in sizes:
+                batch = SampledBatch.concat(pool[: max(1, round(size / ROWS_PER_FRAGMENT))]).batch
+                for minibatch in minibatches:
+                    before, after = tanh_ab(algo, minibatch, batch, args.repeats)
+                    b, a = statistics.median(before), statistics.median(after)
+                    ab_rows.append([algo, f"{batch.agent_steps():,}", str(minibatch), f"{b:.3f}", f"{a:.3f}",
+                                    f"{min(before):.3f} / {min(after):.3f}", f"{b / a:.3f}x"])
+        C.print_table(["algo", "rows", "minibatch", "torch.tanh s/update", "marl tanh s/update", "min (both)", "speed-up"],
+                      ab_rows, title=f"CPU learner updates, torch.tanh vs marl's tanh, medians of {args.repeats} alternating")
+        return
 
     rows, records = [], []
     for algo in algos:
