@@ -16,7 +16,9 @@ in a fresh process:
 * overlap_x2: overlap with two runner actors of 4 envs each (8 envs in all, as the scenario),
   so sampling gets both cores while the learner's update runs beside it;
 * overlap_x2_fragment: overlap_x2 with whole-batch rounds (`overlap_round=fragment`): the runners
-  sample all of the next batch while the learner trains on this one (every row one update behind).
+  sample all of the next batch while the learner trains on this one (every row one update behind);
+* sync_torch_acting, overlap_x2_torch_acting: sync and overlap_x2 with `env_runners.numpy_acting=false`
+  (runners act through the modules' torch passes, not their NumPy copies: that change's A/B).
 
 Tasks: `cartpole` (scenarios/cartpole_ppo.yaml, up to --cartpole-steps env steps: time and
 env steps to a mean return of 450, measured from the end of the build, and the build itself,
@@ -51,6 +53,9 @@ MODES = {
     "overlap_fragment": OVERLAP + WHOLE_BATCH,
     "overlap_x2": OVERLAP_X2,
     "overlap_x2_fragment": OVERLAP_X2 + WHOLE_BATCH,
+    # The same two, acting through the modules' torch passes (the NumPy copies' A/B, marl.modules.numpy_acting).
+    "overlap_x2_torch_acting": OVERLAP_X2 + ["env_runners.numpy_acting=false"],
+    "sync_torch_acting": ["env_runners.numpy_acting=false"],
 }
 
 

@@ -166,6 +166,8 @@ def main() -> None:
     ap.add_argument("--inline-actions", action="store_true", help="call action_space(agent).sample() inside the random loop")
     ap.add_argument("--only", choices=["cartpole", "spread"], help="run one env only")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-acting", action="store_true",
+                    help="runners act through the modules' torch passes, not their NumPy copies (marl.modules.numpy_acting)")
     args = ap.parse_args()
 
     envs = ENVS
@@ -185,6 +187,8 @@ def main() -> None:
     for name, env_id, env_config, shared, target in envs:
         t0 = time.perf_counter()
         cfg = make_config(env_id, env_config, shared, args.envs, args.fragment, args.seed)
+        if args.torch_acting:
+            cfg.env_runners(numpy_acting=False)
         runner = EnvRunner(cfg, 0)
         loop = RandomLoop(env_id, env_config, args.envs, args.inline_actions, args.seed)
         # warm-up: first fragment (starts the envs, first torch calls) and a few random steps

@@ -40,18 +40,23 @@ def test_each_policy_batch_holds_exactly_its_agents_steps():
     assert len(keys) == len(pred)
 
 
-def test_one_forward_pass_per_policy_per_step():
+@pytest.mark.parametrize("numpy_acting", [True, False])
+def test_one_forward_pass_per_policy_per_step(numpy_acting):
     runner = EnvRunner(tag_config(), 0)
+    assert set(runner.numpy_actors) == {"predator", "prey"}  # the default MLPs act in NumPy
+    if not numpy_acting:
+        runner.numpy_actors = {}
     sizes = {"predator": [], "prey": []}
-    for pid in sizes:
-        module = runner.module[pid]
-        original = module.forward_exploration
+    for pid in sizes:  # acting passes (the module's torch pass, or its NumPy copy) and bootstrap passes
+        for owner, name in [(runner.module[pid], "forward_exploration")] + (
+                [(runner.numpy_actors[pid], "act")] if numpy_acting else []):
+            original = getattr(owner, name)
 
-        def counting(inputs, pid=pid, original=original):
-            sizes[pid].append(len(inputs["obs"]))
-            return original(inputs)
+            def counting(inputs, *args, pid=pid, original=original):
+                sizes[pid].append(len(inputs["obs"]))
+                return original(inputs, *args)
 
-        module.forward_exploration = counting
+            setattr(owner, name, counting)
     runner.sample()
     # 40 steps: one pass per policy per step over all 4 envs' agents, plus one bootstrap
     # pass when the episodes truncate (step 25) and one when the fragment is cut.

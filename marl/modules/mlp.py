@@ -6,6 +6,8 @@ value) over the observation, as before; image observations get a conv encoder sh
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import gymnasium as gym
 import torch
 import torch.nn.functional as F
@@ -26,6 +28,7 @@ from marl.modules.catalog import (
     policy_head,
     value_head,
 )
+from marl.modules.numpy_acting import NumpyActor
 from marl.modules.rl_module import RLModule
 
 __all__ = ["ACTIVATIONS", "MODEL_KEYS", "ActorCriticMLP", "mlp"]  # mlp, ACTIVATIONS: the catalog's, kept importable here
@@ -99,6 +102,15 @@ class ActorCriticMLP(RLModule):
                 return self.forward_inference(batch)
         h = batch["obs"] if self._direct else self.core(self.encoder(batch["obs"]))
         return {"action_dist_inputs": self._fast_inputs(batch, h)}
+
+    def numpy_actor(self):
+        # Mirrors this class's own passes only: a subclass may change them, and acts in torch.
+        if type(self) is not ActorCriticMLP or not self._direct or not NumpyActor.supports(self.pi, self.vf):
+            return None
+        if not (self.continuous or isinstance(self.action_space, gym.spaces.Discrete)):
+            return None  # (MultiDiscrete: torch)
+        obs = itemgetter("obs")
+        return NumpyActor(self.pi, self.vf, self.log_std if self.continuous else None, pi_input=obs, vf_input=obs)
 
 
 _FUNCTIONAL_ACTIVATIONS = {Tanh: tanh, nn.Tanh: tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}

@@ -34,6 +34,10 @@ The contract runners rely on (one screen):
   `marl.learners.sequences`); it must return one output row per input row, as
   acting step by step would have (checked on the first update,
   `debugging.check_module_state`). `marl.modules.recurrent` has the pieces.
+- Acting in NumPy (optional): `numpy_actor()` returns a `marl.modules.numpy_acting.NumpyActor`
+  that computes the same exploration and greedy passes, distribution and draw included, from
+  NumPy inputs; runners then act through it (no torch call per env step). None (the default):
+  runners call the torch passes. Only stateless modules are asked.
 """
 
 from __future__ import annotations
@@ -86,6 +90,10 @@ class RLModule(nn.Module):
     def get_initial_state(self) -> dict[str, torch.Tensor]:
         """One agent's state at its episode start (no batch axis); {}: the module is stateless."""
         return {}
+
+    def numpy_actor(self):
+        """A NumPy copy of the acting passes (`marl.modules.numpy_acting`), or None: runners act in torch."""
+        return None
 
     def set_exploration_step(self, env_steps: int) -> None:
         """Called by runners before each fragment with the run's env steps so far (schedules like epsilon)."""

@@ -30,6 +30,7 @@ from collections import Counter
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from marl.connectors import PolicyConnectors, build_policy_module
 from marl.data import Episode, MultiAgentBatch
@@ -61,6 +62,7 @@ class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, nod
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
         """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
         torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
+        threadpool_limits(1, user_api="blas")  # NumPy's BLAS as well (NumPy acting): a second thread only spins
         self.config = config
         self.worker_index = worker_index
         self.incarnation = incarnation
@@ -96,6 +98,12 @@ class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, nod
             pid: AgentStates(built.initial_state, self.num_envs, pid)
             for pid, built in self.module_inputs.items() if built.stateful
         }
+        # Stateless modules that mirror their acting pass in NumPy (`RLModule.numpy_actor`) act without torch calls.
+        self.numpy_actors = {}
+        for pid in self.specs if run_cfg.numpy_acting else ():
+            actor = None if pid in self.agent_states else self.module[pid].numpy_actor()
+            if actor is not None:
+                self.numpy_actors[pid] = actor
         # Centralised critics (MAPPO) read the global state at every step; other algorithms skip it.
         state_spec = None
         wanted = any(sb.STATE in c for c in self.columns.values()) or any(b.wants_state for b in self.module_inputs.values())

@@ -70,26 +70,38 @@ class LockstepSteps:
             state_in = episode_start = None
             if agent_states is not None:
                 state_in, episode_start = agent_states.gather(envs_idx, agents)
+            numpy_actor = self.numpy_actors.get(pid)
             try:
-                inputs, obs, mask = self.module_inputs[pid](raw_obs, ctx, agent_idx, global_state, state_in, episode_start)
+                if numpy_actor is not None:
+                    arrays, obs, mask = self.module_inputs[pid].arrays(raw_obs, ctx, agent_idx, global_state)
+                else:
+                    inputs, obs, mask = self.module_inputs[pid](raw_obs, ctx, agent_idx, global_state, state_in, episode_start)
             except (ValueError, TypeError) as err:  # name the misshapen observation, not NumPy's complaint
                 raise self._boundary.shape_error(raw_obs, agents, self._label(envs_idx[0]), err) or err
-            with torch.inference_mode():
-                if explore:
-                    out = module.forward_exploration(inputs)
-                    dist = module.action_dist(out["action_dist_inputs"])
-                    act_t = dist.sample(self.torch_rng)
-                else:
-                    out = module.forward_inference(inputs)
-                    dist = module.action_dist(out["action_dist_inputs"])
-                    # A random baseline's greedy action is still a draw, from this runner's seeded stream.
-                    act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
-                if agent_states is not None:  # the acting agents' states advance; the others' stay
-                    agent_states.scatter(envs_idx, agents, out.get("state_out"))
-                act = act_t.numpy()
+            if numpy_actor is not None:  # the same pass and draws in NumPy (`marl.modules.numpy_acting`)
+                act, logp, values = numpy_actor.act(arrays, self.torch_rng, explore)
                 env_actions = conn.to_env(act, ctx)
                 if collect:
-                    extra = self._requested(pid, out, dist, act, state_block, state_in, episode_start)
+                    extra = self._requested(pid, lambda: logp, values, state_block, None, None)
+            else:
+                with torch.inference_mode():
+                    if explore:
+                        out = module.forward_exploration(inputs)
+                        dist = module.action_dist(out["action_dist_inputs"])
+                        act_t = dist.sample(self.torch_rng)
+                    else:
+                        out = module.forward_inference(inputs)
+                        dist = module.action_dist(out["action_dist_inputs"])
+                        # A random baseline's greedy action is still a draw, from this runner's seeded stream.
+                        act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
+                    if agent_states is not None:  # the acting agents' states advance; the others' stay
+                        agent_states.scatter(envs_idx, agents, out.get("state_out"))
+                    act = act_t.numpy()
+                    env_actions = conn.to_env(act, ctx)
+                    if collect:
+                        vf = out.get("vf_preds")
+                        extra = self._requested(pid, lambda: dist.logp_numpy(act), None if vf is None else vf.numpy(),
+                                                state_block, state_in, episode_start)
             if collect:
                 row = self.collectors[pid].add_block(obs, act, mask, eps_ids, agent_idx, envs_idx, steps, extra)
                 for k, agent, action in zip(envs_idx, agents, env_actions):
@@ -105,20 +117,20 @@ class LockstepSteps:
         """Each row's agent return so far in its episode (read by previous-reward connector inputs)."""
         return [self._episodes[k].agent_returns.get(a, 0.0) for k, a in zip(envs_idx, agents)]
 
-    def _requested(self, pid: str, out: dict, dist, act: np.ndarray, state_block, state_in, episode_start) -> dict:
-        """The optional columns of one block of rows: only those the policy's algorithm asks for."""
+    def _requested(self, pid: str, logp, vf: np.ndarray | None, state_block, state_in, episode_start) -> dict:
+        """The optional columns of one block of rows: only those the policy's algorithm asks for (`logp`: a
+        function giving the rows' log-probs, called only then; `vf`: the value predictions or None)."""
         columns = self.columns[pid]
         extra = {}
         if sb.ACTION_LOGP in columns:
-            extra[sb.ACTION_LOGP] = dist.logp_numpy(act)
+            extra[sb.ACTION_LOGP] = logp()
         if sb.VF_PREDS in columns:
-            vf = out.get("vf_preds")
             if vf is None:
                 raise ConfigError(
                     f"policy '{pid}': its algorithm records value predictions, but module "
                     f"{type(self.module[pid]).__name__}.forward_exploration returned no 'vf_preds'"
                 )
-            extra[sb.VF_PREDS] = vf.numpy()
+            extra[sb.VF_PREDS] = vf
         if sb.STATE in columns:
             extra[sb.STATE] = state_block
         if state_in is not None:

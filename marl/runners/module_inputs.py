@@ -44,6 +44,18 @@ class ModuleInputs:
         env->module pipeline; `ctx` (`marl.connectors.RowContext`) says which rows and whether statistics update."""
         return self.connectors.to_module(raw_obs, ctx)
 
+    def arrays(self, raw_obs: list, ctx, agent_index=None, global_state=None) -> tuple[dict, np.ndarray, np.ndarray | None]:
+        """A stateless module's inputs as NumPy arrays (what a `NumpyActor` reads), the obs and the mask."""
+        obs, mask = self.connectors.env_to_module(raw_obs, ctx)  # = observe(), one call less per step
+        arrays = {"obs": obs}
+        if mask is not None and self.wants_mask:
+            arrays["action_mask"] = mask
+        if self.wants_agent_index:
+            arrays["agent_index"] = np.asarray(agent_index, dtype=np.int64)
+        if self.wants_state:
+            arrays["state"] = global_state
+        return arrays, obs, mask
+
     def __call__(self, raw_obs: list, ctx, agent_index=None, global_state=None, state_in=None,
                  episode_start=None) -> tuple[dict, np.ndarray, np.ndarray | None]:
         """(module inputs, preprocessed obs, action mask or None) of a block of rows.
@@ -51,14 +63,8 @@ class ModuleInputs:
         `agent_index`, `global_state` ([B, dim]) and `state_in`/`episode_start` (from
         `AgentStates.gather`) are read only when the module declares them.
         """
-        obs, mask = self.connectors.env_to_module(raw_obs, ctx)  # = observe(), one call less per step
-        inputs = {"obs": torch.from_numpy(obs)}
-        if mask is not None and self.wants_mask:
-            inputs["action_mask"] = torch.from_numpy(mask)
-        if self.wants_agent_index:
-            inputs["agent_index"] = torch.from_numpy(np.asarray(agent_index, dtype=np.int64))
-        if self.wants_state:
-            inputs["state"] = torch.from_numpy(global_state)
+        arrays, obs, mask = self.arrays(raw_obs, ctx, agent_index, global_state)
+        inputs = {name: torch.from_numpy(value) for name, value in arrays.items()}
         if self.stateful:
             inputs["state_in"] = {name: torch.from_numpy(value) for name, value in state_in.items()}
             inputs["episode_start"] = torch.from_numpy(episode_start)

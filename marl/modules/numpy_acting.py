@@ -1,0 +1,150 @@
+"""Acting in NumPy: the default actor-critics' sampling pass for runners, without torch calls.
+
+A runner acts once per env step on a few dozen rows, between env steps that evict the CPU
+caches. There each torch call costs 5-10 us of dispatch, and the default MLP's pass (six
+linear layers, four tanh, the distribution, the draw) is 15-20 torch calls: 240-300 us per step,
+a tenth of a runner's time on simple_spread beside the learner. The same arithmetic in NumPy
+costs about 110 us (benchmarks/README.md, "Acting in NumPy").
+
+`NumpyActor` is built from a module's own torch layers (`RLModule.numpy_actor`) and reads their
+weights again whenever a parameter changed (its version counter or storage), so it always acts
+with the module's current weights. The random draws come from the runner's torch generator, the
+same draws in the same order as `Distribution.sample`: a seed gives the same actions either way,
+up to float rounding of the logits (the two libraries' matmuls round differently in the last
+bit), and a checkpoint's generator state resumes either path exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from marl.modules.activations import Tanh
+from marl.modules.rl_module import MASKED_LOGIT
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {
+    Tanh: np.tanh, nn.Tanh: np.tanh, nn.ReLU: lambda x: np.maximum(x, 0), nn.ELU: _elu, nn.SiLU: _silu,
+}
+
+
+def numpy_layers(seq: nn.Sequential) -> list | None:
+    """`seq` as [(kind, layer)] where every layer is a Linear or a known activation; None otherwise."""
+    layers = []
+    for layer in seq:
+        kind = type(layer)
+        if kind is nn.Linear and layer.bias is not None:
+            layers.append(("linear", layer))
+        elif kind in _ACTIVATIONS:
+            layers.append(("activation", _ACTIVATIONS[kind]))
+        else:
+            return None
+    return layers
+
+
+class _NumpyMLP:
+    """A Sequential of Linear layers and activations as NumPy arrays (weights transposed once per refresh)."""
+
+    def __init__(self, layers: list):
+        self.layers = layers
+        self.params = [p for kind, layer in layers if kind == "linear" for p in (layer.weight, layer.bias)]
+        self.steps: list = []
+
+    def refresh(self) -> None:
+        self.steps = [
+            (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy()) if kind == "linear"
+            else layer for kind, layer in self.layers
+        ]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        for step in self.steps:
+            if type(step) is tuple:
+                x = x @ step[0]
+                x += step[1]
+            else:
+                x = step(x)
+        return x
+
+
+class NumpyActor:
+    """One module's acting pass: `act(inputs, generator, explore) -> (actions, log-probs, values or None)`.
+
+    `inputs` are the module's runner inputs as NumPy (`obs`, `action_mask`, `agent_index`, `state`);
+    `pi_input` / `vf_input` map them to each network's input (the module's own joins, in NumPy);
+    `vf_input` returns None where the pass has no value input (no value head, or no state given).
+    `log_std` is the Gaussian policy's state-independent log-std parameter (Box actions), else None.
+    """
+
+    def __init__(self, pi: nn.Sequential, vf: nn.Sequential | None, log_std: torch.Tensor | None,
+                 pi_input: Callable[[dict], np.ndarray], vf_input: Callable[[dict], np.ndarray | None]):
+        self.pi = _NumpyMLP(numpy_layers(pi))
+        self.vf = _NumpyMLP(numpy_layers(vf)) if vf is not None else None
+        self.log_std_param = log_std
+        self.pi_input, self.vf_input = pi_input, vf_input
+        self.params = self.pi.params + (self.vf.params if self.vf is not None else []) + ([log_std] if log_std is not None else [])
+        self._key = None
+        self.log_std = self.std = None
+
+    @staticmethod
+    def supports(*seqs: nn.Sequential | None) -> bool:
+        return all(seq is None or numpy_layers(seq) is not None for seq in seqs)
+
+    def _fresh(self) -> None:
+        # A parameter changed in place (load_state_dict, an optimiser step: its version counter) or was given new
+        # storage: read the weights again. 2-3 us per call, against a pass of ~100 us.
+        key = tuple((p._version, p.data_ptr()) for p in self.params)
+        if key != self._key:
+            self.pi.refresh()
+            if self.vf is not None:
+                self.vf.refresh()
+            if self.log_std_param is not None:
+                self.log_std = np.clip(self.log_std_param.detach().cpu().numpy(), -20.0, 2.0)  # DiagGaussian's clamp
+                self.std = np.exp(self.log_std)
+            self._key = key
+
+    def act(self, inputs: dict, generator: torch.Generator, explore: bool):
+        self._fresh()
+        out = self.pi(self.pi_input(inputs))
+        # Values as forward_exploration gives them; greedy acting is forward_inference's pass (none).
+        vf_in = self.vf_input(inputs) if self.vf is not None and explore else None
+        values = self.vf(vf_in)[:, 0] if vf_in is not None else None
+        if self.log_std is not None:
+            return (*self._gaussian(out, generator, explore), values)
+        return (*self._categorical(out, inputs.get("action_mask"), generator, explore), values)
+
+    @staticmethod
+    def _categorical(logits: np.ndarray, mask, generator, explore: bool):
+        if mask is not None:
+            logits = np.where(mask < 0.5, np.float32(MASKED_LOGIT), logits)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        if explore:  # Gumbel-max with Categorical.sample's draw: argmax(log p - log(-log u))
+            u = torch.rand(log_probs.shape, generator=generator).numpy()
+            np.clip(u, 1e-20, 1.0, out=u)
+            actions = np.argmax(log_probs - np.log(-np.log(u)), axis=-1)
+        else:
+            actions = np.argmax(log_probs, axis=-1)
+        logp = np.take_along_axis(log_probs, actions[:, None], axis=-1)[:, 0]
+        return actions, logp
+
+    def _gaussian(self, mean: np.ndarray, generator, explore: bool):
+        if explore:  # DiagGaussian.sample's draw: mean + std * N(0, 1)
+            actions = mean + self.std * torch.empty(mean.shape).normal_(generator=generator).numpy()
+        else:
+            actions = mean
+        z = (actions - mean) / self.std
+        logp = (-0.5 * z * z - self.log_std - np.float32(_LOG_SQRT_2PI)).sum(axis=-1)
+        return actions, logp.astype(np.float32, copy=False)
