@@ -49,7 +49,7 @@ def test_one_forward_pass_per_policy_per_step(numpy_acting):
     sizes = {"predator": [], "prey": []}
     for pid in sizes:  # acting passes (the module's torch pass, or its NumPy copy) and bootstrap passes
         for owner, name in [(runner.module[pid], "forward_exploration")] + (
-                [(runner.numpy_actors[pid], "act")] if numpy_acting else []):
+                [(runner.numpy_actors[pid], "act"), (runner.numpy_actors[pid], "values")] if numpy_acting else []):
             original = getattr(owner, name)
 
             def counting(inputs, *args, pid=pid, original=original):

@@ -242,8 +242,13 @@ class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, nod
                     state_in = {name: np.stack([carried[j][name] for j in reached]) for name in build.initial_state}
                     episode_start = np.zeros(len(rows), dtype=np.bool_)
                 agent_idx = collector.cols[sb.AGENT_INDEX][rows]
-                inputs, obs, mask = build(raw_obs, ctx, agent_idx, global_state, state_in, episode_start)
-                collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
+                numpy_actor = self.numpy_actors.get(pid)
+                if numpy_actor is not None:  # (acting recorded values already: the module has a value pass)
+                    arrays, obs, mask = build.arrays(raw_obs, ctx, agent_idx, global_state)
+                    collector.bootstrap_value[rows] = numpy_actor.values(arrays)
+                else:
+                    inputs, obs, mask = build(raw_obs, ctx, agent_idx, global_state, state_in, episode_start)
+                    collector.bootstrap_value[rows] = self.module[pid].forward_exploration(inputs)["vf_preds"].numpy()
             if collector.next_obs is not None:
                 collector.next_obs[rows] = obs
             if collector.next_action_mask is not None:
