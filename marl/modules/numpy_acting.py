@@ -3,7 +3,7 @@
 A runner acts once per env step on a few dozen rows, between env steps that evict the CPU
 caches. There each torch call costs 5-10 us of dispatch, and the default MLP's pass (six
 linear layers, four tanh, the distribution, the draw) is 15-20 torch calls: 240-300 us per step,
-a tenth of a runner's time on simple_spread beside the learner. The same arithmetic in NumPy
+about 15 % of a runner's time on simple_spread beside the learner. The same arithmetic in NumPy
 costs about 110 us (benchmarks/README.md, "Acting in NumPy").
 
 `NumpyActor` is built from a module's own torch layers (`RLModule.numpy_actor`) and reads their
