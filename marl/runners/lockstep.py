@@ -7,7 +7,9 @@ with benchmarks/sampling.py and cProfile call counts; see notes/runnerperf.md):
 
 * the acting agents of all env copies are grouped as one tuple per row (unzipped
   once per policy), not six list appends per agent;
-* one `torch.inference_mode()` block per policy; actions, log-probs and values
+* a module that offers a NumPy copy of its acting pass (`RLModule.numpy_actor`, the default
+  actor-critics) acts through it, with no torch call per step (`marl.modules.numpy_acting`);
+* otherwise one `torch.inference_mode()` block per policy; actions, log-probs and values
   leave torch as NumPy once (`Distribution.logp_numpy` picks the log-probs
   with NumPy indexing for categoricals);
 * rewards reach the collectors as one vectorised add per policy per step, not
