@@ -125,9 +125,7 @@ class CentralCriticMLP(RLModule):
 
     def numpy_actor(self):
         # Mirrors this class's own passes only (a subclass acts in torch); the joins as above, in NumPy.
-        if type(self) is not CentralCriticMLP or not self._direct or not NumpyActor.supports(self.pi, self.vf):
-            return None
-        if not (self.continuous or isinstance(self.action_space, gym.spaces.Discrete)):
+        if type(self) is not CentralCriticMLP or not self._direct:
             return None
         id_rows = np.eye(max(self.num_agents, 1), dtype=np.float32)
         agent_id = self.agent_id
@@ -143,5 +141,5 @@ class CentralCriticMLP(RLModule):
                 state = state.astype(np.float32) * np.float32(1.0 / 255.0)  # as_float_state
             return join(state, inputs)
 
-        return NumpyActor(self.pi, self.vf, self.log_std if self.continuous else None,
-                          pi_input=lambda inputs: join(inputs["obs"], inputs), vf_input=vf_input)
+        return NumpyActor.of(self.pi, self.vf, self.action_space, self.log_std if self.continuous else None,
+                             pi_input=lambda inputs: join(inputs["obs"], inputs), vf_input=vf_input)

@@ -105,12 +105,10 @@ class ActorCriticMLP(RLModule):
 
     def numpy_actor(self):
         # Mirrors this class's own passes only: a subclass may change them, and acts in torch.
-        if type(self) is not ActorCriticMLP or not self._direct or not NumpyActor.supports(self.pi, self.vf):
+        if type(self) is not ActorCriticMLP or not self._direct:
             return None
-        if not (self.continuous or isinstance(self.action_space, gym.spaces.Discrete)):
-            return None  # (MultiDiscrete: torch)
         obs = itemgetter("obs")
-        return NumpyActor(self.pi, self.vf, self.log_std if self.continuous else None, pi_input=obs, vf_input=obs)
+        return NumpyActor.of(self.pi, self.vf, self.action_space, self.log_std if self.continuous else None, obs, obs)
 
 
 _FUNCTIONAL_ACTIVATIONS = {Tanh: tanh, nn.Tanh: tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}

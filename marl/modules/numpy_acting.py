@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -99,9 +100,16 @@ class NumpyActor:
         self.log_std = self.std = None
         self._draws: dict[tuple, tuple[torch.Tensor, np.ndarray]] = {}  # (shape, kind) -> reused buffer, its NumPy view
 
-    @staticmethod
-    def supports(*seqs: nn.Sequential | None) -> bool:
-        return all(seq is None or numpy_layers(seq) is not None for seq in seqs)
+    @classmethod
+    def of(cls, pi: nn.Sequential, vf: nn.Sequential | None, action_space: gym.Space, log_std: torch.Tensor | None,
+           pi_input: Callable[[dict], np.ndarray], vf_input: Callable[[dict], np.ndarray | None]) -> "NumpyActor | None":
+        """The actor of these heads, or None where they cannot be mirrored: a layer with no NumPy twin, or an
+        action space other than Discrete and Box (MultiDiscrete acts in torch)."""
+        if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
+            return None
+        if any(seq is not None and numpy_layers(seq) is None for seq in (pi, vf)):
+            return None
+        return cls(pi, vf, log_std, pi_input, vf_input)
 
     def _fresh(self) -> None:
         # A parameter changed in place (load_state_dict, an optimiser step: its version counter) or was given new
