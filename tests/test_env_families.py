@@ -189,12 +189,12 @@ def test_a_bad_wrapper_in_a_scenario_is_one_line_from_the_cli(tmp_path):
 
 # -- VMAS: one batched env per runner ---------------------------------------------------
 
-def vmas_config(algo: str = "MAPPO", num_envs: int = 4, **env_config):
+def vmas_config(algo: str = "MAPPO", num_envs: int = 4, batched="auto", **env_config):
     import marl
 
     cfg = (getattr(marl, f"{algo}Config")()
            .environment("vmas.balance", env_config={"n_agents": 3, "max_steps": 20, **env_config})
-           .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=10)
+           .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=10, batched=batched)
            .training(train_batch_size=120, minibatch_size=20, num_epochs=1)  # agent steps: 40 env steps x 3 agents
            .debugging(seed=0))
     cfg.validate()
@@ -206,7 +206,7 @@ def test_a_vmas_runner_steps_one_batch_of_worlds():
     from marl.runners.group import EnvRunnerGroup
     from marl.runners.vector_env_runner import VectorEnvRunner
 
-    group = EnvRunnerGroup(vmas_config(num_envs=4))
+    group = EnvRunnerGroup(vmas_config(num_envs=4, batched=False))  # the dict path over the worlds
     runner = group.local
     assert isinstance(runner, VectorEnvRunner)
     assert runner.batch.num_envs == 4 and [v.batch for v in runner.envs] == [runner.batch] * 4
@@ -218,7 +218,7 @@ def test_a_vmas_runner_steps_one_batch_of_worlds():
     rows = batch.policy_batches["default_policy"]
     assert batch.env_steps == 40 and len(rows) == 120  # 4 worlds x 10 steps x 3 agents
     state = runner.get_state()
-    VectorEnvRunner(vmas_config(num_envs=4), 0).set_state(state)  # restores (fresh episodes: VMAS cannot replay)
+    VectorEnvRunner(vmas_config(num_envs=4, batched=False), 0).set_state(state)  # restores (fresh episodes: VMAS cannot replay)
     runner.stop()
 
 
@@ -226,7 +226,7 @@ def test_a_vmas_runner_steps_one_batch_of_worlds():
 def test_vmas_discrete_actions():
     from marl.runners.vector_env_runner import VectorEnvRunner
 
-    runner = VectorEnvRunner(vmas_config("PPO", num_envs=3, continuous_actions=False), 0)
+    runner = VectorEnvRunner(vmas_config("PPO", num_envs=3, batched=False, continuous_actions=False), 0)
     assert runner.envs[0].action_space("agent_0").n == 9
     batch = runner.sample().batch.policy_batches["default_policy"]
     actions = batch["actions"]

@@ -104,6 +104,19 @@ class EnvRunnersSection:
         "torch passes",
         True,
     )
+    batched: bool | str = doc(
+        "which runner steps the env: auto: the batched path (BatchedEnvRunner: tensors [worlds, agents, ...], one "
+        "forward pass per policy per step, no Python loop over worlds or agents) for envs that simulate many worlds "
+        "at once (vmas.*, jaxmarl.*), the dict path otherwise and for what the batched path does not run (stateful "
+        "modules, env->module connector pieces, self-play pools, complete_episodes); true: the batched path, also "
+        "for a Gymnasium id (its Gymnasium vector env), failing with the reason where it cannot; false: the dict path",
+        "auto", choices=("auto", True, False),
+    )
+    device: str = doc(
+        "torch device the batched path's env (where it is a torch or JAX simulator), policy and fragment live on: "
+        "cpu, cuda, cuda:1, ...; the dict path always acts on the CPU",
+        "cpu", check=lambda v: device_problem(v),
+    )
 
 
 @dataclass
@@ -251,6 +264,21 @@ class LoggersSection:
         "`wandb sync`)", "online", choices=("online", "offline"),
     )
     log_checkpoint: bool = doc("upload the final checkpoint as an artifact (MLflow, W&B)", True)
+
+
+def device_problem(value: str) -> str | None:
+    """Why `value` is not a torch device this machine has (None: it is)."""
+    import torch
+
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError):
+        return "must be a torch device such as cpu, cuda or cuda:1"
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return "names a CUDA device, but torch sees no GPU here (use cpu)"
+    if device.type not in ("cpu", "cuda"):
+        return "must be cpu or a CUDA device"
+    return None
 
 
 def section_fields(section) -> dict[str, dataclasses.Field]:

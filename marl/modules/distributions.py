@@ -45,7 +45,7 @@ class Categorical(Distribution):
         # evict the caches, where each torch call costs several microseconds: one draw (torch.rand = empty +
         # uniform_, the same numbers from the generator) and in-place ops, 7 calls.
         lp = self.log_probs
-        u = torch.rand(lp.shape, generator=generator, dtype=lp.dtype).clamp_(1e-20, 1.0)
+        u = torch.rand(lp.shape, generator=generator, dtype=lp.dtype, device=lp.device).clamp_(1e-20, 1.0)
         return torch.argmax(lp - u.log_().neg_().log_(), dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:

@@ -48,14 +48,10 @@ from marl.runners.episode_replay import obs_digest, replay_episode
 from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.lockstep import LockstepSteps
 from marl.runners.module_inputs import AgentStates, ModuleInputs
+from marl.runners.seeds import seed_sequence  # noqa: F401  (also importable from here, as before)
 
 ALL = "__all__"
 log = logging.getLogger(__name__)
-
-
-def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
-    """The SeedSequence of a component identified by `key` (None: fresh OS entropy)."""
-    return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
 
 
 class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, node_id

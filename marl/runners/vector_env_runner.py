@@ -1,24 +1,29 @@
-"""A runner for envs that simulate a batch of worlds in one object (VMAS).
+"""The dict-API runner over the worlds of one VMAS env, and which runner class a config gets.
 
-`EnvRunner` steps K Python env copies one after the other. A VMAS env already holds
-K worlds in torch tensors and steps them in one call, so `VectorEnvRunner` makes ONE
-VMAS env with `num_envs = num_envs_per_env_runner` and gives the runner's per-copy
-bookkeeping (episodes, pending rows, resets) K views of it (`marl.envs.vmas`): each
-lockstep step first steps the whole batch with every world's actions, then the usual
-per-copy loop reads each world's row of the result. Inference, collection and the
-batch format are EnvRunner's, unchanged.
+`EnvRunner` steps K Python env copies one after the other. A VMAS env already holds K worlds
+in torch tensors and steps them in one call, so `VectorEnvRunner` makes ONE VMAS env with
+`num_envs = num_envs_per_env_runner` and gives the runner's per-copy bookkeeping (episodes,
+pending rows, resets) K views of it (`marl.envs.vmas`): each lockstep step first steps the whole
+batch with every world's actions, then the usual per-copy loop reads each world's row of the
+result. It is the fallback for what the batched path (`BatchedEnvRunner`) does not run.
 
 `runner_class(config)` picks the class for a config; the runner group asks it.
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
+from marl.envs.batched_families import natively_batched
 from marl.envs.vmas import VmasBatch, is_vmas
-from marl.runners.env_runner import EnvRunner, seed_sequence
+from marl.errors import ConfigError
+from marl.runners.batched_runner import BatchedEnvRunner, unsupported
+from marl.runners.env_runner import EnvRunner
+from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
 
-_VMAS_SEED_KEY = 1 << 20  # a key no env copy uses: the batch's seed stream is its own
+log = logging.getLogger(__name__)
 
 
 class VectorEnvRunner(EnvRunner):
@@ -26,7 +31,7 @@ class VectorEnvRunner(EnvRunner):
 
     def _make_envs(self) -> list:
         env_cfg = self.config.environment_cfg
-        seq = seed_sequence(self.config.debugging_cfg.seed, self.worker_index, self.incarnation, _VMAS_SEED_KEY)
+        seq = seed_sequence(self.config.debugging_cfg.seed, self.worker_index, self.incarnation, BATCH_SEED_KEY)
         seed = int(seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
         self.batch = VmasBatch(env_cfg.env, dict(env_cfg.env_config), self.num_envs, seed=seed)
         return list(self.batch.views)
@@ -42,6 +47,18 @@ class VectorEnvRunner(EnvRunner):
         self._reset_env(k)
 
 
-def runner_class(config) -> type[EnvRunner]:
-    """The runner class for `config`'s env: VectorEnvRunner for VMAS scenarios, else EnvRunner."""
-    return VectorEnvRunner if is_vmas(config.environment_cfg.env) else EnvRunner
+def runner_class(config) -> type:
+    """BatchedEnvRunner, VectorEnvRunner or EnvRunner for `config` (`env_runners.batched`)."""
+    choice, env = config.env_runners_cfg.batched, config.environment_cfg.env
+    if choice is True:
+        reason = unsupported(config)
+        if reason is not None:
+            raise ConfigError(f"env_runners.batched: true, but the batched path does not run {reason}; "
+                              "set env_runners.batched: false (or auto)")
+        return BatchedEnvRunner
+    if choice == "auto" and natively_batched(env):
+        reason = unsupported(config)
+        if reason is None:
+            return BatchedEnvRunner
+        log.info("%s: the dict path samples this run (the batched path does not run %s)", env, reason)
+    return VectorEnvRunner if is_vmas(env) else EnvRunner

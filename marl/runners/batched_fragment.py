@@ -1,0 +1,139 @@
+"""A batched runner's fragment: preallocated tensors [steps, worlds, agents, ...], built into SampleBatches.
+
+`WorldColumns` holds what every agent of a world shares at a step (end flags, episode id, step
+index, global state); `PolicyFragment` one policy's rows (its agents' observations, actions,
+rewards and the columns its algorithm asks for). The runner writes step t of every tensor with
+whole-tensor ops. `PolicyFragment.build` lays the rows out as the dict-API runner's batches are:
+each agent's rows of one world contiguous and ordered by step (so every trajectory piece is
+contiguous), `segment_end` on the last row of every piece (a termination, a truncation, or the
+fragment's cut), `bootstrap_value` = V(s') where a piece ends without termination, and `next_obs`
+/ the `next_state` table index = what the step reached (the final observation where a world
+ended, the observation the next fragment starts from at the cut).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from marl.data import sample_batch as sb
+
+
+def _own(x: torch.Tensor, source: torch.Tensor) -> np.ndarray:
+    """`x` as NumPy in memory of its own: the fragment's tensors are overwritten by the next fragment."""
+    if x.device.type == "cpu" and x.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+        x = x.clone()
+    return x.cpu().numpy()
+
+
+def _rows(x: torch.Tensor) -> np.ndarray:
+    """[T, W, A, ...] -> NumPy rows ordered (world, agent, step)."""
+    t, w, a = x.shape[:3]
+    return _own(x.permute(1, 2, 0, *range(3, x.dim())).reshape(w * a * t, *x.shape[3:]), x)
+
+
+class WorldColumns:
+    """Per (step, world): flags, episode ids, episode steps and (if asked) the global state."""
+
+    def __init__(self, steps: int, worlds: int, device, state_dim: int | None, next_state: bool):
+        z = dict(device=device)
+        self.steps, self.worlds = steps, worlds
+        self.terminated = torch.zeros((steps, worlds), dtype=torch.bool, **z)
+        self.truncated = torch.zeros((steps, worlds), dtype=torch.bool, **z)
+        self.eps_id = torch.zeros((steps, worlds), dtype=torch.int64, **z)
+        self.t = torch.zeros((steps, worlds), dtype=torch.int32, **z)
+        self.state = None if state_dim is None else torch.zeros((steps, worlds, state_dim), **z)
+        # next_state: the state reached at each step where a world ended (written then); the rest is derived.
+        self.next_state = torch.zeros((steps, worlds, state_dim), **z) if next_state else None
+
+    def state_table(self, cut_state: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(table, each (step, world)'s index of its state, of the state it reached or None)."""
+        n = self.steps * self.worlds
+        here = torch.arange(n, device=self.t.device).view(self.steps, self.worlds)
+        if self.next_state is None:
+            return _own(self.state.reshape(n, -1), self.state), here, None
+        # Table: the states at each step, then the states reached where worlds ended, then the cut's.
+        table = torch.cat([self.state.reshape(n, -1), self.next_state.reshape(n, -1), cut_state], dim=0)
+        reached = torch.empty_like(here)
+        reached[:-1] = here[1:]
+        reached[-1] = 2 * n + torch.arange(self.worlds, device=here.device)
+        ended = self.terminated | self.truncated
+        reached[ended] = n + here[ended]
+        return table.cpu().numpy(), here, reached
+
+    @property
+    def ended(self) -> torch.Tensor:
+        return self.terminated | self.truncated
+
+
+class PolicyFragment:
+    """One policy's rows: agents `agent_index` (positions in the env's agent list) of every world."""
+
+    def __init__(self, steps: int, worlds: int, agent_index: list[int], obs_shape: tuple, obs_dtype: torch.dtype,
+                 action_shape: tuple, action_dtype: torch.dtype, columns: frozenset, mask_dim: int | None, device):
+        z = dict(device=device)
+        a = len(agent_index)
+        self.shape = (steps, worlds, a)
+        self.agent_index = torch.tensor(agent_index, dtype=torch.int32, device=device)
+        self.obs = torch.zeros(self.shape + tuple(obs_shape), dtype=obs_dtype, **z)
+        self.actions = torch.zeros(self.shape + tuple(action_shape), dtype=action_dtype, **z)
+        self.rewards = torch.zeros(self.shape, **z)
+        self.mask = torch.zeros(self.shape + (mask_dim,), **z) if mask_dim is not None else None
+        self.logp = torch.zeros(self.shape, **z) if sb.ACTION_LOGP in columns else None
+        self.vf = torch.zeros(self.shape, **z) if sb.VF_PREDS in columns else None
+        self.bootstrap = torch.zeros(self.shape, **z) if sb.BOOTSTRAP_VALUE in columns else None
+        # next_obs: written where a world ended (its final observation); the rest is derived in build().
+        self.next_obs = torch.zeros_like(self.obs) if sb.NEXT_OBS in columns else None
+        self.next_mask = torch.zeros_like(self.mask) if self.next_obs is not None and self.mask is not None \
+            and sb.NEXT_ACTION_MASK in columns else None
+        self.columns = columns
+
+    def build(self, world: WorldColumns, cut_obs: torch.Tensor, cut_mask: torch.Tensor | None,
+              state_table: tuple | None) -> sb.SampleBatch:
+        """The fragment's rows as a SampleBatch. `cut_obs`/`cut_mask`: [W, A, ...] what the agents act on next."""
+        steps, worlds, agents = self.shape
+        ended = world.ended
+        expand = lambda x: x.unsqueeze(-1).expand(self.shape)  # noqa: E731  [T, W] -> [T, W, A]
+        last = torch.zeros((steps, worlds), dtype=torch.bool, device=ended.device)
+        last[-1] = True
+        cols = {
+            sb.OBS: _rows(self.obs),
+            sb.ACTIONS: _rows(self.actions),
+            sb.REWARDS: _rows(self.rewards),
+            sb.TERMINATEDS: _rows(expand(world.terminated)),
+            sb.TRUNCATEDS: _rows(expand(world.truncated)),
+            sb.EPS_ID: _rows(expand(world.eps_id)),
+            sb.AGENT_INDEX: _rows(self.agent_index.view(1, 1, agents).expand(self.shape)),
+            sb.ENV_INDEX: _rows(torch.arange(worlds, dtype=torch.int32, device=ended.device).view(1, worlds, 1).expand(self.shape)),
+            sb.T: _rows(expand(world.t)),
+            sb.SEGMENT_END: _rows(expand(ended | last)),
+        }
+        if self.mask is not None:
+            cols[sb.ACTION_MASK] = _rows(self.mask)
+        if self.logp is not None:
+            cols[sb.ACTION_LOGP] = _rows(self.logp)
+        if self.vf is not None:
+            cols[sb.VF_PREDS] = _rows(self.vf)
+        if self.bootstrap is not None:
+            cols[sb.BOOTSTRAP_VALUE] = _rows(self.bootstrap)
+        if self.next_obs is not None:
+            cols[sb.NEXT_OBS] = _rows(self._reached(self.next_obs, self.obs, cut_obs, ended))
+            if self.next_mask is not None:
+                cols[sb.NEXT_ACTION_MASK] = _rows(self._reached(self.next_mask, self.mask, cut_mask, ended))
+        tables = {}
+        if state_table is not None:
+            table, here, reached = state_table
+            tables[sb.STATE] = table
+            cols[sb.table_index(sb.STATE)] = _rows(expand(here))
+            if reached is not None and sb.NEXT_STATE in self.columns:
+                tables[sb.NEXT_STATE] = table  # one table, two views (as the dict-API runner's)
+                cols[sb.table_index(sb.NEXT_STATE)] = _rows(expand(reached))
+        return sb.SampleBatch(cols, tables)
+
+    def _reached(self, at_ends: torch.Tensor, here: torch.Tensor, cut: torch.Tensor, ended: torch.Tensor) -> torch.Tensor:
+        """What each row's step reached: the next row's value inside a piece, `at_ends` where its world ended,
+        `cut` at the fragment's last step."""
+        out = torch.empty_like(here)
+        out[:-1] = here[1:]
+        out[-1] = cut
+        return torch.where(ended.view(*ended.shape, *([1] * (here.dim() - 2))), at_ends, out)

@@ -1,0 +1,423 @@
+"""BatchedEnvRunner: the sample operator's runner for envs that step many worlds as tensors.
+
+`EnvRunner` loops over env copies and agents in Python, which is right for a Python simulator
+and far too slow for one that steps 1,024 worlds in one call (VMAS, JaxMARL). This runner keeps
+everything a tensor shaped [worlds, agents, ...] (`marl.envs.batched`):
+
+- the policy mapping is resolved once into index lists (agent -> policy; agents are fixed);
+- each step: per policy, ONE stack of its agents' observations and ONE forward pass over all
+  (world, agent) rows routed to it, actions sampled from the runner's seeded generator;
+- the fragment is preallocated tensors [steps, worlds, agents, ...] written a step at a time
+  (`marl.runners.batched_fragment`); value bootstraps at truncations and at the cut, next
+  observations and episode statistics come from whole-tensor ops;
+- worlds reset inside the env's step (auto-reset); finished episodes are read once per fragment.
+
+Nothing loops over worlds or agents per step. Its `sample()` returns the same `SampledBatch`
+(per-policy rows, episodes, weights version) as `EnvRunner`, so the workflow, Ray runner actors,
+overlap, learners and checkpoints work unchanged. `unsupported(config)` says what it does not run
+(the dict path does): stateful modules, env->module connector pieces, module->env pieces other than
+clipping/unsquashing, self-play pools, `batch_mode: complete_episodes`.
+
+Seeds follow `EnvRunner`'s streams (the action generator and module init from the runner's first
+stream; the simulator's seed from the key VMAS's dict path uses), so on the same seed a batched
+runner and the dict-API runner over the same worlds act alike (tests compare their batches).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+from marl.connectors.build import build_policy_module, env_to_module_pipeline, module_to_env_pipeline, piece_specs
+from marl.connectors.module_to_env import ClipActions, UnsquashActions
+from marl.data import MultiAgentBatch
+from marl.data import sample_batch as sb
+from marl.data.records import SampledBatch
+from marl.envs.batched_families import make_batched_env
+from marl.errors import ConfigError
+from marl.modules import MultiRLModule
+from marl.policies import resolve_policies
+from marl.runners.actor_basics import ActorBasics
+from marl.runners.batched_fragment import PolicyFragment, WorldColumns
+from marl.runners.collector import check_columns
+from marl.runners.fragments import fragment_length
+from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
+
+
+def unsupported(config) -> str | None:
+    """Why the batched path cannot run `config` (None: it can), judged from the config alone."""
+    run, ma = config.env_runners_cfg, config.multi_agent_cfg
+    if run.batch_mode == "complete_episodes":
+        return "env_runners.batch_mode: complete_episodes"
+    if ma.self_play:
+        return "multi_agent.self_play (its pool rebinds agents to policies every episode)"
+    if run.observation_filter != "none":
+        return f"env_runners.observation_filter: {run.observation_filter}"
+    for pid in config.policy_specs():
+        if config.model_for(pid).get("recurrent"):
+            return f"policy '{pid}': model.recurrent (stateful modules)"
+        for pipeline in ("env_to_module", "module_to_env"):
+            if piece_specs(config, pid, pipeline):
+                return f"policy '{pid}': connectors.{pipeline} pieces"
+    return None
+
+
+class _Policy:
+    """One policy's side of the runner: its agents, module, action conversion and fragment."""
+
+    def __init__(self, runner: "BatchedEnvRunner", pid: str, spec, agents: list[str]):
+        config, env, device = runner.config, runner.env, runner.device
+        self.pid, self.agents = pid, agents
+        self.module = runner.module[pid]
+        if self.module.get_initial_state():
+            raise ConfigError(f"policy '{pid}': stateful modules run on the dict path (env_runners.batched: false)")
+        pipe = env_to_module_pipeline(config, pid, spec.observation_space, spec.action_space, 0)
+        if pipe.pieces:
+            raise ConfigError(f"policy '{pid}': env->module connector pieces run on the dict path (env_runners.batched: false)")
+        self.obs_shape = tuple(pipe.obs_shape)
+        self.bounds = None  # Box actions: (low, high, unsquash?) applied in torch before the env
+        for piece in module_to_env_pipeline(config, pid, spec.action_space).pieces.values():  # implicit ones only
+            if not isinstance(piece, (ClipActions, UnsquashActions)):
+                raise ConfigError(f"policy '{pid}': module->env piece {type(piece).__name__} runs on the dict path "
+                                  "(env_runners.batched: false)")
+            if piece._bounds is not None:
+                shape, low, high = piece._bounds
+                self.bounds = (torch.as_tensor(low, device=device), torch.as_tensor(high, device=device),
+                               isinstance(piece, UnsquashActions))
+        index = [runner.agent_index[a] for a in agents]
+        self.rows_agent_index = torch.tensor(index, dtype=torch.int64, device=device).repeat(runner.num_worlds)
+        inputs = tuple(self.module.inputs)
+        self.wants_state, self.wants_agent_index = "state" in inputs, "agent_index" in inputs
+        self.wants_mask = "action_mask" in inputs and runner.masked
+        self.columns = check_columns(config.runner_columns(pid), pid)
+        to_env = module_to_env_pipeline(config, pid, spec.action_space)
+        action_shape = tuple(to_env.shape)  # the module's action layout (ActionAdapter): int64 or float32 rows
+        action_dtype = torch.int64 if np.issubdtype(to_env.dtype, np.integer) else torch.float32
+        mask_dim = self.module.action_dim if runner.masked else None
+        self.fragment = PolicyFragment(runner.fragment_length, runner.num_worlds, index, self.obs_shape, torch.float32,
+                                       action_shape, action_dtype, self.columns, mask_dim, device)
+
+    def stack(self, per_agent: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[W, A, ...] of this policy's agents' tensors."""
+        return torch.stack([per_agent[a] for a in self.agents], dim=1)
+
+    def inputs(self, obs: torch.Tensor, state: torch.Tensor | None, mask: torch.Tensor | None) -> dict:
+        """The module's inputs for rows (world, agent): obs [W, A, ...] -> [W*A, ...]."""
+        w, a = obs.shape[:2]
+        out = {"obs": obs.reshape(w * a, *self.obs_shape).float()}
+        if self.wants_agent_index:
+            out["agent_index"] = self.rows_agent_index
+        if self.wants_state:
+            out["state"] = state.repeat_interleave(a, dim=0)
+        if self.wants_mask and mask is not None:
+            out["action_mask"] = mask.reshape(w * a, -1)
+        return out
+
+    def to_env(self, actions: torch.Tensor) -> torch.Tensor:
+        if self.bounds is None:
+            return actions
+        low, high, unsquash = self.bounds
+        if unsquash:
+            return low + (actions.clamp(-1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return torch.maximum(torch.minimum(actions, high), low)
+
+    def values(self, inputs: dict) -> torch.Tensor:
+        out = self.module.forward_exploration(inputs)
+        if "vf_preds" not in out:
+            raise ConfigError(f"policy '{self.pid}': its algorithm records value predictions, but module "
+                              f"{type(self.module).__name__}.forward_exploration returned no 'vf_preds'")
+        return out["vf_preds"]
+
+
+class BatchedEnvRunner(ActorBasics):
+    def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
+        torch.set_num_threads(1)  # one thread per runner, as EnvRunner: runners and learner share the cores
+        threadpool_limits(1, user_api="blas")
+        reason = unsupported(config)
+        if reason is not None:
+            raise ConfigError(f"env_runners.batched: the batched path does not run {reason}; use env_runners.batched: false")
+        self.config, self.worker_index, self.incarnation = config, worker_index, incarnation
+        env_cfg, run_cfg = config.environment_cfg, config.env_runners_cfg
+        self.device = torch.device(run_cfg.device)
+        self.num_worlds = self.num_envs = run_cfg.num_envs_per_env_runner
+        root = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation)
+        runner_seq = root.spawn(1 + self.num_worlds)[0]  # EnvRunner's first stream: the same actions on the same seed
+        torch_seed = int(runner_seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        self.torch_rng = torch.Generator(device=self.device).manual_seed(torch_seed)
+        batch_seq = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation, BATCH_SEED_KEY)
+        env_seed = int(batch_seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
+        self.env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), self.num_worlds, env_seed, self.device)
+        self.possible_agents = list(self.env.agents)
+        self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.fragment_length = fragment_length(config, len(self.possible_agents))
+        self.specs, agents_of = resolve_policies(self.env, config.policy_specs(), config.policy_mapping())
+        self.policy_ids = list(self.specs)
+        with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
+            torch.manual_seed(torch_seed)
+            self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in self.specs.items()})
+        self.module.to(self.device).eval()
+        self.masked = self.env.action_masks() is not None
+        self.policies = {pid: _Policy(self, pid, s, agents_of[pid]) for pid, s in self.specs.items() if agents_of[pid]}
+        wants_state = any(sb.STATE in p.columns or p.wants_state for p in self.policies.values())
+        next_state = any(sb.NEXT_STATE in p.columns for p in self.policies.values())
+        self.state_dim = None
+        if wants_state:
+            self.state_dim = int(self.env.state(self._zero_obs()).shape[1])
+        self.world = WorldColumns(self.fragment_length, self.num_worlds, self.device, self.state_dim, next_state)
+        w, n = self.num_worlds, len(self.possible_agents)
+        self.weights_version = 0
+        self._steps_sampled = 0
+        self._started = False
+        self._obs: dict[str, torch.Tensor] = {}
+        # Per world: the episode's id, its steps so far and each agent's return so far.
+        self._next_episode_id = (worker_index << 40) + 1
+        self._eps_id = torch.zeros(w, dtype=torch.int64, device=self.device)
+        self._ep_len = torch.zeros(w, dtype=torch.int32, device=self.device)
+        self._ep_return = torch.zeros((w, n), dtype=torch.float64, device=self.device)
+        # Where a world ended at a step of the fragment: its episode's length and per-agent returns (read once).
+        self._ended_len = torch.zeros((self.fragment_length, w), dtype=torch.int32, device=self.device)
+        self._ended_return = torch.zeros((self.fragment_length, w, n), dtype=torch.float64, device=self.device)
+        self._policy_of = {a: p.pid for p in self.policies.values() for a in p.agents}
+
+    def _zero_obs(self) -> dict[str, torch.Tensor]:
+        return {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
+                for a in self.possible_agents}
+
+    # -- episodes -------------------------------------------------------------------------
+    def _start(self) -> None:
+        self._obs = self.env.reset(seed=None)
+        w = self.num_worlds
+        self._eps_id = self._next_episode_id + torch.arange(w, dtype=torch.int64, device=self.device)
+        self._next_episode_id += w
+        self._ep_len.zero_()
+        self._ep_return.zero_()
+        self._started = True
+
+    def _step(self, t: int, explore: bool, collect: bool) -> None:
+        """One step of every world: act (one pass per policy), step, record step t of the fragment."""
+        world, obs = self.world, self._obs
+        state = self.env.state(obs) if self.state_dim is not None else None
+        masks = self.env.action_masks() if self.masked else None
+        actions: dict[str, torch.Tensor] = {}
+        for p in self.policies.values():
+            frag = p.fragment
+            obs_p = p.stack(obs)
+            mask_p = p.stack(masks) if masks is not None else None
+            inputs = p.inputs(obs_p, state, mask_p)
+            module = p.module
+            if explore:
+                out = module.forward_exploration(inputs)
+            else:
+                out = module.forward_inference(inputs)
+            dist = module.action_dist(out["action_dist_inputs"])
+            act = dist.sample(self.torch_rng) if explore or module.greedy_is_sampled else dist.deterministic_sample()
+            rows = act.view(self.num_worlds, len(p.agents), *act.shape[1:])
+            env_act = p.to_env(rows)
+            for j, agent in enumerate(p.agents):
+                actions[agent] = env_act[:, j]
+            if collect:
+                frag.obs[t] = obs_p
+                frag.actions[t] = rows
+                if frag.mask is not None:
+                    frag.mask[t] = mask_p
+                if frag.logp is not None:
+                    frag.logp[t] = dist.logp(act).view(frag.shape[1:])
+                if frag.vf is not None:
+                    if "vf_preds" not in out:
+                        p.values(inputs)  # raises, naming the module
+                    frag.vf[t] = out["vf_preds"].view(frag.shape[1:])
+        world.eps_id[t] = self._eps_id  # (evaluation too: finished episodes are read from them)
+        world.t[t] = self._ep_len
+        if collect and state is not None and world.state is not None:
+            world.state[t] = state
+        result = self.env.step(actions)
+        rewards = torch.stack([result.rewards[a] for a in self.possible_agents], dim=1)
+        self._ep_return += rewards
+        self._ep_len += 1
+        done = result.done
+        world.terminated[t], world.truncated[t] = result.terminated, result.truncated
+        self._ended_len[t] = torch.where(done, self._ep_len, 0)
+        self._ended_return[t] = self._ep_return * done.unsqueeze(1)
+        if collect:
+            for p in self.policies.values():
+                p.fragment.rewards[t] = p.stack(result.rewards)
+        if result.final_obs is not None:  # some world ended: what it reached, then its next episode starts
+            if collect:
+                self._record_ends(t, result)
+            started = torch.cumsum(done.long(), 0)
+            self._eps_id = torch.where(done, self._next_episode_id + started - 1, self._eps_id)
+            self._next_episode_id += int(started[-1])
+            self._ep_len.masked_fill_(done, 0)
+            self._ep_return.masked_fill_(done.unsqueeze(1), 0.0)
+        self._obs = result.obs
+
+    def _record_ends(self, t: int, result) -> None:
+        """Step t ended some worlds: the observations and state they reached; V(s') where truncated."""
+        world = self.world
+        if world.next_state is not None:
+            world.next_state[t] = result.final_state
+        truncated = bool(result.truncated.any())
+        final_state = result.final_state if self.state_dim is not None else None
+        masks = self.env.action_masks() if self.masked else None
+        for p in self.policies.values():
+            frag = p.fragment
+            final = p.stack(result.final_obs)
+            if frag.next_obs is not None:
+                frag.next_obs[t] = final
+            if frag.next_mask is not None:
+                frag.next_mask[t] = p.stack(masks)  # (auto-reset masks: a termination zeroes what they stand for)
+            if frag.bootstrap is not None and truncated:
+                values = p.values(p.inputs(final, final_state, None)).view(frag.shape[1:])
+                frag.bootstrap[t] = torch.where(result.truncated.unsqueeze(1), values, frag.bootstrap[t])
+
+    # -- public API (EnvRunner's) ---------------------------------------------------------------
+    def sample(self, explore: bool = True) -> SampledBatch:
+        """`fragment_length` steps of every world: the rows per policy and the finished episodes' metrics."""
+        if not self._started:
+            self._start()
+        run_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
+        for pid in self.policy_ids:
+            self.module[pid].set_exploration_step(run_steps)
+        steps = self.fragment_length
+        with torch.no_grad():
+            for t in range(steps):
+                self._step(t, explore, collect=True)
+            batches = self._build()
+        env_steps = steps * self.num_worlds
+        self._steps_sampled += env_steps
+        return SampledBatch(MultiAgentBatch(batches, env_steps), episodes=self._episodes(steps),
+                            weights_versions=[self.weights_version], runners=[self.worker_index])
+
+    def _build(self) -> dict[str, sb.SampleBatch]:
+        """Cuts the fragment: V(s) of the observations the agents act on next where a piece goes on, then rows."""
+        world, obs = self.world, self._obs
+        state = self.env.state(obs) if self.state_dim is not None else None
+        masks = self.env.action_masks() if self.masked else None
+        table = None
+        if world.state is not None:
+            table = world.state_table(state)
+        going_on = ~world.ended[-1]
+        batches = {}
+        for pid, p in self.policies.items():
+            frag = p.fragment
+            cut_obs = p.stack(obs)
+            cut_mask = p.stack(masks) if masks is not None else None
+            if frag.bootstrap is not None:
+                values = p.values(p.inputs(cut_obs, state, cut_mask)).view(frag.shape[1:])
+                frag.bootstrap[-1] = torch.where(going_on.unsqueeze(1), values, frag.bootstrap[-1])
+            batches[pid] = frag.build(world, cut_obs, cut_mask, table)
+            if frag.bootstrap is not None:
+                frag.bootstrap.zero_()
+        return batches
+
+    def _episodes(self, steps: int) -> list[dict]:
+        """The metrics of the episodes that ended in the last `steps` steps, in the order they ended."""
+        ended = self.world.ended[:steps]
+        at = ended.nonzero().tolist()
+        if not at:
+            return []
+        index = tuple(ended.nonzero().T)
+        ids = self.world.eps_id[index].tolist()
+        lengths = self._ended_len[index].tolist()
+        returns = self._ended_return[index].tolist()
+        agents, policy_of = self.possible_agents, self._policy_of
+        out = []
+        for eid, length, rets in zip(ids, lengths, returns):
+            agent_returns = dict(zip(agents, rets))
+            policy_returns: dict[str, float] = {}
+            for a, r in agent_returns.items():
+                policy_returns[policy_of[a]] = policy_returns.get(policy_of[a], 0.0) + r
+            out.append({"episode_id": eid, "return": float(sum(rets)), "length": length,
+                        "policy_returns": policy_returns, "agent_returns": agent_returns, "policy_of": dict(policy_of)})
+        return out
+
+    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
+        return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
+
+    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
+        """Fresh episodes with the current weights (no rows kept): the first `duration` episodes started run to
+        their end (unit="episodes"), or `duration` env steps (unit="env_steps"). See `EnvRunner.run_evaluation`."""
+        if unit not in ("episodes", "env_steps"):
+            raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
+        for pid in self.policy_ids:
+            self.module[pid].set_exploration_step(exploration_step)
+        self._start()
+        first = int(self._eps_id[0])
+        kept: list[dict] = []
+        steps = 0
+        with torch.no_grad():
+            while True:
+                for t in range(self.fragment_length):
+                    self._step(t, explore, collect=False)
+                    steps += self.num_worlds
+                    if unit == "env_steps" and steps >= duration:
+                        break
+                done_steps = t + 1
+                finished = self._episodes(done_steps)
+                if unit == "episodes":
+                    kept.extend(e for e in finished if e["episode_id"] - first < duration)
+                    if len(kept) >= duration:
+                        break
+                else:
+                    kept.extend(finished)
+                    if steps >= duration:
+                        break
+        self.world.terminated.zero_()
+        self.world.truncated.zero_()
+        self._started = False  # the next sample() starts fresh episodes
+        return {"episodes": kept, "env_steps": steps}
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def get_state(self) -> dict:
+        """Generators, counters and, where the simulator can be saved, it and its episodes in progress."""
+        state = {"started": self._started, "steps_sampled": self._steps_sampled,
+                 "next_episode_id": self._next_episode_id, "torch_rng": self.torch_rng.get_state()}
+        env_state = self.env.get_state() if self._started else None
+        if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
+            state["batched"] = {
+                "env": env_state, "obs": {a: o.cpu().numpy() for a, o in self._obs.items()},
+                "eps_id": self._eps_id.cpu().numpy(), "ep_len": self._ep_len.cpu().numpy(),
+                "ep_return": self._ep_return.cpu().numpy(),
+            }
+        return state
+
+    def set_state(self, state: dict) -> None:
+        """Continues from `get_state()`: exactly where the simulator was saved, else with fresh episodes."""
+        self.torch_rng.set_state(state["torch_rng"])
+        self._next_episode_id = int(state["next_episode_id"])
+        self._steps_sampled = int(state.get("steps_sampled", 0))
+        self.weights_version = -1
+        saved = state.get("batched")
+        if saved is None or len(saved["eps_id"]) != self.num_worlds:
+            self._started = False  # the simulator cannot be saved (VMAS): fresh episodes at the next sample
+            return
+        self.env.set_state(saved["env"])
+        as_tensor = lambda x: torch.as_tensor(x, device=self.device)  # noqa: E731
+        self._obs = {a: as_tensor(o) for a, o in saved["obs"].items()}
+        self.env._last_obs = self._obs
+        self._eps_id, self._ep_len = as_tensor(saved["eps_id"]), as_tensor(saved["ep_len"])
+        self._ep_return = as_tensor(saved["ep_return"])
+        self._started = True
+
+    def set_weights(self, weights: dict) -> int:
+        version = weights["version"]
+        if version != self.weights_version:
+            self.module.set_state(weights["modules"])
+            self.weights_version = version
+        return self.weights_version
+
+    def set_steps_sampled(self, env_steps: int) -> None:
+        self._steps_sampled = int(env_steps)
+
+    def get_weights_version(self) -> int:
+        return self.weights_version
+
+    def get_spaces(self) -> dict:
+        return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
+
+    def stop(self) -> None:
+        try:
+            self.env.close()
+        except Exception:
+            pass
