@@ -86,3 +86,11 @@ def run_for(seconds: float, step_fn) -> tuple[int, float]:
 
 def flush() -> None:
     sys.stdout.flush()
+
+
+def write_json(path: str, record: dict) -> None:
+    """One benchmark's rows as JSON, with the machine line beside them."""
+    import json
+
+    with open(path, "w") as f:
+        json.dump({"machine": machine_line(), **record}, f, indent=1, default=str)

@@ -6,11 +6,14 @@ Three sides, measured interleaved in alternating chunks of equal work (one
 `rollout_fragment_length` of lockstep steps), the medians over repeats shown:
 
 * VMAS alone: one `vmas.make_env(num_envs=K)` stepped with pre-generated random
-  action tensors; worlds that end are reset with `reset_at`, then one observation pass
-  for all worlds (the cheap way; `reset_at` returning observations recomputes them per world);
-* marl (batched): `VectorEnvRunner.sample()` (what `marl train` uses for `vmas.*`):
-  one VMAS env of K worlds, MAPPO's columns (values, log-probs, global state),
-  one policy shared by the agents;
+  action tensors; worlds that end are reset (all at once with one `reset` when all ended, else
+  `reset_at` each), then one observation pass for all worlds (the cheap way; `reset_at` returning
+  observations recomputes them per world);
+* marl (batched): `BatchedEnvRunner.sample()` (what `marl train` uses for `vmas.*`):
+  one VMAS env of K worlds as tensors, the algorithm's columns (MAPPO: values, log-probs,
+  global state), one policy shared by the agents;
+* marl (dict): `VectorEnvRunner.sample()`, the dict-API runner over the same K worlds
+  (`env_runners.batched: false`; what `vmas.*` used before the batched path);
 * marl (K copies): the plain `EnvRunner` over K single-world VMAS envs (what a
   runner would do without the batched path), for comparison (only up to --copies-max worlds).
 
@@ -28,14 +31,16 @@ import torch
 
 import marl
 from marl.runners import EnvRunner
+from marl.runners.batched_runner import BatchedEnvRunner
 from marl.runners.vector_env_runner import VectorEnvRunner
 
 
-def make_config(scenario: str, env_config: dict, num_envs: int, fragment: int, seed: int):
+def make_config(scenario: str, env_config: dict, num_envs: int, fragment: int, seed: int, algo: str = "MAPPO",
+                batched="auto"):
     cfg = (
-        marl.MAPPOConfig()
+        getattr(marl, f"{algo}Config")()
         .environment(f"vmas.{scenario}", env_config=dict(env_config))
-        .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment)
+        .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment, batched=batched)
         .multi_agent(policies=["shared"], policy_mapping_fn=lambda agent, episode: "shared")
         .debugging(seed=seed)
     )
@@ -66,8 +71,11 @@ class VmasAlone:
             self.i = (self.i + 1) % self.POOL
             _obs, _rew, terminated, truncated, _info = env.step(self.pool[self.i])
             done = (terminated | truncated).nonzero().flatten().tolist()
-            for k in done:  # reset the ended worlds, then one observation pass for all (as marl does)
-                env.reset_at(k, return_observations=False)
+            if len(done) == self.num_envs:  # all ended together (max_steps): one reset call (as marl does)
+                env.reset(return_observations=False)
+            else:  # reset the ended worlds, then one observation pass for all (as marl does)
+                for k in done:
+                    env.reset_at(k, return_observations=False)
             if done:
                 env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
         return steps * self.num_envs
@@ -98,6 +106,10 @@ def main() -> None:
     ap.add_argument("--copies-max", type=int, default=32,
                     help="measure the K single-world copies side only up to this K (it is ~20x slower; default 32)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--algo", default="MAPPO", help="whose sample columns the runners record (default MAPPO)")
+    ap.add_argument("--dict-max", type=int, default=1024,
+                    help="measure the dict-API runner over the same worlds only up to this K (default 1024)")
+    ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
     env_config = {"n_agents": args.agents, "max_steps": 100}
@@ -107,22 +119,30 @@ def main() -> None:
           f"{args.seconds:g} s per side, sides interleaved chunk by chunk; env step = one world's step")
     rows = []
     for num_envs in args.envs:
-        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed)
-        batched = VectorEnvRunner(cfg, 0)
+        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed, args.algo)
+        batched = BatchedEnvRunner(cfg, 0)
         alone = VmasAlone(args.scenario, env_config, num_envs, args.seed)
         sides = {
             "vmas": lambda a=alone: a.run(args.fragment),
-            "batched": lambda r=batched: r.sample().env_steps,
+            "batched": lambda r=batched: r.sample().batch.env_steps,
         }
+        if num_envs <= args.dict_max:
+            dict_runner = VectorEnvRunner(make_config(args.scenario, env_config, num_envs, args.fragment, args.seed,
+                                                      args.algo, batched=False), 0)
+            sides["dict"] = lambda r=dict_runner: r.sample().batch.env_steps
         if num_envs <= args.copies_max:
             copies = EnvRunner(cfg, 0)  # K single-world VMAS envs, stepped one after the other
-            sides["copies"] = lambda r=copies: r.sample().env_steps
+            sides["copies"] = lambda r=copies: r.sample().batch.env_steps
         for fn in sides.values():  # warm-up
             fn()
         results = [measure(sides, args.fragment, args.seconds) for _ in range(args.repeats)]
         med = {name: C.median([r[name] for r in results]) for name in sides}
         ratio = C.median([r["batched"] / r["vmas"] for r in results])
         row = [num_envs, C.fmt_num(med["vmas"]), C.fmt_num(med["batched"]), f"{ratio:.3f}"]
+        if "dict" in med:
+            row += [C.fmt_num(med["dict"]), f"{C.median([r['dict'] / r['vmas'] for r in results]):.3f}"]
+        else:
+            row += ["-", "-"]
         if "copies" in med:
             row += [C.fmt_num(med["copies"]), f"{C.median([r['batched'] / r['copies'] for r in results]):.2f}"]
         else:
@@ -130,9 +150,12 @@ def main() -> None:
         rows.append(row)
         C.flush()
     C.print_table(
-        ["worlds", "VMAS alone steps/s", "marl batched steps/s", "batched/VMAS", "marl K copies steps/s", "batched/copies"],
-        rows, title=f"vmas.{args.scenario}: env steps/s (medians)",
+        ["worlds", "VMAS alone steps/s", "marl batched steps/s", "batched/VMAS", "marl dict steps/s", "dict/VMAS",
+         "marl K copies steps/s", "batched/copies"],
+        rows, title=f"vmas.{args.scenario} ({args.algo}'s columns): env steps/s (medians)",
     )
+    if args.json:
+        C.write_json(args.json, {"benchmark": "vmas_rate", "args": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -148,10 +148,17 @@ class Learner:
         `connector_deltas`: the runners' connector-statistics deltas of the sample calls the batch came from."""
         self.connectors.merge(list(connector_deltas))
         results = {}
-        for pid in self.policies_to_train:
-            policy_batch = batch.policy_batches.get(pid)
-            if policy_batch is not None and len(policy_batch):
-                results[pid] = self._update_policy(pid, policy_batch)
+        # The learner's threads for the update only: an in-process runner sets one thread for the process
+        # (its small forward passes), which would otherwise hold for the learner's large minibatches too.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.config.learners_cfg.num_threads)
+        try:
+            for pid in self.policies_to_train:
+                policy_batch = batch.policy_batches.get(pid)
+                if policy_batch is not None and len(policy_batch):
+                    results[pid] = self._update_policy(pid, policy_batch)
+        finally:
+            torch.set_num_threads(threads)
         if results:
             self.version += 1
         return results

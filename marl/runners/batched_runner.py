@@ -179,6 +179,10 @@ class BatchedEnvRunner(ActorBasics):
         self._ended_len = torch.zeros((self.fragment_length, w), dtype=torch.int32, device=self.device)
         self._ended_return = torch.zeros((self.fragment_length, w, n), dtype=torch.float64, device=self.device)
         self._policy_of = {a: p.pid for p in self.policies.values() for a in p.agents}
+        self._policy_order = list(self.policies)
+        self._policy_onehot = torch.zeros((n, len(self._policy_order)), dtype=torch.float64, device=self.device)
+        for j, pid in enumerate(self._policy_order):
+            self._policy_onehot[[self.agent_index[a] for a in self.policies[pid].agents], j] = 1.0
 
     def _zero_obs(self) -> dict[str, torch.Tensor]:
         return {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
@@ -312,25 +316,22 @@ class BatchedEnvRunner(ActorBasics):
         return batches
 
     def _episodes(self, steps: int) -> list[dict]:
-        """The metrics of the episodes that ended in the last `steps` steps, in the order they ended."""
+        """The metrics of the episodes that ended in the last `steps` steps, in the order they ended.
+
+        Read from the fragment's tensors in one go (ids, lengths, per-agent and per-policy returns);
+        only the dicts the report reads are made per episode."""
         ended = self.world.ended[:steps]
-        at = ended.nonzero().tolist()
-        if not at:
-            return []
         index = tuple(ended.nonzero().T)
-        ids = self.world.eps_id[index].tolist()
-        lengths = self._ended_len[index].tolist()
-        returns = self._ended_return[index].tolist()
-        agents, policy_of = self.possible_agents, self._policy_of
-        out = []
-        for eid, length, rets in zip(ids, lengths, returns):
-            agent_returns = dict(zip(agents, rets))
-            policy_returns: dict[str, float] = {}
-            for a, r in agent_returns.items():
-                policy_returns[policy_of[a]] = policy_returns.get(policy_of[a], 0.0) + r
-            out.append({"episode_id": eid, "return": float(sum(rets)), "length": length,
-                        "policy_returns": policy_returns, "agent_returns": agent_returns, "policy_of": dict(policy_of)})
-        return out
+        if not len(index[0]):
+            return []
+        returns = self._ended_return[index]  # [episodes, agents]
+        ids, lengths = self.world.eps_id[index].tolist(), self._ended_len[index].tolist()
+        totals = returns.sum(1).tolist()
+        by_policy = (returns @ self._policy_onehot).tolist()  # [episodes, policies]: each policy's agents summed
+        agents, pids, policy_of = self.possible_agents, self._policy_order, self._policy_of
+        return [{"episode_id": eid, "return": total, "length": length, "policy_returns": dict(zip(pids, prets)),
+                 "agent_returns": dict(zip(agents, rets)), "policy_of": policy_of}
+                for eid, length, total, prets, rets in zip(ids, lengths, totals, by_policy, returns.tolist())]
 
     def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
         return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
