@@ -47,6 +47,13 @@ class BatchedStep:
         return self.terminated | self.truncated
 
 
+def per_world(values: torch.Tensor, env: str, what: str) -> torch.Tensor:
+    """A [W] (or [W, 1], as some VMAS scenarios give rewards) tensor as [W]; anything else is one clear error."""
+    if values.dim() == 1 or (values.dim() == 2 and values.shape[1] == 1):
+        return values.reshape(-1)
+    raise EnvError(f"env {env!r}: {what} has shape {tuple(values.shape)}; expected one value per world [worlds]")
+
+
 class BatchedEnv:
     """Base of the batched adapters: spaces per agent, the global state as the observations joined."""
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from marl.envs.base import ALL, AgentID, EnvError, InfoDict, MultiAgentEnv, ObsDict, StepResult
-from marl.envs.batched import BatchedEnv, BatchedStep
+from marl.envs.batched import BatchedEnv, BatchedStep, per_world
 
 PREFIX = "vmas."
 DEFAULT_MAX_STEPS = 100
@@ -162,7 +162,8 @@ class VmasEnv(BatchedEnv):
             # Worlds still running keep the observation of their step (VMAS observations may carry noise).
             obs = {a: torch.where(ended, fresh[a], o) for a, o in obs.items()}
         self._last_obs = obs
-        return BatchedStep(obs, dict(zip(self.agents, rewards)), terminated, truncated, final_obs, final_state)
+        rewards = {a: per_world(r, self.name, f"the reward of {a}") for a, r in zip(self.agents, rewards)}
+        return BatchedStep(obs, rewards, terminated, truncated, final_obs, final_state)
 
 
 class VmasBatch:
@@ -259,8 +260,8 @@ class VmasWorld(MultiAgentEnv):
         return self.batch.reset_world(self.index), {}
 
     def step(self, actions: dict[AgentID, Any]) -> StepResult:
-        if self.batch.num_envs == 1:  # a lone world (e.g. `make_env("vmas.balance")`) steps itself
-            self.batch.step([actions])
+        if self.batch.num_envs == 1 and not self.batch._fresh[0]:  # a lone world (`make_env("vmas.balance")`)
+            self.batch.step([actions])  # steps itself, unless a VectorEnvRunner just stepped the batch
         return self.batch.world_result(self.index)
 
     def state(self) -> np.ndarray:
