@@ -3,7 +3,7 @@
 from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, load_module, load_scenario
 from marl.algorithms.registry import exporting_config_classes
 from marl.data import MultiAgentBatch, SampleBatch
-from marl.envs import MultiAgentEnv, make_env, register_env
+from marl.envs import BatchedEnv, MultiAgentEnv, make_env, register_batched_env, register_env
 from marl.modules import MultiRLModule, RLModule
 from marl.policies import PolicySpec
 from marl.workflow import Workflow
@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _STATIC = [
     "Algorithm",
     "AlgorithmConfig",
+    "BatchedEnv",
     "CheckpointError",
     "ConfigError",
     "MultiAgentBatch",
@@ -25,6 +26,7 @@ _STATIC = [
     "load_module",
     "load_scenario",
     "make_env",
+    "register_batched_env",
     "register_env",
 ]
 
