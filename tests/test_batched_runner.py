@@ -226,3 +226,22 @@ def test_ppo_and_mappo_learn_vmas_simple_spread_on_the_batched_path(tmp_path, al
     returns = [json.loads(line)["episode_return_mean"] for line in (out / "result.jsonl").read_text().splitlines()]
     assert np.mean(returns[:2]) < -415, returns  # the yardstick: what a random team scores
     assert np.mean(returns[-3:]) > -395, returns
+
+
+def test_batched_runner_actors_overlap_and_checkpoint_resume(ray_session, tmp_path):
+    """Two Ray runner actors on the batched path, overlapped with the learner; a checkpoint resumes the run
+    (its runners start fresh episodes: VMAS worlds cannot be saved) and the counters go on."""
+    cfg = config("PPO", worlds=8, fragment=10)
+    cfg.env_runners(num_env_runners=2, overlap=True)
+    cfg.validate()
+    algo = cfg.build()
+    first = algo.train()
+    assert first["env_steps_total"] > 0 and np.isfinite(first["losses/default_policy/policy_loss"])
+    path = algo.save(tmp_path / "ckpt")
+    steps = algo.train()["env_steps_total"]
+    algo.stop()
+    restored = marl.Algorithm.from_checkpoint(path)
+    again = restored.train()
+    assert again["env_steps_total"] == steps  # the same count as the run that went on from the checkpoint
+    assert np.isfinite(again["episode_return_mean"])
+    restored.stop()
