@@ -245,3 +245,13 @@ def test_batched_runner_actors_overlap_and_checkpoint_resume(ray_session, tmp_pa
     assert again["env_steps_total"] == steps  # the same count as the run that went on from the checkpoint
     assert np.isfinite(again["episode_return_mean"])
     restored.stop()
+
+
+def test_device_is_checked_when_set():
+    with pytest.raises(ConfigError, match=r"'env_runners.device' must be a torch device such as cpu, cuda or cuda:1"):
+        marl.PPOConfig().env_runners(device="gpu0")
+    if not __import__("torch").cuda.is_available():
+        with pytest.raises(ConfigError, match=r"'env_runners.device' names a CUDA device, but torch sees no GPU here"):
+            marl.PPOConfig().env_runners(device="cuda")
+    with pytest.raises(ConfigError, match=r"'env_runners.batched' must be one of \['auto', True, False\], got 'yes'"):
+        marl.PPOConfig().env_runners(batched="yes")
