@@ -9,7 +9,8 @@ The contract, beside `MultiAgentEnv`'s dict API (not instead of it):
 - `step({agent: Tensor[W, *act_shape]}) -> BatchedStep`: one step of every world. Discrete actions
   are int64 [W], Box actions float32 [W, *shape]. Worlds whose episode ended are reset inside the
   step (auto-reset): `obs` holds their first observation of the next episode, `final_obs` the
-  observation they reached (a truncated world bootstraps its value from it).
+  observation they reached (a truncated world bootstraps its value from it); `final_obs` is None
+  exactly when no world ended at this step (runners skip the end-of-episode work then).
 - `state() -> Tensor[W, S]`: the global state of each world (centralised critics), by default
   every agent's observation joined in agent order; `BatchedStep.final_state` is the state reached
   by worlds that ended.

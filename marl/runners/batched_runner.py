@@ -241,12 +241,13 @@ class BatchedEnvRunner(ActorBasics):
         self._ep_len += 1
         done = result.done
         world.terminated[t], world.truncated[t] = result.terminated, result.truncated
-        self._ended_len[t] = torch.where(done, self._ep_len, 0)
-        self._ended_return[t] = self._ep_return * done.unsqueeze(1)
         if collect:
             for p in self.policies.values():
                 p.fragment.rewards[t] = p.stack(result.rewards)
         if result.final_obs is not None:  # some world ended: what it reached, then its next episode starts
+            # Read only where `ended` says a world ended (`_episodes`): other steps' rows are never looked at.
+            self._ended_len[t] = self._ep_len
+            self._ended_return[t] = self._ep_return
             if collect:
                 self._record_ends(t, result)
             started = torch.cumsum(done.long(), 0)
