@@ -5,9 +5,10 @@
 VMAS's own many-agent scenarios cannot show this here: their collision checks grow with the square
 of the agent count (dispersion: 12 us per agent-step at 3 agents, 223 us at 100, 64 worlds), so the
 simulator, not marl, would set the curve. The env here is a swarm whose step costs O(worlds x
-agents) tensor work (`Swarm`: point agents steering to their own goals), written to the
-`BatchedEnv` contract: per-agent observation views of one [worlds, agents, 4] tensor, per-agent
-rewards and actions, as a vectorised simulator hands them out.
+agents) tensor work (`marl.envs.swarm.Swarm`: point agents steering to their own goals), written to the
+`BatchedEnv` contract, either stacked (`BatchedEnv.stacked`: one [worlds, agents, ...] tensor each
+for observations, actions and rewards, the default here) or as per-agent dicts of [worlds, ...]
+views (`--no-stacked`, as VMAS hands them out).
 
 Each row keeps worlds x agents (`--rows`, the rows of one forward pass) the same, so every
 configuration does the same tensor work per step and what grows with the agent count is only
@@ -27,63 +28,13 @@ import argparse
 import time
 
 import _common as C
-import gymnasium
 import torch
 
 import marl
-from marl.envs.batched import BatchedEnv, BatchedStep
 from marl.envs.batched_families import register_batched_env
 from marl.envs.registry import register_env
+from marl.envs.swarm import Swarm
 from marl.runners.batched_runner import BatchedEnvRunner
-
-
-class Swarm(BatchedEnv):
-    """`n` point agents per world, each steering to its own goal; episodes of `max_steps` steps."""
-
-    name = "swarm"
-
-    def __init__(self, num_worlds: int, n: int, max_steps: int = 50, seed: int = 0, device="cpu"):
-        self.num_worlds, self.device, self.max_steps = num_worlds, torch.device(device), max_steps
-        self.agents = [f"agent_{i}" for i in range(n)]
-        box = gymnasium.spaces.Box(-1.0, 1.0, (2,))
-        obs = gymnasium.spaces.Box(-float("inf"), float("inf"), (4,))
-        super().__init__(dict.fromkeys(self.agents, obs), dict.fromkeys(self.agents, box))
-        self.gen = torch.Generator().manual_seed(seed)
-        self.pos = torch.zeros(num_worlds, n, 2)
-        self.vel = torch.zeros(num_worlds, n, 2)
-        self.goal = torch.zeros(num_worlds, n, 2)
-        self.t = torch.zeros(num_worlds, dtype=torch.int64)
-
-    def _reset(self, worlds: torch.Tensor) -> None:
-        k = int(worlds.sum())
-        self.pos[worlds] = torch.rand(k, len(self.agents), 2, generator=self.gen) * 2 - 1
-        self.goal[worlds] = torch.rand(k, len(self.agents), 2, generator=self.gen) * 2 - 1
-        self.vel[worlds] = 0.0
-        self.t[worlds] = 0
-
-    def _obs(self) -> dict[str, torch.Tensor]:
-        return dict(zip(self.agents, torch.cat([self.goal - self.pos, self.vel], dim=2).unbind(1)))
-
-    def reset(self, seed=None) -> dict[str, torch.Tensor]:
-        self._reset(torch.ones(self.num_worlds, dtype=torch.bool))
-        self._last_obs = self._obs()
-        return self._last_obs
-
-    def step(self, actions: dict[str, torch.Tensor]) -> BatchedStep:
-        a = torch.stack([actions[x] for x in self.agents], dim=1).clamp(-1.0, 1.0)
-        self.vel = 0.8 * self.vel + 0.1 * a
-        self.pos = self.pos + 0.1 * self.vel
-        dist = (self.goal - self.pos).norm(dim=2)  # [W, n]
-        self.t += 1
-        truncated = self.t >= self.max_steps
-        terminated = torch.zeros_like(truncated)
-        rewards = dict(zip(self.agents, (-dist).unbind(1)))
-        final_obs = final_state = None
-        if bool(truncated.any()):
-            final_obs = self._obs()
-            self._reset(truncated)
-        self._last_obs = self._obs()
-        return BatchedStep(self._last_obs, rewards, terminated, truncated, final_obs, final_state)
 
 
 def main() -> None:
@@ -92,6 +43,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=6144, help="worlds x agents of every row (default 6144)")
     ap.add_argument("--fragment", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--stacked", action=argparse.BooleanOptionalAction, default=True,
+                    help="the swarm hands out [worlds, agents, ...] tensors (BatchedEnv.stacked); --no-stacked: a "
+                         "dict of [worlds, ...] tensors per agent (default: stacked)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -99,7 +53,8 @@ def main() -> None:
     rows, base = [], None
     for n in args.agents:
         worlds = max(1, args.rows // n)
-        register_batched_env("swarm", lambda cfg, worlds, seed, device, n=n: Swarm(worlds, n, seed=seed or 0))
+        register_batched_env("swarm", lambda cfg, worlds, seed, device, n=n: Swarm(worlds, n, seed=seed or 0,
+                                                                                  stacked=args.stacked))
         register_env("swarm", lambda cfg, n=n: Swarm(1, n))  # what config validation probes (spaces)
         cfg = (marl.PPOConfig().environment("swarm")
                .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=args.fragment, batched=True)
@@ -107,9 +62,11 @@ def main() -> None:
                .debugging(seed=0))
         cfg.validate()
         runner = BatchedEnvRunner(cfg, 0)
-        alone = Swarm(worlds, n)
+        alone = Swarm(worlds, n, stacked=args.stacked)
         alone.reset()
-        pool = [{a: torch.rand(worlds, 2) * 2 - 1 for a in alone.agents} for _ in range(4)]
+        pool = [torch.rand(worlds, n, 2) * 2 - 1 for _ in range(4)]
+        if not args.stacked:
+            pool = [dict(zip(alone.agents, a.unbind(1))) for a in pool]
 
         def env_side(steps=args.fragment):
             for i in range(steps):
@@ -131,7 +88,8 @@ def main() -> None:
         rows.append([n, worlds, f"{us['env']:.3f}", f"{us['marl']:.3f}", f"{own:.3f}", f"{own / base:.2f}"])
         C.flush()
     C.print_table(["agents/world", "worlds", "env us/agent-step", "marl us/agent-step", "marl's own us", "own vs first"],
-                  rows, title=f"batched path, {args.rows} rows per step (medians of one run)")
+                  rows, title=f"batched path, {args.rows} rows per step, {'stacked' if args.stacked else 'per-agent'} "
+                              "tensors (one run)")
     if args.json:
         C.write_json(args.json, {"benchmark": "agent_scaling", "args": vars(args), "rows": rows})
 

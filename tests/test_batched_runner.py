@@ -20,6 +20,7 @@ import marl
 from marl.connectors.learner import reverse_scan
 from marl.data import sample_batch as sb
 from marl.envs import EnvError
+from marl.envs.swarm import Swarm
 from marl.envs.vmas import VmasEnv
 from marl.errors import ConfigError
 from marl.runners.batched_runner import BatchedEnvRunner
@@ -255,3 +256,33 @@ def test_device_is_checked_when_set():
             marl.PPOConfig().env_runners(device="cuda")
     with pytest.raises(ConfigError, match=r"'env_runners.batched' must be one of \['auto', True, False\], got 'yes'"):
         marl.PPOConfig().env_runners(batched="yes")
+
+
+def swarm_config(stacked: bool, mapping=None, n: int = 4):
+    marl.register_batched_env(f"swarm_{stacked}", lambda env_config, worlds, seed, device: Swarm(
+        worlds, n=n, max_steps=6, seed=seed, stacked=stacked))
+    cfg = (marl.PPOConfig().environment(f"swarm_{stacked}")
+           .env_runners(num_envs_per_env_runner=5, rollout_fragment_length=8, batched=True)
+           .training(train_batch_size=5 * 8 * n).debugging(seed=0))
+    if mapping is not None:
+        cfg.multi_agent(policies=sorted(set(mapping.values())), policy_mapping=mapping)
+    cfg.validate()
+    return cfg
+
+
+@pytest.mark.parametrize("mapping", [None, {"agent_1": "odd", "agent_3": "odd", "*": "even"}])
+def test_a_stacked_env_gives_the_batches_of_its_per_agent_form(mapping):
+    """BatchedEnv.stacked ([worlds, agents, ...] tensors, no object per agent) changes nothing in the rows,
+    also when the agents of several policies interleave (their columns gathered and scattered by index)."""
+    stacked = samples(BatchedEnvRunner, swarm_config(True, mapping))
+    assert_same_samples(stacked, samples(BatchedEnvRunner, swarm_config(False, mapping)))
+    if mapping is not None:
+        assert set(stacked[0].batch.policy_batches["odd"][sb.AGENT_INDEX]) == {1, 3}
+
+
+def test_a_registered_batched_env_must_make_what_it_promises():
+    marl.register_batched_env("not_batched", lambda env_config, worlds, seed, device: object())
+    cfg = (marl.PPOConfig().environment("not_batched").env_runners(batched=True))
+    with pytest.raises(EnvError, match=r"the creator registered for batched env 'not_batched' must return a "
+                                       r"marl.envs.batched.BatchedEnv of 8 worlds; got object"):
+        BatchedEnvRunner(cfg, 0)

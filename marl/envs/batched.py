@@ -19,7 +19,10 @@ The contract, beside `MultiAgentEnv`'s dict API (not instead of it):
   resume; None (the default) means it cannot be saved, and a restored runner starts fresh episodes.
 
 Flags are per world: an episode ends for all agents of a world at once. Rewards are float32 [W] per
-agent. `BatchedEnvRunner` (`marl.runners.batched_runner`) drives any object that keeps this contract.
+agent. `stacked = True` (agents alike in spaces): every per-agent dict above is instead ONE tensor
+with the agents on axis 1 in `agents` order: observations [W, N, ...], actions [W, N, ...], rewards
+[W, N], masks [W, N, n] (no Python object per agent per step: what 1,000 agents per world need).
+`BatchedEnvRunner` (`marl.runners.batched_runner`) drives any object that keeps this contract.
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ from marl.envs.base import EnvError
 class BatchedStep:
     """What one step of all worlds returns (see the module docstring)."""
 
-    obs: dict[str, torch.Tensor]  # [W, ...] per agent; worlds that ended: the next episode's first observation
-    rewards: dict[str, torch.Tensor]  # [W] float32 per agent
+    obs: dict[str, torch.Tensor] | torch.Tensor  # [W, ...] per agent (stacked: [W, N, ...]); worlds that ended:
+    # the next episode's first observation
+    rewards: dict[str, torch.Tensor] | torch.Tensor  # [W] float32 per agent (stacked: [W, N])
     terminated: torch.Tensor  # [W] bool
     truncated: torch.Tensor  # [W] bool (False where terminated)
-    final_obs: dict[str, torch.Tensor] | None = None  # the observation reached, valid where a world ended
+    final_obs: dict[str, torch.Tensor] | torch.Tensor | None = None  # the observation reached, where a world ended
     final_state: torch.Tensor | None = None  # the global state reached, valid where a world ended
 
     @property
@@ -62,6 +66,7 @@ class BatchedEnv:
     num_worlds: int
     device: torch.device
     name: str = "batched env"
+    stacked: bool = False  # True: tensors [W, N, ...] with the agents on axis 1 instead of {agent: [W, ...]}
 
     def __init__(self, obs_spaces: dict[str, gymnasium.Space], act_spaces: dict[str, gymnasium.Space]):
         self._obs_spaces, self._act_spaces = obs_spaces, act_spaces
@@ -88,6 +93,8 @@ class BatchedEnv:
     def state(self, obs: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """[W, S]: each world's agents' observations (`obs`, default the last ones handed out) joined."""
         obs = self._last_obs if obs is None else obs
+        if self.stacked:
+            return obs.reshape(self.num_worlds, -1).float()
         return torch.cat([obs[a].reshape(self.num_worlds, -1).float() for a in self.agents], dim=1)
 
     def action_masks(self) -> dict[str, torch.Tensor] | None:

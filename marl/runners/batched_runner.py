@@ -86,6 +86,8 @@ class _Policy:
                 self.bounds = (torch.as_tensor(low, device=device), torch.as_tensor(high, device=device),
                                isinstance(piece, UnsquashActions))
         index = [runner.agent_index[a] for a in agents]
+        self.index = torch.tensor(index, dtype=torch.int64, device=device)
+        self.all_agents = index == list(range(len(runner.possible_agents)))  # every agent, in the env's order
         self.rows_agent_index = torch.tensor(index, dtype=torch.int64, device=device).repeat(runner.num_worlds)
         inputs = tuple(self.module.inputs)
         self.wants_state, self.wants_agent_index = "state" in inputs, "agent_index" in inputs
@@ -98,8 +100,10 @@ class _Policy:
         self.fragment = PolicyFragment(runner.fragment_length, runner.num_worlds, index, self.obs_shape, torch.float32,
                                        action_shape, action_dtype, self.columns, mask_dim, device)
 
-    def stack(self, per_agent: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[W, A, ...] of this policy's agents' tensors."""
+    def stack(self, per_agent: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
+        """[W, A, ...] of this policy's agents' tensors (from a stacked env's [W, N, ...]: its agents' columns)."""
+        if isinstance(per_agent, torch.Tensor):
+            return per_agent if self.all_agents else per_agent[:, self.index]
         return torch.stack([per_agent[a] for a in self.agents], dim=1)
 
     def inputs(self, obs: torch.Tensor, state: torch.Tensor | None, mask: torch.Tensor | None) -> dict:
@@ -184,9 +188,10 @@ class BatchedEnvRunner(ActorBasics):
         for j, pid in enumerate(self._policy_order):
             self._policy_onehot[[self.agent_index[a] for a in self.policies[pid].agents], j] = 1.0
 
-    def _zero_obs(self) -> dict[str, torch.Tensor]:
-        return {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
-                for a in self.possible_agents}
+    def _zero_obs(self) -> dict[str, torch.Tensor] | torch.Tensor:
+        zeros = {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
+                 for a in self.possible_agents}
+        return torch.stack(list(zeros.values()), dim=1) if self.env.stacked else zeros
 
     # -- episodes -------------------------------------------------------------------------
     def _start(self) -> None:
@@ -203,7 +208,7 @@ class BatchedEnvRunner(ActorBasics):
         world, obs = self.world, self._obs
         state = self.env.state(obs) if self.state_dim is not None else None
         masks = self.env.action_masks() if self.masked else None
-        actions: dict[str, torch.Tensor] = {}
+        actions: dict[str, torch.Tensor] | torch.Tensor = {}  # a stacked env's: one tensor [W, N, ...]
         for p in self.policies.values():
             frag = p.fragment
             obs_p = p.stack(obs)
@@ -218,8 +223,10 @@ class BatchedEnvRunner(ActorBasics):
             act = dist.sample(self.torch_rng) if explore or module.greedy_is_sampled else dist.deterministic_sample()
             rows = act.view(self.num_worlds, len(p.agents), *act.shape[1:])
             env_act = p.to_env(rows)
-            for j, agent in enumerate(p.agents):
-                actions[agent] = env_act[:, j]
+            if self.env.stacked:
+                actions = env_act if p.all_agents else self._stacked_actions(actions, p, env_act)
+            else:
+                actions.update(zip(p.agents, env_act.unbind(1)))  # one view per agent, made in C++
             if collect:
                 frag.obs[t] = obs_p
                 frag.actions[t] = rows
@@ -236,14 +243,15 @@ class BatchedEnvRunner(ActorBasics):
         if collect and state is not None and world.state is not None:
             world.state[t] = state
         result = self.env.step(actions)
-        rewards = torch.stack([result.rewards[a] for a in self.possible_agents], dim=1)
+        rewards = result.rewards if self.env.stacked else torch.stack(
+            [result.rewards[a] for a in self.possible_agents], dim=1)  # [W, agents]
         self._ep_return += rewards
         self._ep_len += 1
         done = result.done
         world.terminated[t], world.truncated[t] = result.terminated, result.truncated
         if collect:
             for p in self.policies.values():
-                p.fragment.rewards[t] = p.stack(result.rewards)
+                p.fragment.rewards[t] = rewards if p.all_agents else rewards[:, p.index]
         if result.final_obs is not None:  # some world ended: what it reached, then its next episode starts
             # Read only where `ended` says a world ended (`_episodes`): other steps' rows are never looked at.
             self._ended_len[t] = self._ep_len
@@ -256,6 +264,14 @@ class BatchedEnvRunner(ActorBasics):
             self._ep_len.masked_fill_(done, 0)
             self._ep_return.masked_fill_(done.unsqueeze(1), 0.0)
         self._obs = result.obs
+
+    def _stacked_actions(self, actions, p: _Policy, env_act: torch.Tensor) -> torch.Tensor:
+        """A stacked env's actions [W, N, ...] with policy `p`'s agents' columns filled in."""
+        if not isinstance(actions, torch.Tensor):
+            actions = torch.empty((self.num_worlds, len(self.possible_agents), *env_act.shape[2:]),
+                                  dtype=env_act.dtype, device=env_act.device)
+        actions[:, p.index] = env_act
+        return actions
 
     def _record_ends(self, t: int, result) -> None:
         """Step t ended some worlds: the observations and state they reached; V(s') where truncated."""
@@ -378,7 +394,8 @@ class BatchedEnvRunner(ActorBasics):
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
             state["batched"] = {
-                "env": env_state, "obs": {a: o.cpu().numpy() for a, o in self._obs.items()},
+                "env": env_state, "obs": self._obs.cpu().numpy() if isinstance(self._obs, torch.Tensor)
+                else {a: o.cpu().numpy() for a, o in self._obs.items()},
                 "eps_id": self._eps_id.cpu().numpy(), "ep_len": self._ep_len.cpu().numpy(),
                 "ep_return": self._ep_return.cpu().numpy(),
             }
@@ -396,7 +413,8 @@ class BatchedEnvRunner(ActorBasics):
             return
         self.env.set_state(saved["env"])
         as_tensor = lambda x: torch.as_tensor(x, device=self.device)  # noqa: E731
-        self._obs = {a: as_tensor(o) for a, o in saved["obs"].items()}
+        obs = saved["obs"]
+        self._obs = {a: as_tensor(o) for a, o in obs.items()} if isinstance(obs, dict) else as_tensor(obs)
         self.env._last_obs = self._obs
         self._eps_id, self._ep_len = as_tensor(saved["eps_id"]), as_tensor(saved["ep_len"])
         self._ep_return = as_tensor(saved["ep_return"])
