@@ -17,6 +17,8 @@ import importlib
 import pkgutil
 import re
 
+from marl.envs.vmas import known_scenarios
+
 _VERSIONED = re.compile(r"_v\d+$")
 PETTINGZOO_FAMILIES = (
     "pettingzoo.atari", "pettingzoo.butterfly", "pettingzoo.classic", "pettingzoo.sisl", "mpe2", "magent2.environments",
@@ -81,7 +83,7 @@ def vmas_families() -> dict[str, list[str] | str]:
         return {"vmas": "unavailable (not installed: pip install 'marl[vmas]')"}
     import vmas
 
-    return {"vmas": sorted(f"vmas.{name}" for name in vmas.scenarios)}
+    return {"vmas": [f"vmas.{name}" for name in known_scenarios(vmas)]}
 
 
 KINDS = ("registered", "pettingzoo", "gymnasium", "vmas")
