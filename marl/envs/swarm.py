@@ -52,6 +52,16 @@ class Swarm(BatchedEnv):
         self._last_obs = self._obs()
         return self._last_obs
 
+    def get_state(self) -> dict:
+        """Everything the next steps depend on: positions, velocities, goals, step counts, the generator."""
+        return {"pos": self.pos.numpy().copy(), "vel": self.vel.numpy().copy(), "goal": self.goal.numpy().copy(),
+                "t": self.t.numpy().copy(), "generator": self.gen.get_state().numpy().copy()}
+
+    def set_state(self, state: dict) -> None:
+        self.pos, self.vel = torch.as_tensor(state["pos"]).clone(), torch.as_tensor(state["vel"]).clone()
+        self.goal, self.t = torch.as_tensor(state["goal"]).clone(), torch.as_tensor(state["t"]).clone()
+        self.gen.set_state(torch.as_tensor(state["generator"]))
+
     def step(self, actions: dict[str, torch.Tensor]) -> BatchedStep:
         a = (actions if self.stacked else torch.stack([actions[x] for x in self.agents], dim=1)).clamp(-1.0, 1.0)
         self.vel = 0.8 * self.vel + 0.1 * a

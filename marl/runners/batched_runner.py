@@ -393,11 +393,11 @@ class BatchedEnvRunner(ActorBasics):
                  "next_episode_id": self._next_episode_id, "torch_rng": self.torch_rng.get_state()}
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
+            own = lambda x: x.detach().cpu().clone().numpy()  # noqa: E731  (a copy: sampling goes on in place)
             state["batched"] = {
-                "env": env_state, "obs": self._obs.cpu().numpy() if isinstance(self._obs, torch.Tensor)
-                else {a: o.cpu().numpy() for a, o in self._obs.items()},
-                "eps_id": self._eps_id.cpu().numpy(), "ep_len": self._ep_len.cpu().numpy(),
-                "ep_return": self._ep_return.cpu().numpy(),
+                "env": env_state, "obs": own(self._obs) if isinstance(self._obs, torch.Tensor)
+                else {a: own(o) for a, o in self._obs.items()},
+                "eps_id": own(self._eps_id), "ep_len": own(self._ep_len), "ep_return": own(self._ep_return),
             }
         return state
 
@@ -412,7 +412,7 @@ class BatchedEnvRunner(ActorBasics):
             self._started = False  # the simulator cannot be saved (VMAS): fresh episodes at the next sample
             return
         self.env.set_state(saved["env"])
-        as_tensor = lambda x: torch.as_tensor(x, device=self.device)  # noqa: E731
+        as_tensor = lambda x: torch.tensor(x, device=self.device)  # noqa: E731  (a copy: the state may be reused)
         obs = saved["obs"]
         self._obs = {a: as_tensor(o) for a, o in obs.items()} if isinstance(obs, dict) else as_tensor(obs)
         self.env._last_obs = self._obs
