@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable
 import os
+from typing import Any, Callable
 
 from marl.algorithms.sections import (
     CheckpointingSection,

@@ -222,7 +222,7 @@ class ExperienceServer:
             except (TypeError, ValueError, OverflowError):
                 raise RequestError(400, f"observation of '{agent}' is not a list of numbers") from None
             if wide.size != self.obs_dim[pid]:
-                raise RequestError(400, f"observation of '{agent}' must be {self.obs_dim[pid]} numbers, got {wide.size}")
+                raise RequestError(400, f"observation of '{agent}' must be {self.obs_dim[pid]} finite numbers, got {wide.size}")
             bad = np.flatnonzero(~np.isfinite(wide))
             if bad.size:
                 raise RequestError(400, f"observation of '{agent}' has a non-finite value ({wide[bad[0]]}) at index "
