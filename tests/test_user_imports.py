@@ -114,3 +114,21 @@ def test_a_scenario_imports_key_works_in_tune_trials(tmp_path, ray_session):
     grid = tuner.fit()
     assert grid[0].error is None, grid[0].error
     assert grid[0].metrics["training_iteration"] == 1
+
+
+def test_a_suite_records_its_own_its_scenarios_and_the_command_lines_imports(tmp_path, monkeypatch):
+    from marl.experiment.suite import load_suite
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "task_envs.py").write_text(MODULE.format(name="suite_game"))
+    (tmp_path / "cli_envs.py").write_text("")
+    (tasks / "game.yaml").write_text("algo: PPO\nimports: [task_envs]\nenvironment: {env: suite_game}\n")
+    (tmp_path / "suite.yaml").write_text("name: s\nenv_steps: 64\ntasks: {game: {scenario: tasks/game.yaml}}\n"
+                                         "algorithms: [PPO]\n")
+    suite = load_suite(tmp_path / "suite.yaml", extra_imports=["cli_envs"])
+    assert suite.imports == ["cli_envs", "task_envs"]
+    config = suite.runs[0].config()
+    assert config.user_modules == ["cli_envs", "task_envs"] and config.to_dict()["imports"] == ["cli_envs", "task_envs"]

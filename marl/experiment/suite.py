@@ -35,7 +35,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
-from marl.runners.user_code import import_user_modules
+from marl.runners.user_code import check_module_names, import_user_modules
 
 SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports")
 TASK_KEYS = ("env", "env_config", "scenario", "overrides")
@@ -91,6 +91,12 @@ class Suite:
 def import_suite_modules(suite_path: Path, modules: list[str]) -> None:
     """Imports the suite's `imports`, with the suite's folder and the working directory on sys.path."""
     import_user_modules(modules, "suite 'imports': {module}", [Path(suite_path).resolve().parent])
+
+
+def _scenario_imports(scenario: dict, file: Path, where: str) -> list[str]:
+    """A task's or algorithm's scenario file's own `imports:`, imported from beside that file."""
+    names = check_module_names(scenario.get("imports"), f"{where}: scenario '{file}'")
+    return import_user_modules(names, f"{where}: scenario '{file}': imports: {{module}}", [file.parent])
 
 
 def _unknown(where: str, key, allowed) -> ConfigError:
@@ -228,8 +234,10 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
         _check_keys(spec, TASK_KEYS, w)
         sections: dict = {}
         if "scenario" in spec:
-            scenario = _load_yaml(resolve_file(spec["scenario"], w), w)
+            file = resolve_file(spec["scenario"], w)
+            scenario = _load_yaml(file, w)
             sections = {k: v for k, v in scenario.items() if k in KEPT_FROM_TASK_SCENARIO}
+            imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
         env = spec.get("env") or (sections.get("environment") or {}).get("env")
         if not env:
             raise ConfigError(f"{w}: give 'env' (an env id) or a 'scenario' file that names one")
@@ -248,7 +256,11 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             raise ConfigError(f"{w}: an algorithm label may hold letters, digits, '_', '-' and '.' only")
         spec = _mapping(spec, w)
         _check_keys(spec, ALGORITHM_KEYS, w)
-        scenario = _load_yaml(resolve_file(spec["scenario"], w), w) if "scenario" in spec else {}
+        scenario = {}
+        if "scenario" in spec:
+            file = resolve_file(spec["scenario"], w)
+            scenario = _load_yaml(file, w)
+            imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
         algo = spec.get("algo") or scenario.get("algo") or label
         from marl.algorithms.registry import config_class
 

@@ -542,7 +542,10 @@ class ExperienceServer:
         with self.lock:
             self.ended = str(reason)
         if self.end_grace_s > 0:
-            time.sleep(self.end_grace_s)
+            try:
+                time.sleep(self.end_grace_s)
+            except KeyboardInterrupt:  # Ctrl-C during the grace period: stop now, still releasing everything
+                pass
 
     def stop(self) -> None:
         if self._loop is not None and self._thread is not None:
