@@ -12,7 +12,6 @@ in marl/external/server.py and the README.
 from __future__ import annotations
 
 import argparse
-import time
 
 from marl.external import PolicyClient, PolicyServerError
 
@@ -24,25 +23,21 @@ def play(address: str, episodes: int, token: str | None = None, seed: int = 0, w
     from mpe2 import simple_spread_v3
 
     env = simple_spread_v3.parallel_env(N=3, max_cycles=25)
-    deadline = time.monotonic() + wait_s
-    while True:  # the server may still be starting
-        try:
-            client = PolicyClient(address, token=token, inference=inference, update_interval_s=update_interval_s, seed=seed)
-            client.stats()
-            break
-        except (OSError, PolicyServerError) as err:
-            if isinstance(err, PolicyServerError) or time.monotonic() > deadline:
-                raise
-            try:
-                client.close()
-            except Exception:
-                pass
-            time.sleep(0.5)
-        except Exception:  # httpx.ConnectError and friends
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    # wait_s: the server may still be starting; PolicyServerUnavailable after that long
+    client = PolicyClient(address, token=token, inference=inference, update_interval_s=update_interval_s, seed=seed,
+                          wait_s=wait_s)
     returns = []
+    try:
+        _play_episodes(client, env, episodes, seed, stop, returns)
+    except PolicyServerError as err:
+        if err.status != 503:
+            raise
+        print(f"the server stopped taking episodes: {err.message}")  # training ended (its stop criteria met)
+    env.close()
+    return returns
+
+
+def _play_episodes(client, env, episodes: int, seed: int, stop, returns: list) -> None:
     with client:
         for i in range(episodes):
             if stop is not None and stop.is_set():
@@ -59,8 +54,6 @@ def play(address: str, episodes: int, token: str | None = None, seed: int = 0, w
                     client.end_episode(eid, obs, truncated=not any(terms.values()))
                     break
             returns.append(total)
-    env.close()
-    return returns
 
 
 def main() -> None:

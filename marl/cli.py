@@ -17,6 +17,10 @@ import re
 import sys
 from pathlib import Path
 
+from marl import path_checks
+from marl.logging.run_dir import CONFIG_FILE
+from marl.runners.user_code import add_import_option, import_user_modules
+
 
 def _fmt(value, spec=".1f") -> str:
     return "nan" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
@@ -43,26 +47,9 @@ def _split_positionals(args) -> tuple[str | None, list[str]]:
     return (scenarios[0] if scenarios else None), overrides
 
 
-def _import_user_modules(args) -> None:
+def _import_user_modules(args) -> list[str]:
     """`--import MODULE`: modules that register envs (marl.register_env) or define classes a scenario names."""
-    import importlib
-
-    if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the `marl` script, like `python -m`, finds a module next to the user
-    from marl.algorithms import ConfigError
-
-    for module in args.imports:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            raise
-        except Exception as err:  # the user's code failed as it was imported: say where, in one line
-            import traceback
-
-            frame = traceback.extract_tb(err.__traceback__)[-1]
-            raise ConfigError(
-                f"--import {module}: importing it raised {type(err).__name__}: {err} ({frame.filename}:{frame.lineno})"
-            ) from None
+    return import_user_modules(getattr(args, "imports", []) or [])
 
 
 def _config_from_args(args):
@@ -76,6 +63,7 @@ def _config_from_args(args):
             raise ConfigError("give either a scenario file or --algo, not both (the scenario names its algo)")
         if env:
             overrides = [f"environment.env={env}"] + overrides
+        path_checks.input_file(scenario, "scenario")
         return load_scenario(scenario, overrides), Path(scenario).stem
     if not args.algo:
         raise ConfigError("give a scenario file (marl train scenarios/cartpole_ppo.yaml) or --algo NAME --env ENV")
@@ -90,19 +78,27 @@ def cmd_train(args) -> int:
 
     if args.address:
         os.environ["RAY_ADDRESS"] = args.address  # Algorithm joins it instead of starting a local Ray
-    _import_user_modules(args)
+    if args.resume:  # paths first: a refused one stops the command before anything is imported or built
+        path_checks.input_dir(args.resume, "--resume", holds=CONFIG_FILE, what="run directory")
+        if args.output:
+            path_checks.not_inside(Path(args.output), "--output", args.output, (("--resume", args.resume),))
+    if args.output:
+        path_checks.output_dir(args.output, "--output", what="run directory")
+    imported = _import_user_modules(args)
     if args.resume:
         scenario, overrides = _split_positionals(args)
         if scenario is not None or args.algo or args.env:
             from marl.algorithms import ConfigError
 
             raise ConfigError("--resume takes its config from RUN_DIR/config.yaml; give only key=value overrides with it")
-        config = config_for_resume(args.resume, overrides)
+        config = config_for_resume(args.resume, overrides)  # imports the modules its config.yaml records
         run_dir = Path(args.resume)
     else:
         config, name = _config_from_args(args)
         run_dir = None
-    config.user_modules = list(args.imports)  # Ray workers get them through runtime_env py_modules
+    # the scenario's (or the resumed run's) imports and --import's: recorded in config.yaml and checkpoints,
+    # shipped to Ray workers through runtime_env py_modules
+    config.user_modules = list(dict.fromkeys(config.user_modules + imported))
     from marl.logging.live import ProgressDisplay
 
     display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise
@@ -136,6 +132,9 @@ def cmd_evaluate(args) -> int:
     if args.episodes < 1:
         print(f"marl: error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return 2
+    if args.record:
+        path_checks.output_dir(args.record, "--record", inside=(("CHECKPOINT", args.checkpoint),))
+    _import_user_modules(args)  # more modules; those training imported come from the checkpoint's config
     # Evaluation needs no training runners or learner actors: build those in-process.
     overrides = ["env_runners.num_env_runners=0", "learners.num_learners=0"]
     try:
@@ -182,6 +181,8 @@ def cmd_graph(args) -> int:
     from marl.algorithms.algorithm import workflow_for
     from marl.workflow.draw import draw_workflow
 
+    if args.output and not args.no_png:
+        path_checks.output_file(args.output, "--output")
     _import_user_modules(args)
     config, name = _config_from_args(args)
     wf = workflow_for(config)  # the graph a run of this config runs, its evaluate node included
@@ -196,7 +197,10 @@ def cmd_graph(args) -> int:
 def cmd_plot(args) -> int:
     from marl.logging.plots import plot_runs
 
+    for run_dir in args.run_dirs:
+        path_checks.input_dir(run_dir, "RUN_DIR", what="run directory")
     output = args.output or (args.run_dirs[0] if len(args.run_dirs) == 1 else "plots")
+    path_checks.output_dir(output, "--output" if args.output else "plots folder")
     try:
         paths = plot_runs(args.run_dirs, output)
     except ValueError as err:  # a run directory without results yet
@@ -208,12 +212,9 @@ def cmd_plot(args) -> int:
 
 
 def cmd_envs(args) -> int:
-    import importlib
-
     from marl.envs.catalog import env_catalog
 
-    for module in args.imports:
-        importlib.import_module(module)  # modules that call marl.register_env when imported
+    _import_user_modules(args)  # modules that call marl.register_env when imported
     catalog = env_catalog()
     kinds = [args.family] if args.family else list(catalog)
     for kind in kinds:
@@ -255,10 +256,7 @@ def _add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
     )
     parser.add_argument("--env", help="environment.env: a Gymnasium id (module:Id imports its module first), "
                         "PettingZoo module path, vmas.<scenario> or registered name (see `marl envs`)")
-    parser.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="MODULE",
-        help="import MODULE first (one that calls marl.register_env, say); repeatable",
-    )
+    add_import_option(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--record", metavar="DIR",
                           help="write the episodes' rows to DIR in the offline format (docs/offline_format.md)")
+    add_import_option(evaluate)
     evaluate.set_defaults(fn=cmd_evaluate)
 
     graph = sub.add_parser(
@@ -321,10 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
     )
     envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas"), help="list only this kind")
-    envs.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="MODULE",
-        help="import MODULE first (one that calls marl.register_env); repeatable",
-    )
+    add_import_option(envs)
     envs.set_defaults(fn=cmd_envs)
 
     defaults = sub.add_parser(

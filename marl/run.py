@@ -86,6 +86,7 @@ def train_run(
     algo = config.build()
     logger = None
     status = "failed"
+    ending = "training failed"  # what operators facing the outside (the policy server) tell why the run ended
     try:
         resume_from = None
         if resume:
@@ -121,17 +122,19 @@ def train_run(
                 algo.save(run_dir / CHECKPOINT_DIR)
                 say(f"interrupted; checkpoint: {run_dir / CHECKPOINT_DIR} (continue with --resume {run_dir})")
             status = "interrupted"
+            ending = "training was interrupted"
             raise
         if ckpt_cfg.checkpoint_at_end:
             algo.save(run_dir / CHECKPOINT_DIR)
             logger.log_checkpoint(run_dir / CHECKPOINT_DIR)
         status = "finished"
+        ending = f"stop criterion met: {reason}"
         say(f"stopped: {reason}" + (f"; checkpoint: {run_dir / CHECKPOINT_DIR}" if ckpt_cfg.checkpoint_at_end else ""))
         return reason
     finally:
         if logger is not None:
             logger.close(status)
-        algo.stop()
+        algo.stop(reason=ending)
 
 
 class _FinishIterationOnInterrupt:

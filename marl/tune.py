@@ -15,6 +15,8 @@ each trial's config holds overrides on top of it, as dotted keys
 (`"training.lr"`) or nested sections (`{"training": {"lr": ...}}`). One Tune
 iteration is one `Algorithm.train()`; a trial also ends when the scenario's
 own `stop` criteria are met. Checkpoints are `Algorithm.save` directories.
+The base's `imports` (a scenario's `imports:` key, `config.user_modules`) are
+imported in every trial, from the folders the driver imported them from.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from pathlib import Path
 
 from ray import tune
 
+from marl.algorithms.algorithm_config import AlgorithmConfig
+from marl.algorithms.scenario import config_from_dict, load_scenario
 from marl.algorithms.sections import ConfigError
+from marl.runners.user_code import import_user_modules, module_folders
 
 CHECKPOINT_NAME = "marl_checkpoint"
 
@@ -60,9 +65,6 @@ def _merge(base: dict, extra: dict) -> dict:
 
 def resolve_config(base, overrides: dict):
     """The AlgorithmConfig of one trial: `base` (path, dict or AlgorithmConfig) plus `overrides`."""
-    from marl.algorithms.algorithm_config import AlgorithmConfig
-    from marl.algorithms.scenario import config_from_dict, load_scenario
-
     nested = _nest(overrides)
     if isinstance(base, AlgorithmConfig):
         config = base.copy()
@@ -75,7 +77,7 @@ def resolve_config(base, overrides: dict):
         if not nested:
             return load_scenario(base)
         data = OmegaConf.to_container(OmegaConf.load(Path(base)), resolve=False)
-        return config_from_dict(_merge(data, nested), where=str(base))
+        return config_from_dict(_merge(data, nested), where=str(base), search_dirs=[Path(base).parent])
     if isinstance(base, dict):
         return config_from_dict(_merge(base, nested), where="tune base scenario")
     raise ConfigError(f"trainable() takes a scenario path, a scenario dict or an AlgorithmConfig, got {type(base).__name__}")
@@ -85,6 +87,8 @@ class MarlTrainable(tune.Trainable):
     """One trial: an Algorithm built from `base_scenario` plus the trial's config (overrides)."""
 
     base_scenario = None  # set by `trainable()`; None: the trial's config is a whole scenario dict
+    user_modules: tuple = ()  # the base's imports and the folders the driver found them in (set by `trainable()`)
+    user_module_folders: tuple = ()
 
     @classmethod
     def default_resource_request(cls, config):
@@ -101,6 +105,7 @@ class MarlTrainable(tune.Trainable):
         import torch
 
         torch.set_num_threads(1)  # trials share the machine's cores
+        import_user_modules(self.user_modules, "tune trial: imports: {module}", self.user_module_folders)
         self.algo = resolve_config(self.base_scenario or {}, dict(config)).build()
 
     def step(self):
@@ -125,6 +130,7 @@ def trainable(base) -> type[MarlTrainable]:
     """
     if isinstance(base, (str, os.PathLike)):
         base = str(Path(base).resolve())  # trials run in their own working directories
-    resolve_config(base, {})
+    imports = tuple(resolve_config(base, {}).user_modules)
     name = f"Marl_{Path(base).stem if isinstance(base, str) else getattr(base, 'algo_name', 'scenario')}"
-    return type(name, (MarlTrainable,), {"base_scenario": base})
+    return type(name, (MarlTrainable,), {"base_scenario": base, "user_modules": imports,
+                                         "user_module_folders": tuple(module_folders(imports))})

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from marl.logging.live import ProgressDisplay, stop_share
+from marl.logging.progress import progress_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -111,3 +112,20 @@ def test_stop_share_is_the_closest_criterion():
     assert stop_share({"episode_return_mean": float("nan"), "env_steps_total": 2000}, stop) == 1.0
     none = SimpleNamespace(episode_return_mean=None, env_steps_total=None, time_total_s=None, iterations=None)
     assert stop_share({"env_steps_total": 5}, none) == 0.0
+
+
+def test_iterations_without_a_finished_episode_say_so_instead_of_nan():
+    stop = SimpleNamespace(episode_return_mean=10.0, env_steps_total=None, time_total_s=None, iterations=None)
+    none_yet = {"iteration": 1, "env_steps_total": 100, "episode_return_mean": float("nan"), "episodes_this_iter": 0,
+                "episodes_total": 0, "env_steps_per_s": 50.0, "time_total_s": 2.0}
+    line = progress_line(none_yet, stop)
+    assert "return: no episode finished yet" in line and "nan" not in line and "return -/10.0" in line
+    later = dict(none_yet, iteration=3, episodes_total=4)
+    assert "return: no episode finished this iteration" in progress_line(later, stop)
+    finished = dict(none_yet, episode_return_mean=3.5, episodes_this_iter=2, episodes_total=2)
+    assert "return     3.5" in progress_line(finished, stop)
+    stream = io.StringIO()
+    stream.isatty = lambda: True
+    with ProgressDisplay(stream) as display:
+        display.update("vmas", none_yet, stop)
+    assert "no episode yet" in ANSI.sub("", stream.getvalue())

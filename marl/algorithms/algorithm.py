@@ -260,7 +260,12 @@ class Algorithm:
             raise
         return algo
 
-    def stop(self) -> None:
+    def stop(self, reason: str | None = None) -> None:
+        """Releases runners, learners and operators; `reason` (why the run ended) first goes to every operator's
+        `end` (the policy server tells its clients)."""
+        if reason is not None:
+            for _, data in self.workflow.graph.nodes(data=True):
+                data["operator"].end(reason)
         for _, data in self.workflow.graph.nodes(data=True):  # operators holding files open (record) publish them
             data["operator"].close()
         self.runners.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from typing import Any, Callable
 
 from marl.algorithms.sections import (
@@ -31,6 +32,7 @@ from marl.algorithms.sections import (
     section_fields,
     update_section,
 )
+from marl import path_checks
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatching, ParamGroup, TargetCopy
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
@@ -232,6 +234,8 @@ class AlgorithmConfig:
         from marl.algorithms.registry import algo_reference
 
         out: dict[str, Any] = {"algo": algo_reference(type(self))}  # an import path for a class kept outside marl
+        if self.user_modules:  # the user's modules, imported again wherever this config is loaded
+            out["imports"] = list(self.user_modules)
         for name in SECTION_NAMES:
             section = dataclasses.asdict(getattr(self, name + "_cfg"))
             out[name] = _plain(section)
@@ -243,6 +247,7 @@ class AlgorithmConfig:
     def validate(self) -> None:
         for name in SECTION_NAMES:  # keys bounded by other keys, now that every key is set
             check_relations(getattr(self, name + "_cfg"), name)
+        self._check_paths()
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
         if self.environment_cfg.wrappers:
@@ -279,6 +284,17 @@ class AlgorithmConfig:
                 "set 'evaluation.evaluation_num_env_runners' >= 1 (0 evaluates in-process, between iterations)"
             )
         self.evaluation_runner_config()  # names any bad key of evaluation.evaluation_config now, not at the first evaluation
+
+    def _check_paths(self) -> None:
+        """The path-valued keys, as `marl.path_checks` checks every path a user gives: inputs exist, outputs can be
+        written and are not inside the inputs."""
+        off = self.offline_cfg
+        inputs = []
+        if off.input and isinstance(off.input, (str, os.PathLike, list, tuple)):
+            inputs = path_checks.input_pattern(off.input, "offline.input")
+        if off.output:
+            path_checks.output_dir(off.output, "offline.output",
+                                   inside=tuple(("offline.input", p) for p in inputs if p.is_dir()))
 
     def evaluation_runner_config(self) -> "AlgorithmConfig":
         """The config of the evaluation runners: this one with `evaluation.evaluation_config` applied.

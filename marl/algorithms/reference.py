@@ -126,6 +126,9 @@ def scenario_reference(algorithms: Sequence[str] = ()) -> str:
         "| --- | --- |",
         f"| `algo` | {algo_text} (required) |",
         "| `name` | a label for the scenario (ignored by the runtime) |",
+        "| `imports` | modules of yours imported first (`imports: [my_envs]`: ones that call `marl.register_env` or define "
+        "a class the scenario names), from the scenario's folder or the working directory; recorded in config.yaml and "
+        "checkpoints, so `--resume`, `marl evaluate`, `Algorithm.from_checkpoint` and Tune trials import them again |",
     ]
     for name in SECTION_NAMES:
         out.append(f"| `{name}` | {SECTION_INTROS.get(name, '')} |")

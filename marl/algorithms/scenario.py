@@ -4,7 +4,11 @@
     environment: {env: mpe2.simple_spread_v3, env_config: {N: 3}}
     training: {lr: 3e-4}
 
-`key=value` overrides (`training.lr=1e-4`) apply on top. The algorithm's
+`imports: [my_envs]` names the user's modules (ones that call `marl.register_env`,
+define a module class or a policy-mapping function): they are imported before
+anything else is read, with the scenario's folder and the working directory on
+sys.path, and recorded as `config.user_modules` (so config.yaml and checkpoints
+name them, and Ray workers get them). `key=value` overrides (`training.lr=1e-4`) apply on top. The algorithm's
 defaults are merged underneath first, so `${training.train_batch_size}` in a
 workflow section resolves even when the file does not set it.
 """
@@ -18,8 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from marl.algorithms.registry import config_class
 from marl.algorithms.sections import ConfigError
+from marl.runners.user_code import check_module_names, import_user_modules
 
-TOP_LEVEL = ("algo", "name", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow")
+TOP_LEVEL = ("algo", "name", "imports", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow")
 
 
 def _check_top_level(data: dict, where: str) -> None:
@@ -32,8 +37,10 @@ def _check_top_level(data: dict, where: str) -> None:
             raise ConfigError(f"{where}: unknown top-level key '{key}'{hint}; valid keys: {list(TOP_LEVEL)}")
 
 
-def config_from_dict(data: dict, overrides: list[str] | None = None, where: str = "scenario"):
-    """An AlgorithmConfig from a plain scenario dict plus `key=value` overrides."""
+def config_from_dict(data: dict, overrides: list[str] | None = None, where: str = "scenario", search_dirs=()):
+    """An AlgorithmConfig from a plain scenario dict plus `key=value` overrides.
+
+    Its `imports` are imported first (`search_dirs` also on sys.path), then set as `config.user_modules`."""
     try:
         raw = OmegaConf.create(data)
         if overrides:
@@ -45,6 +52,12 @@ def config_from_dict(data: dict, overrides: list[str] | None = None, where: str 
         if not isinstance(plain_top, dict):
             raise ConfigError(f"{where}: a scenario must be a mapping of sections, got {type(plain_top).__name__}")
         _check_top_level(plain_top, where)
+        if "imports" in plain_top:
+            imports = check_module_names(plain_top.pop("imports"), where)
+            raw = OmegaConf.create(plain_top)  # the sections only: imports are no section to merge with defaults
+        else:
+            imports = []
+        import_user_modules(imports, f"{where}: imports: {{module}}", search_dirs)
         if "algo" not in plain_top:
             raise ConfigError(f"{where}: 'algo' is required (one of the algorithm names, e.g. algo: PPO)")
         cls = config_class(plain_top["algo"])
@@ -64,6 +77,7 @@ def config_from_dict(data: dict, overrides: list[str] | None = None, where: str 
     config = cls()
     resolved.pop("algo")
     resolved.pop("name", None)
+    config.user_modules = imports
     return config.update_from_dict(resolved)
 
 
@@ -78,4 +92,4 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None):
         raise ConfigError(f"scenario file '{path}' is not valid YAML: {err}".splitlines()[0]) from None
     if not isinstance(data, dict):
         raise ConfigError(f"scenario file '{path}' must hold a mapping of sections")
-    return config_from_dict(data, overrides, where=str(path))
+    return config_from_dict(data, overrides, where=str(path), search_dirs=[path.parent])

@@ -6,6 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
+from marl import path_checks
+from marl.runners.user_code import add_import_option, import_user_modules
+
 
 def cmd_experiment(args) -> int:
     from marl.errors import ConfigError
@@ -22,7 +25,11 @@ def cmd_experiment(args) -> int:
         raise ConfigError(f"one suite file, then key=value overrides of its keys (env_steps=5000); got {bad}")
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be >= 1, got {args.max_concurrent}")
-    suite = load_suite(args.suite, overrides)
+    path_checks.input_file(args.suite, "suite")
+    if args.output:
+        path_checks.output_dir(args.output, "--output", what="runs directory")
+    imported = import_user_modules(args.imports)
+    suite = load_suite(args.suite, overrides, extra_imports=imported)
     runs_dir = Path(args.output) if args.output else runs_root() / suite.name
     _save_suite(suite, runs_dir)
     todo, done = pending_runs(suite, runs_dir)
@@ -53,6 +60,9 @@ def cmd_experiment(args) -> int:
 def cmd_report(args) -> int:
     from marl.experiment.report import write_report
 
+    path_checks.input_dir(args.runs_dir, "RUNS_DIR", what="runs directory")
+    if args.output:
+        path_checks.output_dir(args.output, "--output")
     paths = write_report(args.runs_dir, args.output, reps=args.reps, points=args.points)
     for path in paths:
         print(path)
@@ -79,6 +89,7 @@ def add_parsers(sub) -> None:
     experiment.add_argument("--max-concurrent", type=int, metavar="N", help="at most N trials at once (default: as many as the CPUs allow)")
     experiment.add_argument("--address", metavar="ADDRESS", help="join this Ray cluster (as RAY_ADDRESS does)")
     experiment.add_argument("--quiet", action="store_true", help="print nothing")
+    add_import_option(experiment)
     experiment.set_defaults(fn=cmd_experiment)
 
     report = sub.add_parser(

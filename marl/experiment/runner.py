@@ -27,6 +27,7 @@ from typing import Callable
 from omegaconf import OmegaConf
 
 from marl.experiment.suite import RunSpec, Suite, import_suite_modules
+from marl.runners.user_code import import_user_modules, module_folders
 from marl.logging.run_dir import CHECKPOINT_DIR, RESULT_FILE
 
 RUN_FILE = "run.json"
@@ -126,7 +127,8 @@ def _trial(config: dict) -> None:
     from ray import tune
 
     torch.set_num_threads(1)  # trials share the machine's cores
-    import_suite_modules(Path(config["suite_path"]), config["imports"])
+    import_suite_modules(Path(config["suite_path"]), [])  # the suite's folder on sys.path
+    import_user_modules(config["imports"], "suite 'imports': {module}", config.get("import_folders", []))
     run = config["run"]
     spec = RunSpec(run["task"], run["algorithm"], run["seed"], run["scenario"], tuple(run["overrides"]))
 
@@ -184,6 +186,7 @@ def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None =
     param_space = {
         "run": tune.grid_search(runs), "runs_dir": str(runs_dir.resolve()), "budget": suite.env_steps,
         "episodes": suite.evaluation_episodes, "suite_path": str(suite.path.resolve()), "imports": suite.imports,
+        "import_folders": module_folders(suite.imports),  # where this process found them (a task's scenario folder, ...)
     }
     trainable = tune.with_resources(_trial, _resources(resources))
     tuner = tune.Tuner(

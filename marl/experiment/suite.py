@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import re
-import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
+from marl.runners.user_code import check_module_names, import_user_modules
 
 SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports")
 TASK_KEYS = ("env", "env_config", "scenario", "overrides")
@@ -91,14 +90,13 @@ class Suite:
 
 def import_suite_modules(suite_path: Path, modules: list[str]) -> None:
     """Imports the suite's `imports`, with the suite's folder and the working directory on sys.path."""
-    for folder in (str(Path(suite_path).resolve().parent), str(Path.cwd())):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as err:
-            raise ConfigError(f"suite 'imports': cannot import '{module}': {err}") from None
+    import_user_modules(modules, "suite 'imports': {module}", [Path(suite_path).resolve().parent])
+
+
+def _scenario_imports(scenario: dict, file: Path, where: str) -> list[str]:
+    """A task's or algorithm's scenario file's own `imports:`, imported from beside that file."""
+    names = check_module_names(scenario.get("imports"), f"{where}: scenario '{file}'")
+    return import_user_modules(names, f"{where}: scenario '{file}': imports: {{module}}", [file.parent])
 
 
 def _unknown(where: str, key, allowed) -> ConfigError:
@@ -166,8 +164,9 @@ def _family(env: str) -> str:
     return "gymnasium" if re.search(r"-v\d+$", env) else "registered"
 
 
-def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
-    """Reads and checks a suite file (plus `key=value` overrides of its own keys, e.g. env_steps=5000)."""
+def load_suite(path: str | Path, overrides: list[str] | None = None, extra_imports: list[str] | tuple = ()) -> Suite:
+    """Reads and checks a suite file (plus `key=value` overrides of its own keys, e.g. env_steps=5000);
+    `extra_imports` (`marl experiment --import`) join the suite's `imports`."""
     path = Path(path)
     data = _load_yaml(path, "suite")
     if overrides:
@@ -204,6 +203,7 @@ def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
     imports = data.get("imports") or []
     if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
         raise ConfigError(f"{where}: 'imports' must be a list of module names, got {imports!r}")
+    imports = list(dict.fromkeys(imports + list(extra_imports)))
     import_suite_modules(path, imports)
     suite_overrides = _dotted(data.get("overrides"), f"{where}: 'overrides'")
 
@@ -234,8 +234,10 @@ def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
         _check_keys(spec, TASK_KEYS, w)
         sections: dict = {}
         if "scenario" in spec:
-            scenario = _load_yaml(resolve_file(spec["scenario"], w), w)
+            file = resolve_file(spec["scenario"], w)
+            scenario = _load_yaml(file, w)
             sections = {k: v for k, v in scenario.items() if k in KEPT_FROM_TASK_SCENARIO}
+            imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
         env = spec.get("env") or (sections.get("environment") or {}).get("env")
         if not env:
             raise ConfigError(f"{w}: give 'env' (an env id) or a 'scenario' file that names one")
@@ -254,7 +256,11 @@ def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
             raise ConfigError(f"{w}: an algorithm label may hold letters, digits, '_', '-' and '.' only")
         spec = _mapping(spec, w)
         _check_keys(spec, ALGORITHM_KEYS, w)
-        scenario = _load_yaml(resolve_file(spec["scenario"], w), w) if "scenario" in spec else {}
+        scenario = {}
+        if "scenario" in spec:
+            file = resolve_file(spec["scenario"], w)
+            scenario = _load_yaml(file, w)
+            imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
         algo = spec.get("algo") or scenario.get("algo") or label
         from marl.algorithms.registry import config_class
 
@@ -271,6 +277,8 @@ def load_suite(path: str | Path, overrides: list[str] | None = None) -> Suite:
     for task, (task_sections, task_overrides) in task_parts.items():
         for label, (algo, algo_sections, algo_overrides) in algo_parts.items():
             scenario = {"algo": algo, **{k: v for k, v in algo_sections.items()}}
+            if imports:  # each run's config.yaml and checkpoint record them: a run resumed by hand imports them too
+                scenario["imports"] = list(imports)
             for key, value in task_sections.items():
                 if isinstance(value, dict) and isinstance(scenario.get(key), dict) and key != "environment":
                     scenario[key] = {**scenario[key], **value}

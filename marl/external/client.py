@@ -18,6 +18,11 @@ actions, their log-probabilities and value estimates, rewards, the weights
 version) with `POST /episodes/<id>/steps` every `send_every` steps or
 `send_every_s` seconds, at the episode's end, and before acting with newer weights. The server trains on them
 like on its own: PPO's ratio divides by the log-probabilities sent.
+
+`wait_s=N` waits up to N seconds for a server that is not up yet (a client started before
+`marl serve` is listening): it retries with backoff, then raises `PolicyServerUnavailable`.
+A server that cannot be reached later raises the same error, in one line; a server whose
+training has ended answers 503 (`PolicyServerError.status`) with the reason.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ class PolicyServerError(RuntimeError):
         self.status, self.message = status, message
 
 
+class PolicyServerUnavailable(ConnectionError):
+    """No policy server answers at the address (not started yet, exited, or the address is wrong)."""
+
+
 def _plain(d: dict) -> dict:
     return {str(k): (np.asarray(v, dtype=np.float64).reshape(-1).tolist() if not np.isscalar(v) else float(v)) for k, v in d.items()}
 
@@ -41,13 +50,13 @@ def _plain(d: dict) -> dict:
 class PolicyClient:
     def __init__(self, address: str = "http://127.0.0.1:9900", token: str | None = None, timeout_s: float = 30.0,
                  inference: str = "remote", update_interval_s: float = 10.0, send_every: int = 64, seed: int = 0,
-                 send_every_s: float = 5.0):
+                 send_every_s: float = 5.0, wait_s: float = 0.0):
         import httpx
 
         if inference not in ("remote", "local"):
             raise ValueError(f"inference must be 'remote' (on the server) or 'local' (here), got {inference!r}")
-        if update_interval_s < 0 or send_every < 1 or send_every_s <= 0:
-            raise ValueError("update_interval_s must be >= 0, send_every >= 1 and send_every_s > 0")
+        if update_interval_s < 0 or send_every < 1 or send_every_s <= 0 or wait_s < 0:
+            raise ValueError("update_interval_s must be >= 0, send_every >= 1, send_every_s > 0 and wait_s >= 0")
         self.address = address.rstrip("/")
         token = token if token is not None else os.environ.get("MARL_SERVE_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -64,10 +73,43 @@ class PolicyClient:
         self._step_version: dict[str, int] = {}
         self._rng = None
         self._seed = int(seed)
+        if wait_s > 0:
+            self.wait_for_server(wait_s)
+
+    def wait_for_server(self, wait_s: float) -> None:
+        """Retries `GET /stats` on connection errors, with backoff (0.05 s doubling to 1 s), for up to `wait_s`
+        seconds; any answer (even 401) means a server is listening."""
+        import httpx
+
+        deadline = time.monotonic() + float(wait_s)
+        delay = 0.05
+        while True:
+            try:
+                self._http.get("/stats")
+                return
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as err:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PolicyServerUnavailable(
+                        f"no policy server answered at {self.address} within {wait_s:g} s ({type(err).__name__}: "
+                        f"{err}): is `marl serve` running there?"
+                    ) from None
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 1.0)
+
+    def _request(self, method: str, path: str, **kw):
+        import httpx
+
+        try:
+            return self._http.request(method, path, **kw)
+        except (httpx.ConnectError, httpx.RemoteProtocolError) as err:
+            raise PolicyServerUnavailable(
+                f"cannot reach the policy server at {self.address} ({type(err).__name__}: {err}): it has not started "
+                "yet (PolicyClient(wait_s=...) waits for it) or it has exited"
+            ) from None
 
     def _post(self, path: str, body: dict) -> dict:
-        response = self._http.post(path, json=body)
-        return self._answer(response)
+        return self._answer(self._request("POST", path, json=body))
 
     @staticmethod
     def _answer(response) -> dict:
@@ -127,7 +169,7 @@ class PolicyClient:
         from marl.modules import build_module
 
         have = "" if self.weights_version is None else f"?version={self.weights_version}"
-        data = self._answer(self._http.get(f"/weights{have}"))
+        data = self._answer(self._request("GET", f"/weights{have}"))
         self._pulled_at = time.monotonic()
         if data.get("unchanged"):
             return False
@@ -177,7 +219,7 @@ class PolicyClient:
         self._post(f"/episodes/{episode_id}/end", {"obs": _plain(obs or {}), "truncated": bool(truncated)})
 
     def stats(self) -> dict:
-        response = self._http.get("/stats")
+        response = self._request("GET", "/stats")
         if response.status_code >= 400:
             raise PolicyServerError(response.status_code, response.json().get("error", response.text))
         return response.json()

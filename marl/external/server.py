@@ -23,8 +23,12 @@ ratio and importance weights divide by) and, for algorithms that record values, 
 estimate; rewards are the step's. A batch of steps is checked whole before any of it is kept.
 
 An error is a 4xx status with {"error": "<what is wrong>"}: 400 malformed body, unknown
-agent, wrong observation size; 401 missing or wrong token; 404 unknown episode id; 413
-body larger than the limit. Every refusal is counted (`external/refused/<status>`) and
+agent, wrong observation size, an observation that is not finite or overflows float32; 401
+missing or wrong token; 404 unknown episode id; 413 body larger than the limit; 429 too many
+open episodes (`max_episodes`: end some, or wait for silent ones to be dropped).
+When training has ended (its stop criteria met, or interrupted) the server finishes the
+requests in progress, then answers every new one but `GET /stats` for `end_grace_s` seconds with
+503 and {"error": "training has ended: <why>; ...", "ended": "<why>"} before it exits. Every refusal is counted (`external/refused/<status>`) and
 nothing of the refused request reaches a batch. An episode with no request for
 `episode_timeout_s` (its client died) is dropped with its rows (`external/episodes_dropped`).
 
@@ -59,6 +63,16 @@ from marl.external.wire import action_to_json
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_host(host: str, token: str | None) -> None:
+    """Serving beyond this machine needs a token (checked before anything starts)."""
+    if host not in LOCAL_HOSTS and not token:
+        raise ConfigError(
+            f"serving on {host} (beyond this machine) needs a token: give --token or set MARL_SERVE_TOKEN; "
+            "clients send it as 'Authorization: Bearer <token>'"
+        )
 
 
 def check_servable(config, specs: dict) -> None:
@@ -108,18 +122,18 @@ class ExperienceServer:
 
     def __init__(self, config, specs: dict, agents_of: dict, possible_agents: list[str], host: str = "127.0.0.1",
                  port: int = 9900, token: str | None = None, max_body_bytes: int = 1 << 20,
-                 episode_timeout_s: float = 60.0):
+                 episode_timeout_s: float = 60.0, max_episodes: int = 1000, end_grace_s: float = 5.0,
+                 on_listening=None):
         from marl.connectors.build import build_policy_module
 
-        if host not in LOCAL_HOSTS and not token:
-            raise ConfigError(
-                f"serving on {host} (beyond this machine) needs a token: give --token or set MARL_SERVE_TOKEN; "
-                "clients send it as 'Authorization: Bearer <token>'"
-            )
+        check_host(host, token)
         cfg = config
         check_servable(cfg, specs)
         self.host, self.port, self.token = host, int(port), token
         self.max_body_bytes, self.episode_timeout_s = int(max_body_bytes), float(episode_timeout_s)
+        self.max_episodes, self.end_grace_s = int(max_episodes), float(end_grace_s)
+        self.on_listening = on_listening  # called with the server once its socket is bound (`marl serve` says so then)
+        self.ended: str | None = None  # why training ended: new requests get 503 with it
         self.fragment = cfg.env_runners_cfg.rollout_fragment_length
         self.possible_agents = list(possible_agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
@@ -203,16 +217,30 @@ class ExperienceServer:
             raise RequestError(400, f"unknown agent id(s) {unknown}; this env's agents: {self.possible_agents}")
         for agent, value in body[key].items():
             pid = self.policy_of[agent]
-            try:
-                arr = np.asarray(value, dtype=np.float32).reshape(-1)
-            except (TypeError, ValueError):
+            try:  # float64 first: a value beyond float32 would silently become inf
+                wide = np.asarray(value, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError, OverflowError):
                 raise RequestError(400, f"observation of '{agent}' is not a list of numbers") from None
-            if arr.size != self.obs_dim[pid] or not np.all(np.isfinite(arr)):
-                raise RequestError(400, f"observation of '{agent}' must be {self.obs_dim[pid]} finite numbers, got {arr.size}")
-            out[agent] = arr
+            if wide.size != self.obs_dim[pid]:
+                raise RequestError(400, f"observation of '{agent}' must be {self.obs_dim[pid]} finite numbers, got {wide.size}")
+            bad = np.flatnonzero(~np.isfinite(wide))
+            if bad.size:
+                raise RequestError(400, f"observation of '{agent}' has a non-finite value ({wide[bad[0]]}) at index "
+                                        f"{bad[0]}: observations must be finite numbers")
+            big = np.flatnonzero(np.abs(wide) > FLOAT32_MAX)
+            if big.size:
+                raise RequestError(400, f"observation of '{agent}' has {wide[big[0]]:g} at index {big[0]}, beyond float32 "
+                                        f"(|x| <= {FLOAT32_MAX:.4g}), which observations are kept in")
+            out[agent] = wide.astype(np.float32)
         return out
 
     def start_episode(self) -> str:
+        if len(self.episodes) >= self.max_episodes:
+            self._drop_stale()  # a client that died frees its episodes' places first
+        if len(self.episodes) >= self.max_episodes:
+            raise RequestError(429, f"{len(self.episodes)} episodes are open, the most this server keeps (max_episodes="
+                                    f"{self.max_episodes}): end episodes before starting more (episodes without a "
+                                    f"request for {self.episode_timeout_s:g} s are dropped)")
         ep = _Episode(self._next_number)
         self._next_number += 1
         self.episodes[ep.id] = ep
@@ -412,6 +440,11 @@ class ExperienceServer:
         @web.middleware
         async def guard(request, handler):
             try:
+                if server.ended is not None and request.path != "/stats":
+                    with server.lock:
+                        server.count("external/refused/503")
+                    return web.json_response({"error": f"training has ended: {server.ended}; this server takes no more "
+                                                       "requests and exits shortly", "ended": server.ended}, status=503)
                 if server.token is not None:
                     sent = request.headers.get("Authorization", "")
                     if not hmac.compare_digest(sent.encode(), f"Bearer {server.token}".encode()):
@@ -450,7 +483,7 @@ class ExperienceServer:
         async def stats(request):
             with server.lock:
                 return web.json_response({**server.counters, "weights_version": server.weights_version,
-                                          "open_episodes": len(server.episodes)})
+                                          "open_episodes": len(server.episodes), "ended": server.ended})
 
         app = web.Application(middlewares=[guard], client_max_size=self.max_body_bytes)
         app.router.add_post("/episodes", verb(lambda: server.start_episode()))
@@ -497,7 +530,22 @@ class ExperienceServer:
         ready.wait()
         if failure:
             raise ConfigError(f"cannot serve on {self.host}:{self.port}: {failure[0]}")
+        if self.on_listening is not None:
+            self.on_listening(self)
         return self
+
+    def end(self, reason: str) -> None:
+        """Training has ended: requests in progress finish (they hold the lock), new ones get 503 with `reason`
+        for `end_grace_s` seconds, so clients learn why instead of meeting a closed port."""
+        if self._thread is None:
+            return
+        with self.lock:
+            self.ended = str(reason)
+        if self.end_grace_s > 0:
+            try:
+                time.sleep(self.end_grace_s)
+            except KeyboardInterrupt:  # Ctrl-C during the grace period: stop now, still releasing everything
+                pass
 
     def stop(self) -> None:
         if self._loop is not None and self._thread is not None:

@@ -17,7 +17,7 @@ import math
 import sys
 from typing import TextIO
 
-from marl.logging.progress import _num, progress_line
+from marl.logging.progress import _num, missing_return, progress_line
 
 
 def stop_share(result: dict, stop_cfg) -> float:
@@ -32,6 +32,12 @@ def stop_share(result: dict, stop_cfg) -> float:
             continue  # a negative target has no meaningful share
         shares.append(max(0.0, min(1.0, value / target)) if target else 1.0)
     return max(shares, default=0.0)
+
+
+def _live_return(result: dict) -> str:
+    """The return column: the number, or why there is none (no episode finished)."""
+    missing = missing_return(result)
+    return missing.replace("no episode finished", "no episode") if missing else _num(result.get("episode_return_mean"))
 
 
 class ProgressDisplay:
@@ -78,7 +84,7 @@ class ProgressDisplay:
             return
         self._progress.update(
             self._task(name), completed=stop_share(result, stop_cfg), env_steps=result.get("env_steps_total", "-"),
-            ret=_num(result.get("episode_return_mean")), rate=_num(result.get("env_steps_per_s"), ".0f"),
+            ret=_live_return(result), rate=_num(result.get("env_steps_per_s"), ".0f"),
         )
 
     def finish(self, name: str, status: str) -> None:

@@ -3,6 +3,9 @@
     iter   12  env_steps   24576  return  187.3  env_steps/s  5230  elapsed 0:00:21  stop: return 187.3/450 (42%) | env_steps 24576/100000 (25%)
 
 Progress toward each configured stop criterion is shown; the run stops at the first one met.
+An iteration in which no episode finished (VMAS scenarios without `max_steps`, long episodes)
+has no return to show: the line says `return: no episode finished yet` (none in the run so far)
+or `return: no episode finished this iteration`, never `nan`.
 In a zero-sum game (chess, connect four self-play) the summed return is always 0, so the
 line adds each policy's own mean return: `return 0.0 (main +0.42 | main_v3 -0.42)`.
 """
@@ -23,6 +26,31 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+NO_EPISODE_YET = "no episode finished yet"
+NO_EPISODE_THIS_ITERATION = "no episode finished this iteration"
+
+
+def missing_return(result: dict) -> str | None:
+    """Why an iteration's result has no mean return (no episode finished), or None when it has one.
+
+    Only a result that counts its episodes (`episodes_this_iter`, `episodes_total`) says so; a result
+    without the counts keeps showing its number (or nan)."""
+    value = result.get("episode_return_mean")
+    if value is not None and not (isinstance(value, float) and math.isnan(value)):
+        return None
+    if result.get("episodes_total") == 0:
+        return NO_EPISODE_YET
+    if result.get("episodes_this_iter") == 0:
+        return NO_EPISODE_THIS_ITERATION
+    return None
+
+
+def return_field(result: dict) -> str:
+    """'return   187.3', or 'return: no episode finished yet' when there is no return to show."""
+    missing = missing_return(result)
+    return f"return: {missing}" if missing else f"return {_num(result.get('episode_return_mean')):>7}"
+
+
 def stop_progress(result: dict, stop_cfg) -> str:
     """'return 187.3/450 (42%) | env_steps ...' for each stop criterion that is set."""
     parts = []
@@ -31,7 +59,8 @@ def stop_progress(result: dict, stop_cfg) -> str:
         if target is None:
             return
         if value is None or (isinstance(value, float) and math.isnan(value)):
-            parts.append(f"{name} nan/{target:{spec}}")
+            shown = "-" if name == "return" and missing_return(result) else "nan"
+            parts.append(f"{name} {shown}/{target:{spec}}")
             return
         share = max(0.0, min(1.0, value / target)) if target else 1.0
         parts.append(f"{name} {value:{spec}}/{target:{spec}} ({share:.0%})")
@@ -61,7 +90,7 @@ def zero_sum_returns(result: dict, most: int = 4) -> str:
 def progress_line(result: dict, stop_cfg) -> str:
     return (
         f"iter {result['iteration']:4d}  env_steps {result['env_steps_total']:8d}  "
-        f"return {_num(result.get('episode_return_mean')):>7}{zero_sum_returns(result)}  "
+        f"{return_field(result)}{zero_sum_returns(result)}  "
         f"env_steps/s {_num(result.get('env_steps_per_s'), '.0f'):>6}  "
         f"elapsed {_clock(result.get('time_total_s', 0.0))}  "
         f"stop: {stop_progress(result, stop_cfg)}"

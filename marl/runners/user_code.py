@@ -13,18 +13,77 @@ worker's path. When Ray was started by the caller (a notebook, a test), the
 actors get the modules' directories on PYTHONPATH instead (`env_vars`: valid
 for workers on this machine). A worker that still cannot import it is
 reported by `import_hint`.
+
+`import_user_modules` is the one way every command and loader imports them:
+`--import` on the command line, a scenario's or suite's `imports:` key, and
+the `imports` a run's config.yaml and checkpoint manifest record (so
+`--resume`, `marl evaluate`, `Algorithm.from_checkpoint`, `load_module` and
+Tune trials import again what training imported).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import sysconfig
+import traceback
 from pathlib import Path
 
 from marl.errors import ConfigError
 
 _INSTALLED = {Path(p).resolve() for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sys.prefix, sys.base_prefix}}
+
+
+def check_module_names(value, where: str) -> list[str]:
+    """An `imports:` value: a list of module names (None: none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) and m.strip() for m in value):
+        raise ConfigError(f"{where}: 'imports' must be a list of module names (imports: [my_envs]), got {value!r}")
+    return [m.strip() for m in value]
+
+
+def import_user_modules(names, label: str = "--import {module}", search_dirs=()) -> list[str]:
+    """Imports the user's modules (ones that call marl.register_env or define classes a config names); returns them.
+
+    The working directory and `search_dirs` (a scenario's folder, say) go on sys.path first, as `python -m`
+    finds a module next to the user. `label` names where a module was asked for ('{module}' is replaced),
+    so that a failure is one line: a module that cannot be found (with the two ways to make it found) or one
+    whose own code raised (where)."""
+    names = list(dict.fromkeys(names))
+    if names:
+        for folder in [os.getcwd(), *(str(Path(d).resolve()) for d in search_dirs)]:
+            if folder not in sys.path and not (folder == os.getcwd() and "" in sys.path):
+                sys.path.insert(0, folder)
+    for module in names:
+        where = label.format(module=module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name and (module == err.name or module.startswith(err.name + ".")):
+                raise ConfigError(
+                    f"{where}: no module named '{err.name}' here: pass --import with a module this Python can find, "
+                    f"or put the folder that holds it on PYTHONPATH (working directory: {os.getcwd()})"
+                ) from None
+            raise ConfigError(f"{where}: importing it raised ModuleNotFoundError: {err} (a module it imports is missing)") from None
+        except Exception as err:  # the user's code failed as it was imported: say where, in one line
+            frame = traceback.extract_tb(err.__traceback__)[-1]
+            raise ConfigError(
+                f"{where}: importing it raised {type(err).__name__}: {err} ({frame.filename}:{frame.lineno})"
+            ) from None
+    return names
+
+
+def add_import_option(parser) -> None:
+    """`--import MODULE` (argparse), the same on every command that builds an env or a module."""
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first (one that calls marl.register_env or defines a class the scenario names); "
+             "repeatable; recorded in config.yaml and checkpoints, so later commands import it again",
+    )
 
 
 def _installed(path: Path) -> bool:
@@ -39,6 +98,17 @@ def _top_level_path(name: str) -> Path | None:
         return None
     path = Path(file).resolve()
     return path.parent if path.name == "__init__.py" else path
+
+
+def module_folders(names) -> list[str]:
+    """The folders from which the (imported) modules `names` were imported: put on sys.path elsewhere (a Tune
+    trial's process), they are found there too."""
+    folders = []
+    for name in names:
+        path = _top_level_path(name)
+        if path is not None and not _installed(path) and str(path.parent) not in folders:
+            folders.append(str(path.parent))
+    return folders
 
 
 def shipped_modules(config) -> list[str]:

@@ -8,6 +8,9 @@ as one batch, with the weights versions its rows were acted with. Before waiting
 it gives the server the learner's newest weights (inference on the server, and
 what `GET /weights` sends clients that act locally). The token comes from the environment variable
 named by `token_env` (never from the graph, which config.yaml records).
+When the run ends, `end(reason)` has the server answer 503 with the reason for
+`end_grace_s` seconds before `close()` stops it; `on_listening` (not a setting:
+`marl serve` sets it) is called once the socket is bound.
 """
 
 from __future__ import annotations
@@ -27,14 +30,23 @@ class Serve(Operator):
     op_name, consumes, produces = "serve", (), BATCH
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9900, token_env: str = TOKEN_ENV,
-                 max_body_kb: int = 1024, episode_timeout_s: float = 60.0):
+                 max_body_kb: int = 1024, episode_timeout_s: float = 60.0, max_episodes: int = 1000,
+                 end_grace_s: float = 5.0):
         if not 0 <= int(port) <= 65535:
             raise ValueError(f"serve.port must be in [0, 65535], got {port}")
         if int(max_body_kb) < 1 or float(episode_timeout_s) <= 0:
             raise ValueError("serve.max_body_kb must be >= 1 and serve.episode_timeout_s > 0")
+        if int(max_episodes) < 1 or float(end_grace_s) < 0:
+            raise ValueError(f"serve.max_episodes must be >= 1 (got {max_episodes}) and serve.end_grace_s >= 0 (got {end_grace_s})")
         self.host, self.port, self.token_env = str(host), int(port), str(token_env)
         self.max_body_kb, self.episode_timeout_s = int(max_body_kb), float(episode_timeout_s)
+        self.max_episodes, self.end_grace_s = int(max_episodes), float(end_grace_s)
+        self.on_listening = None  # Callable[[ExperienceServer], None]
         self.server = None
+
+    def end(self, reason: str) -> None:
+        if self.server is not None:
+            self.server.end(reason)
 
     def close(self) -> None:
         if self.server is not None:
@@ -55,7 +67,7 @@ class Serve(Operator):
         self.close()
         self.server = server = ExperienceServer(
             config, specs, agents_of, agents, self.host, self.port, os.environ.get(self.token_env) or None,
-            self.max_body_kb * 1024, self.episode_timeout_s,
+            self.max_body_kb * 1024, self.episode_timeout_s, self.max_episodes, self.end_grace_s, self.on_listening,
         )
         metrics, learners = ctx.metrics, ctx.learners
         server.set_weights(learners.get_weights())  # clients acting locally fetch these before the first pull

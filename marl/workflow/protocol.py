@@ -75,6 +75,11 @@ class Operator:
     def check_inputs(self, kinds: list[str]) -> str | None:
         return None
 
+    def end(self, reason: str) -> None:
+        """The run is over (`reason`: why); called before `close`. Operators facing the outside (the policy
+        server's clients) tell it why here."""
+        return None
+
     def close(self) -> None:
         return None
 
