@@ -378,9 +378,10 @@ class BatchedEnvRunner(ActorBasics):
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
             state["batched"] = {
-                "env": env_state, "obs": {a: o.cpu().numpy() for a, o in self._obs.items()},
-                "eps_id": self._eps_id.cpu().numpy(), "ep_len": self._ep_len.cpu().numpy(),
-                "ep_return": self._ep_return.cpu().numpy(),
+                # copies: on CPU .numpy() shares the tensors, which the next steps update in place
+                "env": env_state, "obs": {a: o.cpu().numpy().copy() for a, o in self._obs.items()},
+                "eps_id": self._eps_id.cpu().numpy().copy(), "ep_len": self._ep_len.cpu().numpy().copy(),
+                "ep_return": self._ep_return.cpu().numpy().copy(),
             }
         return state
 
