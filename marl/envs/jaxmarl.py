@@ -33,6 +33,7 @@ from marl.envs.base import EnvError
 from marl.envs.batched import BatchedEnv, BatchedStep
 
 PREFIX = "jaxmarl."
+_COMPILED: dict[tuple, tuple] = {}  # (name, env_config, num_worlds) -> the jitted (reset, step) functions
 
 
 def is_jaxmarl(name: str | None) -> bool:
@@ -133,7 +134,11 @@ class JaxMarlEnv(BatchedEnv):
         self._world_state = callable(getattr(env, "get_world_state", None))
         self._key = jax.random.PRNGKey(0 if seed is None else int(seed))
         self._layout()
-        self._reset_fn, self._step_fn = self._compile()
+        # One compilation per (env, kwargs, worlds) in a process: probes, evaluation and restored runners reuse it.
+        cache_key = (name, repr(sorted(env_config.items())), num_worlds)
+        if cache_key not in _COMPILED:
+            _COMPILED[cache_key] = self._compile()
+        self._reset_fn, self._step_fn = _COMPILED[cache_key]
         self._state = self._packed = None
 
     # -- the packed output: one float32 row per world, sliced into per-agent views --------------
