@@ -43,7 +43,8 @@ def main(src: str, overrides: dict) -> dict:
     out = compiled(rng)
     jax.block_until_ready(out)
     done = time.time()
-    returns = np.asarray(out["metrics"]["returned_episode_returns"]).mean(axis=(1, 2))  # [updates]
+    logged = np.asarray(out["metrics"]["returned_episode_returns"])  # the script already averages it per update
+    returns = logged.reshape(logged.shape[0], -1).mean(axis=1)  # [updates]
     per_update = int(config["NUM_ENVS"]) * int(config["NUM_STEPS"])
     return {"startup_s": ready - T0, "train_s": done - ready, "env_steps": per_update * len(returns),
             "env_steps_per_update": per_update, "returns": returns.tolist()}
