@@ -1,4 +1,5 @@
-"""Which batched adapter makes an env name: `vmas.<scenario>`, a name given to `register_batched_env`.
+"""Which batched adapter makes an env name: `vmas.<scenario>`, `jaxmarl.<env id>`, a name given to
+`register_batched_env`, or (with `env_runners.batched: true` only) a Gymnasium id, as its vector env.
 
 `make_batched_env(name, env_config, num_worlds, seed, device)` is what `BatchedEnvRunner` calls;
 `natively_batched(name)` says whether `env_runners.batched: auto` takes the batched path for it.
@@ -14,9 +15,11 @@ from typing import Any, Callable
 
 from marl.envs.base import EnvError
 from marl.envs.batched import BatchedEnv
+from marl.envs.gym_vector import GymVectorEnv, is_gymnasium_id
+from marl.envs.jaxmarl import PREFIX as JAXMARL_PREFIX, JaxMarlEnv
 from marl.envs.vmas import PREFIX as VMAS_PREFIX, VmasEnv
 
-NATIVE_PREFIXES = (VMAS_PREFIX,)
+NATIVE_PREFIXES = (VMAS_PREFIX, JAXMARL_PREFIX)
 _REGISTERED: dict[str, Callable[..., BatchedEnv]] = {}
 
 
@@ -40,7 +43,11 @@ def make_batched_env(name: str, env_config: dict[str, Any], num_worlds: int, see
         return env
     if name.startswith(VMAS_PREFIX):
         return VmasEnv(name, env_config, num_worlds, seed, device)
+    if name.startswith(JAXMARL_PREFIX):
+        return JaxMarlEnv(name, env_config, num_worlds, seed, device)
+    if is_gymnasium_id(name):
+        return GymVectorEnv(name, env_config, num_worlds, seed, device)
     raise EnvError(
-        f"env {name!r} has no batched adapter (env_runners.batched: true); batched envs: vmas.<scenario> and names "
-        "given to marl.register_batched_env"
+        f"env {name!r} has no batched adapter (env_runners.batched: true); batched envs: vmas.<scenario>, "
+        "jaxmarl.<env id>, Gymnasium ids (their vector envs) and names given to marl.register_batched_env"
     )

@@ -23,6 +23,7 @@ import gymnasium
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 
 from marl.envs.base import EnvError, MultiAgentEnv
+from marl.envs.batched_view import SingleWorldView
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
 from marl.envs.wrappers import apply_wrappers
@@ -115,7 +116,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     """Create the env called ``name`` with ``env_config``.
 
     Resolution order: a :func:`register_env` name; ``vmas.<scenario>`` (a VMAS
-    scenario, see :mod:`marl.envs.vmas`); a PettingZoo-style module
+    scenario, see :mod:`marl.envs.vmas`); ``jaxmarl.<env id>`` (one world of
+    :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
     ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``;
     either may also return a marl ``MultiAgentEnv``, used as it is);
@@ -146,6 +148,13 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
         if wrappers:
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to VMAS scenarios")
         return make_vmas_env(name, config)
+
+    if name.startswith("jaxmarl."):
+        from marl.envs.jaxmarl import JaxMarlEnv  # jax (and its import cost) only when asked for
+
+        if wrappers:
+            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to JaxMARL envs")
+        return SingleWorldView(JaxMarlEnv(name, config, num_worlds=1, seed=0))
 
     env = _try_module(name, config, tried, wrappers)
     if env is not None:

@@ -1,0 +1,131 @@
+"""marl PPO against JaxMARL's own IPPO (baselines/IPPO/ippo_ff_mpe.py) at matched settings, alternating runs.
+
+    JAXMARL_SRC=/path/to/JaxMARL bash benchmarks/setup_jaxmarl.sh      # once: JaxMARL's venv
+    nice .venv/bin/python benchmarks/compare_jaxmarl.py --seeds 3 --env-steps 200000 --json runs/jaxmarl.json
+
+Sides, each a fresh process: `JaxMARL` (its script's make_train, jitted whole, in its venv:
+jaxmarl_ippo.py), `marl jaxmarl` (marl PPO on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL
+adapter) and `marl vmas` (marl PPO on `vmas.simple_spread`, discrete actions, 25 steps). Settings on
+all sides: NUM_ENVS x NUM_STEPS = 16 x 128 and 1024 x 32 (worlds x fragment length), 4 epochs x 4
+minibatches, 64x64 tanh, lr 2.5e-4 (JaxMARL's ANNEAL_LR off: marl's lr is constant), clip 0.2 (value
+clip too), entropy 0.01, value weight 0.5, gradient norm 0.5, gamma 0.99, lambda 0.95, one policy shared by the 3 agents, a fixed env-step budget (rounded up to
+whole iterations). Per seed the sides run back to back, their order rotating with the seed.
+Reported: env steps/s including learning (after start-up), start-up (process start to ready to
+train: imports, env build and JaxMARL's compile; for marl up to the end of its first iteration, which
+compiles the JaxMARL step), the return at equal env steps (mean of the
+per-iteration returns over the last 20 % of the budget, summed over agents on every side; JaxMARL's
+MPELogWrapper logs the reward times the number of agents, which for this shared-reward task is that
+sum; JaxMARL's MPE episodes last 26 steps, VMAS's 25), and ratios marl/JaxMARL. `--json OUT` writes the rows.
+Known differences not matched: JaxMARL IPPO trains on the reward times 3, and treats the time limit
+as termination; marl bootstraps at truncation. VMAS's simple_spread is VMAS's port (its own reward
+scale), so its return ratio is indicative only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32)}
+SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas")
+
+
+def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int) -> dict:
+    """One marl run (in this process: started by `--side`)."""
+    t0 = time.time()
+    import marl
+
+    env_config = {"continuous_actions": False, "max_steps": 25} if env.startswith("vmas.") else {}
+    batch = worlds * steps * 3  # agent steps: 3 agents
+    algo = (marl.PPOConfig().environment(env, env_config=env_config)
+            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps)
+            .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
+                      gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
+                      grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
+            .debugging(seed=seed).build())
+    returns, env_steps, first = [], 0, None
+    while env_steps < budget or first is None or len(returns) < 2:
+        result = algo.train()
+        if first is None:  # the first iteration compiles the JaxMARL step: start-up, as JaxMARL's compile is
+            first, first_steps = time.time(), int(result["env_steps_total"])
+        env_steps = int(result["env_steps_total"])
+        returns.append(float(result.get("episode_return_mean", float("nan"))))
+    done = time.time()
+    algo.stop()
+    return {"startup_s": first - t0, "train_s": done - first, "env_steps": env_steps,
+            "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns}
+
+
+def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str) -> dict:
+    worlds, steps = SETTINGS[setting]
+    if side == "JaxMARL":
+        per_update = worlds * steps
+        overrides = {"NUM_ENVS": worlds, "NUM_STEPS": steps, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "LR": 2.5e-4,
+                     "ANNEAL_LR": False, "ACTIVATION": "tanh", "SEED": seed, "NUM_SEEDS": 1,
+                     "TOTAL_TIMESTEPS": -(-budget // per_update) * per_update}
+        cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(overrides)]
+    else:
+        env = "jaxmarl.MPE_simple_spread_v3" if side == "marl jaxmarl" else "vmas.simple_spread"
+        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600,
+                       env={**__import__("os").environ, "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"})
+    if p.returncode != 0:
+        raise SystemExit(f"{side} {setting} seed {seed} failed:\n{p.stderr[-3000:]}")
+    row = json.loads(p.stdout.strip().splitlines()[-1])
+    tail = row["returns"][int(len(row["returns"]) * 0.8):] or row["returns"][-1:]
+    return {"side": side, "setting": setting, "seed": seed, **row, "env_steps_per_s": row.get("timed_env_steps", row["env_steps"]) / row["train_s"],
+            "final_return": statistics.fmean(tail)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--env-steps", type=int, default=200_000, help="env-step budget per run")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--jaxmarl-venv", default=str(HERE / ".jaxmarl-venv"))
+    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--side", nargs=4, metavar=("ENV", "SETTING", "BUDGET", "SEED"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:  # a marl run in this fresh process
+        env, setting, budget, seed = args.side
+        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed))))
+        return
+    venv = Path(args.jaxmarl_venv)
+    if not (venv / "JAXMARL_SRC").is_file():
+        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
+    src = (venv / "JAXMARL_SRC").read_text().strip()
+    rows = []
+    for setting in args.settings:
+        for seed in range(args.seeds):
+            order = SIDES[seed % 3:] + SIDES[:seed % 3]  # alternate who runs first (the machine drifts)
+            for side in order:
+                row = run_side(side, setting, args.env_steps, seed, venv / "bin" / "python", src)
+                rows.append(row)
+                print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s, start-up "
+                      f"{row['startup_s']:5.1f} s, return {row['final_return']:8.2f} @ {row['env_steps']:,}", flush=True)
+    print("\nmedians over seeds, ratios marl / JaxMARL")
+    for setting in args.settings:
+        med = {side: {k: statistics.median(r[k] for r in rows if r["side"] == side and r["setting"] == setting)
+                      for k in ("env_steps_per_s", "startup_s", "final_return")} for side in SIDES}
+        base = med["JaxMARL"]
+        for side in SIDES:
+            m = med[side]
+            ratio = "" if side == "JaxMARL" else (
+                f"  ratios: speed {m['env_steps_per_s'] / base['env_steps_per_s']:.3f}, start-up "
+                f"{m['startup_s'] / base['startup_s']:.2f}, return {m['final_return'] / base['final_return']:.2f}")
+            print(f"{setting:>8} {side:>12}: {m['env_steps_per_s']:>9,.0f} env steps/s, start-up {m['startup_s']:5.1f} s, "
+                  f"return {m['final_return']:8.2f}{ratio}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

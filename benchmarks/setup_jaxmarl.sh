@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Makes the optional virtual environment that benchmarks/compare_jaxmarl.py runs JaxMARL's own IPPO in.
+#
+#     JAXMARL_SRC=/path/to/JaxMARL bash benchmarks/setup_jaxmarl.sh [VENV_DIR]   # default: benchmarks/.jaxmarl-venv
+#
+# JaxMARL's baselines (baselines/IPPO/ippo_ff_mpe.py) are not in the jaxmarl pip package: they live in
+# a checkout of https://github.com/FLAIROx/JaxMARL, which JAXMARL_SRC names (nothing of JaxMARL's code is
+# in marl). The venv gets jaxmarl (CPU jax/jaxlib) and what the IPPO script imports: flax, optax,
+# distrax, hydra-core, omegaconf, matplotlib. wandb is not installed: benchmarks/jaxmarl_ippo.py puts
+# an offline stub in its place. About 1-2 minutes.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="${1:-$here/.jaxmarl-venv}"
+python="${PYTHON:-python3}"
+src="${JAXMARL_SRC:?set JAXMARL_SRC to a JaxMARL checkout (git clone https://github.com/FLAIROx/JaxMARL)}"
+script="$src/baselines/IPPO/ippo_ff_mpe.py"
+[ -f "$script" ] || { echo "no $script: JAXMARL_SRC must be a JaxMARL checkout" >&2; exit 1; }
+
+echo "creating $venv with jaxmarl, jax (CPU), flax, optax, distrax, hydra-core"
+"$python" -m venv "$venv"
+"$venv/bin/pip" install -q "jaxmarl>=0.2" jax flax optax distrax "hydra-core>=1.3.2" omegaconf matplotlib
+echo "$src" > "$venv/JAXMARL_SRC"  # compare_jaxmarl.py reads the checkout from here
+"$venv/bin/python" -c 'import jax, jaxmarl, distrax, hydra; print("ok: jax", jax.__version__, jax.devices())'

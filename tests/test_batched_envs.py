@@ -1,0 +1,177 @@
+"""The batched adapters beyond VMAS: JaxMARL envs (`jaxmarl.<id>`), their one-world dict view, Gymnasium vector envs.
+
+jaxmarl comes with the `envs` extra (CI installs it through `dev`): these tests do not skip without it.
+Each JaxMARL env compiles once per (env, kwargs, worlds) in a process (10-20 s here), so the tests share
+configurations.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import marl
+from marl.data import sample_batch as sb
+from marl.envs import EnvError, make_env
+from marl.envs.batched_view import SingleWorldView
+from marl.envs.gym_vector import GymVectorEnv
+from marl.envs.jaxmarl import JaxMarlEnv
+from marl.runners.batched_runner import BatchedEnvRunner
+from marl.runners.vector_env_runner import runner_class
+
+ROOT = Path(__file__).resolve().parents[1]
+MPE = "jaxmarl.MPE_simple_spread_v3"
+SMAX = "jaxmarl.HeuristicEnemySMAX"
+MPE_STEPS = 6  # env_config max_steps: JaxMARL's MPE ends an episode after max_steps + 1 steps (its `step >= max`)
+
+
+def run_cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def config(env=MPE, env_config=None, worlds=4, fragment=16, batched="auto", agents=3):
+    env_config = {"max_steps": MPE_STEPS} if env_config is None else env_config
+    cfg = (marl.PPOConfig().environment(env, env_config=env_config)
+           .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=fragment, batched=batched)
+           .training(train_batch_size=worlds * fragment * agents, minibatch_size=worlds * 4, num_epochs=1)  # agent steps
+           .debugging(seed=0))
+    cfg.validate()
+    return cfg
+
+
+def assert_lengths_match_rows(batch, num_agents: int) -> int:
+    """Each finished episode that started inside the fragment (a row with t = 0) has `length` rows per agent."""
+    rows = batch.batch.policy_batches["default_policy"]
+    checked = 0
+    for e in batch.episodes:
+        mine = rows[sb.EPS_ID] == e["episode_id"]
+        if rows[sb.T][mine].min() == 0:
+            assert mine.sum() == num_agents * e["length"], e
+            checked += 1
+    return checked
+
+
+def test_mpe_samples_through_the_batched_runner():
+    cfg = config()
+    assert runner_class(cfg) is BatchedEnvRunner  # jaxmarl.* takes the batched path by default
+    runner = BatchedEnvRunner(cfg, 0)
+    try:
+        batch = runner.sample()
+    finally:
+        runner.stop()
+    rows = batch.batch.policy_batches["default_policy"]
+    assert len(rows[sb.OBS]) == 16 * 4 * 3 and rows[sb.OBS].shape[1] == 18
+    assert np.isfinite(rows[sb.REWARDS]).all() and np.abs(rows[sb.REWARDS]).sum() > 0
+    assert len(batch.episodes) == 8 and {e["length"] for e in batch.episodes} == {MPE_STEPS + 1}
+    assert assert_lengths_match_rows(batch, 3) == 8
+    # JaxMARL's MPE ends at its step limit: truncation (values bootstrap), never termination
+    assert rows[sb.TRUNCATEDS].sum() == 8 * 3 and rows[sb.TERMINATEDS].sum() == 0
+
+
+def test_smax_masks_world_state_and_episode_ends():
+    cfg = config(SMAX, {"scenario": "3m"}, fragment=60)
+    runner = BatchedEnvRunner(cfg, 0)
+    try:
+        assert runner.masked and runner.env.state().shape == (4, runner.env._slices["state"].stop
+                                                              - runner.env._slices["state"].start)
+        batch = runner.sample()
+    finally:
+        runner.stop()
+    rows = batch.batch.policy_batches["default_policy"]
+    mask, actions = rows[sb.ACTION_MASK], rows[sb.ACTIONS].astype(int)
+    assert mask.shape == (60 * 4 * 3, 8) and (mask[np.arange(len(actions)), actions] == 1).all()
+    assert (mask.sum(1) < 8).any()  # some actions are illegal (attacks out of range, dead units)
+    assert np.isfinite(rows[sb.REWARDS]).all()
+    assert batch.episodes and all(1 <= e["length"] <= 101 for e in batch.episodes)
+    assert assert_lengths_match_rows(batch, 3) == len(batch.episodes)  # 60 steps: each ended episode started inside
+
+
+def test_runner_resumes_exactly_from_a_saved_jaxmarl_state():
+    """get_state mid-episode (after 5 steps: no SMAX battle is over yet): a new runner continues with the same samples."""
+    cfg = config(SMAX, {"scenario": "3m"}, fragment=5)
+    first = BatchedEnvRunner(cfg, 0)
+    first.sample()
+    state = first.get_state()
+    assert "batched" in state and (state["batched"]["ep_len"] > 0).all()
+    expected = [first.sample() for _ in range(3)]
+    restored = BatchedEnvRunner(cfg, 0)
+    restored.set_weights({"version": 1, "modules": first.module.get_state()})
+    restored.set_state(state)
+    got = [restored.sample() for _ in range(3)]
+    for a, b in zip(expected, got):
+        x, y = a.batch.policy_batches["default_policy"], b.batch.policy_batches["default_policy"]
+        for key in (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.ACTION_MASK, sb.EPS_ID, sb.TERMINATEDS):
+            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+        assert [e["return"] for e in a.episodes] == [e["return"] for e in b.episodes]
+
+
+def test_single_world_view_matches_the_batched_env():
+    batched = JaxMarlEnv(MPE, {"max_steps": MPE_STEPS}, 1, seed=3)
+    view = SingleWorldView(JaxMarlEnv(MPE, {"max_steps": MPE_STEPS}, 1, seed=3))
+    rng = np.random.default_rng(0)
+    obs = batched.reset()
+    view_obs, _ = view.reset()
+    for t in range(3 * (MPE_STEPS + 1)):
+        np.testing.assert_array_equal(view_obs["agent_0"], obs["agent_0"][0].numpy())
+        actions = {a: int(rng.integers(5)) for a in batched.agents}
+        out = batched.step({a: torch.tensor([v]) for a, v in actions.items()})
+        view_obs, rewards, terms, truncs, _ = view.step(actions)
+        assert rewards == {a: float(out.rewards[a][0]) for a in batched.agents}
+        assert truncs["__all__"] == bool(out.done[0]) == ((t + 1) % (MPE_STEPS + 1) == 0)
+        obs = out.obs
+        if truncs["__all__"]:
+            np.testing.assert_array_equal(view_obs["agent_1"], out.final_obs["agent_1"][0].numpy())
+            np.testing.assert_array_equal(view.state(), out.final_state[0].numpy())
+            view_obs, _ = view.reset()  # hands out the auto-reset observation
+
+
+def test_make_env_views_and_bad_input():
+    smax = make_env(SMAX, {"scenario": "3m"})
+    assert smax.observation_space("ally_0")["action_mask"].shape == (8,)  # PettingZoo's masked Dict convention
+    obs, _ = smax.reset()
+    assert obs["ally_0"]["action_mask"].dtype == np.int8 and smax.state().ndim == 1
+    with pytest.raises(EnvError, match=r"did you mean jaxmarl.MPE_simple_spread_v3"):
+        make_env("jaxmarl.MPE_simple_sprad_v3")
+    with pytest.raises(EnvError, match=r"does not take \(n_agnts\)"):
+        make_env(MPE, {"n_agnts": 3})
+
+
+def test_marl_train_on_jaxmarl_through_the_cli(tmp_path):
+    out = tmp_path / "run"
+    p = run_cli("train", "--algo", "PPO", "--env", MPE, "env_runners.num_envs_per_env_runner=16", "stop.iterations=1",
+                "--output", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr[-3000:]
+    result = json.loads((out / "result.jsonl").read_text().splitlines()[-1])
+    assert result["env_steps_total"] > 0 and np.isfinite(result["episode_return_mean"])
+
+
+def test_cartpole_on_the_batched_path_through_gymnasium_vector_envs():
+    cfg = config("CartPole-v1", {}, worlds=8, fragment=64, batched=True, agents=1)
+    assert runner_class(cfg) is BatchedEnvRunner
+    runner = BatchedEnvRunner(cfg, 0)
+    assert isinstance(runner.env, GymVectorEnv)
+    batch = runner.sample()
+    runner.stop()
+    rows = batch.batch.policy_batches["default_policy"]
+    assert len(rows[sb.OBS]) == 8 * 64 and batch.episodes
+    assert assert_lengths_match_rows(batch, 1) == len(batch.episodes)
+    assert all(e["return"] == e["length"] for e in batch.episodes)  # CartPole: reward 1 per step
+    cfg.training(train_batch_size=8 * 64 * 2, minibatch_size=128, num_epochs=2)
+    algo = cfg.build()
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["env_steps_total"] == 8 * 64 * 2 and np.isfinite(result["losses/default_policy/policy_loss"])
+
+
+def test_gymnasium_vector_env_bad_input():
+    with pytest.raises(EnvError, match=r"rejected env_config key\(s\) \['bogus'\]"):
+        GymVectorEnv("CartPole-v1", {"bogus": 1}, 2)
