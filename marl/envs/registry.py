@@ -25,7 +25,9 @@ from pettingzoo.utils.env import AECEnv, ParallelEnv
 from marl.envs.base import EnvError, MultiAgentEnv
 from marl.envs.batched_view import SingleWorldView
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
+from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a jaxmarl.* env is made)
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
+from marl.envs.vmas import make_vmas_env  # (vmas itself is imported only when a vmas.* env is made)
 from marl.envs.wrappers import apply_wrappers
 
 EnvCreator = Callable[[dict[str, Any]], Any]
@@ -143,15 +145,11 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     tried.append("register_env: no env registered under that name")
 
     if name.startswith("vmas."):
-        from marl.envs.vmas import make_vmas_env  # vmas (and its import cost) only when asked for
-
         if wrappers:
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to VMAS scenarios")
         return make_vmas_env(name, config)
 
     if name.startswith("jaxmarl."):
-        from marl.envs.jaxmarl import JaxMarlEnv  # jax (and its import cost) only when asked for
-
         if wrappers:
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to JaxMARL envs")
         return SingleWorldView(JaxMarlEnv(name, config, num_worlds=1, seed=0))
