@@ -21,6 +21,15 @@ Runs in BenchMARL's own venv (benchmarks/setup_benchmarl.sh), never in marl's. T
   the bounds; BenchMARL: a tanh-squashed Gaussian whose scale the network outputs) and marl's
   agent-id one-hot (MAPPO's `agent_id`; BenchMARL appends none).
 
+* mappo_navigation / ippo_navigation: VMAS navigation (4 agents, each to its own goal, lidar;
+  continuous actions, 100 steps) with BenchMARL's own navigation.yaml kwargs (the same that
+  scenarios/vmas_navigation_mappo.yaml sets) and n_agents 4: 32 worlds, 3,200 env steps per
+  iteration, 4 epochs, minibatch 800 agent rows (200 env steps x 4), the rest as balance.
+
+`--worlds W` (VMAS tasks) runs W worlds instead of 32, scaled as marl_tasks.py scales marl's
+scenario: W x 100 env steps per iteration, the minibatch W / 32 times as many rows (so every epoch
+keeps its number of minibatches), rounded up to whole env steps.
+
 The return emitted per iteration is BenchMARL's collection return (mean over the episodes that
 ended in the iteration of the mean over agents) times the number of agents: the episode return
 summed over agents, as marl reports it.
@@ -62,32 +71,43 @@ from benchmarl.environments import PettingZooTask, VmasTask  # noqa: E402
 from benchmarl.experiment import Callback, Experiment, ExperimentConfig  # noqa: E402
 from benchmarl.models.mlp import MlpConfig  # noqa: E402
 
-N_AGENTS = 3
-ALGORITHMS = {"mappo_spread": MappoConfig, "ippo_spread": IppoConfig, "mappo_balance": MappoConfig, "ippo_balance": IppoConfig}
+ALGORITHMS = {"mappo_spread": MappoConfig, "ippo_spread": IppoConfig, "mappo_balance": MappoConfig, "ippo_balance": IppoConfig,
+              "mappo_navigation": MappoConfig, "ippo_navigation": IppoConfig}
+VMAS_WORLDS = 32  # the VMAS scenarios' worlds, which --worlds scales from
+VMAS_MINIBATCH_ROWS = 800  # agent rows per minibatch at 32 worlds (marl's scenarios)
 
 
-def spread_settings():
+def spread_settings(worlds: int | None):
+    if worlds is not None:
+        raise SystemExit("--worlds is for the VMAS tasks")
     task = PettingZooTask.SIMPLE_SPREAD.get_from_yaml()
-    task.config.update({"N": N_AGENTS, "max_cycles": 25})
-    # env steps per iteration, vectorised envs, epochs, minibatch (env steps), lr, entropy, continuous actions
-    return task, dict(frames=2048, envs=8, epochs=5, minibatch=171, lr=1e-3, entropy=0.01, continuous=False)
+    task.config.update({"N": 3, "max_cycles": 25})
+    # agents, env steps per iteration, vectorised envs, epochs, minibatch (env steps), lr, entropy, continuous actions
+    return task, dict(agents=3, frames=2048, envs=8, epochs=5, minibatch=171, lr=1e-3, entropy=0.01, continuous=False)
 
 
-def balance_settings():
-    task = VmasTask.BALANCE.get_from_yaml()
-    task.config.update({"n_agents": N_AGENTS, "max_steps": 100})
-    return task, dict(frames=3200, envs=32, epochs=4, minibatch=267, lr=5e-4, entropy=0.0, continuous=True)
+def vmas_settings(task, agents: int, worlds: int | None):
+    """A VMAS task at `worlds` worlds (32 by default): one 100-step episode per world per iteration."""
+    worlds = worlds or VMAS_WORLDS
+    task.config.update({"n_agents": agents, "max_steps": 100})
+    rows = VMAS_MINIBATCH_ROWS * worlds / VMAS_WORLDS
+    minibatch = -(-rows // agents)  # env steps of all agents, rounded up: 800 rows = 267 x 3 (801) = 200 x 4
+    return task, dict(agents=agents, frames=worlds * 100, envs=worlds, epochs=4, minibatch=int(minibatch), lr=5e-4,
+                      entropy=0.0, continuous=True)
 
 
-SETTINGS = {"spread": spread_settings, "balance": balance_settings}
+SETTINGS = {"spread": spread_settings,
+            "balance": lambda worlds: vmas_settings(VmasTask.BALANCE.get_from_yaml(), 3, worlds),
+            # navigation.yaml's kwargs as BenchMARL ships them (scenarios/vmas_navigation_mappo.yaml copies them)
+            "navigation": lambda worlds: vmas_settings(VmasTask.NAVIGATION.get_from_yaml(), 4, worlds)}
 
 
 class Events(Callback):
     """Emits one `iter` event per iteration, after its training (marl emits after train() returns)."""
 
-    def __init__(self, max_env_steps: int):
+    def __init__(self, max_env_steps: int, agents: int):
         super().__init__()
-        self.max_env_steps = max_env_steps
+        self.max_env_steps, self.agents = max_env_steps, agents
         self.iter = 0
         self.episodes = 0
 
@@ -96,7 +116,7 @@ class Events(Callback):
 
     def on_train_end(self, training_td, group):
         self.iter += 1
-        ret = self.experiment.mean_return * N_AGENTS if self.episodes else float("nan")
+        ret = self.experiment.mean_return * self.agents if self.episodes else float("nan")
         frames = int(self.experiment.total_frames)
         emit("iter", iter=self.iter, env_steps=frames, episodes=self.episodes, **{"return": float(ret)})
         if frames >= self.max_env_steps:
@@ -109,12 +129,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-env-steps", type=int, default=30_720)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--worlds", type=int, default=None, help="VMAS tasks: worlds (32 otherwise)")
     ap.add_argument("--parallel", action="store_true",
                     help="experiment.parallel_collection: the envs in TorchRL's ParallelEnv (one process per env)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    task, settings = SETTINGS[args.task.split("_")[1]]()
+    task, settings = SETTINGS[args.task.split("_")[1]](args.worlds)
     algorithm = ALGORITHMS[args.task].get_from_yaml()
     algorithm.entropy_coef, algorithm.lmbda, algorithm.clip_epsilon = settings["entropy"], 0.95, 0.2
     algorithm.critic_coef, algorithm.loss_critic_type, algorithm.share_param_critic = 0.5, "l2", True
@@ -134,7 +155,7 @@ def main() -> None:
     cfg.checkpoint_interval, cfg.checkpoint_at_end = 0, False
     cfg.save_folder = tempfile.mkdtemp(prefix="benchmarl-")
     experiment = Experiment(task=task, algorithm_config=algorithm, model_config=model, critic_model_config=model,
-                            seed=args.seed, config=cfg, callbacks=[Events(args.max_env_steps)])
+                            seed=args.seed, config=cfg, callbacks=[Events(args.max_env_steps, settings["agents"])])
     emit("built")
     experiment.run()
 

@@ -9,8 +9,11 @@ Tasks (the same as rllib_tasks.py runs on RLlib):
                 number of env steps;
 * mappo_spread: scenarios/simple_spread_mappo.yaml (the same, with MAPPO's centralised critic);
 * mappo_balance: scenarios/vmas_balance_mappo.yaml (VMAS balance, 3 agents, continuous actions;
-                one VMAS env of 32 worlds, VectorEnvRunner) for a fixed number of env steps;
+                one VMAS env of 32 worlds on the batched path, BatchedEnvRunner) for a fixed
+                number of env steps;
 * ppo_balance:  the same scenario with PPO (one shared policy, no centralised critic or agent id);
+* mappo_navigation / ppo_navigation: scenarios/vmas_navigation_mappo.yaml (VMAS navigation,
+                4 agents, continuous actions, 32 worlds), with MAPPO / with PPO as above;
 * dqn_cartpole: marl's DQN on CartPole-v1 (scenarios/cartpole_dqn.yaml when it exists, else
                 DQNConfig's defaults) until 450 or the time cap. Emits `unavailable` when
                 marl has no DQNConfig.
@@ -18,7 +21,8 @@ Tasks (the same as rllib_tasks.py runs on RLlib):
 `--runners N` sets env_runners.num_env_runners (0: sampling in-process, no Ray); `--overlap`
 sets env_runners.overlap (with --runners 0: one runner actor beside the learner); `--envs-per-runner N`
 sets env_runners.num_envs_per_env_runner (the scenario's own otherwise; `--runners 2 --envs-per-runner 4`
-keeps simple_spread's 8 envs in all, on two runner processes).
+keeps simple_spread's 8 envs in all, on two runner processes). `--worlds W` (VMAS tasks) runs W worlds
+instead of the scenario's 32 with the iteration and minibatches scaled alike (`scaled_to_worlds`).
 The return is `episode_return_mean`: the mean over the episodes that finished
 during the iteration, summed over agents.
 """
@@ -44,10 +48,28 @@ SCENARIOS = {
     "dqn_cartpole": HERE.parent / "scenarios" / "cartpole_dqn.yaml",
     "mappo_balance": HERE.parent / "scenarios" / "vmas_balance_mappo.yaml",
     "ppo_balance": HERE.parent / "scenarios" / "vmas_balance_mappo.yaml",  # as PPO: see make_config
+    "mappo_navigation": HERE.parent / "scenarios" / "vmas_navigation_mappo.yaml",
+    "ppo_navigation": HERE.parent / "scenarios" / "vmas_navigation_mappo.yaml",  # as PPO
 }
+AS_PPO = {"ppo_balance", "ppo_navigation"}  # a MAPPO scenario run with PPO
 
 
-def make_config(task: str, runners: int, seed: int, overlap: bool = False, envs_per_runner: int | None = None):
+def scaled_to_worlds(data: dict, worlds: int) -> dict:
+    """The VMAS scenario at `worlds` worlds: the same fragment (one 100-step episode per world per
+    iteration), so the train batch and the minibatch grow with the worlds and every epoch keeps the
+    scenario's number of minibatches (benchmarl_tasks.py scales BenchMARL's the same way)."""
+    factor = worlds / data["env_runners"]["num_envs_per_env_runner"]
+    training = data["training"]
+    if (training["train_batch_size"] * factor) % 1 or (training["minibatch_size"] * factor) % 1:
+        raise SystemExit(f"--worlds {worlds}: the scenario's batch and minibatch do not scale to whole rows")
+    data["env_runners"]["num_envs_per_env_runner"] = worlds
+    training["train_batch_size"] = int(training["train_batch_size"] * factor)
+    training["minibatch_size"] = int(training["minibatch_size"] * factor)
+    return data
+
+
+def make_config(task: str, runners: int, seed: int, overlap: bool = False, envs_per_runner: int | None = None,
+                worlds: int | None = None):
     scenario = SCENARIOS[task]
     if task == "dqn_cartpole":
         try:
@@ -55,15 +77,20 @@ def make_config(task: str, runners: int, seed: int, overlap: bool = False, envs_
         except ImportError:
             return None
         cfg = marl.load_scenario(scenario) if scenario.is_file() else DQNConfig().environment("CartPole-v1")
-    elif task == "ppo_balance":  # the MAPPO scenario's settings with PPO: no centralised critic, no agent id
+    elif task in AS_PPO or worlds is not None:
         from omegaconf import OmegaConf
 
         from marl.algorithms.scenario import config_from_dict
 
         data = OmegaConf.to_container(OmegaConf.load(scenario))
-        data["algo"] = "PPO"
-        data["training"].pop("agent_id", None)
-        cfg = config_from_dict(data, where=f"{scenario} as PPO")
+        if task in AS_PPO:  # the MAPPO scenario's settings with PPO: no centralised critic, no agent id
+            data["algo"] = "PPO"
+            data["training"].pop("agent_id", None)
+        if worlds is not None:
+            if "vmas" not in data["environment"]["env"]:
+                raise SystemExit(f"--worlds is for the VMAS tasks, not {task}")
+            data = scaled_to_worlds(data, worlds)
+        cfg = config_from_dict(data, where=f"{scenario} ({task}, worlds {worlds or 'as set'})")
     else:
         cfg = marl.load_scenario(scenario)
     cfg.env_runners(num_env_runners=max(runners, 1) if overlap else runners, overlap=overlap)
@@ -80,13 +107,14 @@ def main() -> None:
     ap.add_argument("--runners", type=int, default=0, help="remote env runners (0: in-process, no Ray)")
     ap.add_argument("--overlap", action="store_true", help="env_runners.overlap: sample beside the learner")
     ap.add_argument("--envs-per-runner", type=int, default=None, help="env_runners.num_envs_per_env_runner")
+    ap.add_argument("--worlds", type=int, default=None, help="VMAS tasks: worlds (the scenario's 32 otherwise)")
     ap.add_argument("--config", choices=["matched", "defaults"], default="matched", help="accepted for symmetry; marl runs its scenario")
     ap.add_argument("--target-return", type=float, default=None)
     ap.add_argument("--max-env-steps", type=int, default=10**9)
     ap.add_argument("--max-train-s", type=float, default=600.0)
     args = ap.parse_args()
 
-    cfg = make_config(args.task, args.runners, args.seed, args.overlap, args.envs_per_runner)
+    cfg = make_config(args.task, args.runners, args.seed, args.overlap, args.envs_per_runner, args.worlds)
     if cfg is None:
         emit("unavailable", why="marl has no DQN yet")
         return

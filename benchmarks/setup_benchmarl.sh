@@ -7,7 +7,7 @@
 # goes in first and torchvision is pinned to its matching release, so pip does not pull a newer
 # torch with CUDA packages; PettingZoo and mpe2 provide simple_spread (torchrl looks for MPE
 # under `pettingzoo.mpe`, which PettingZoo 1.27 removed: benchmarl_tasks.py points it at mpe2);
-# vmas (1.5.2, the release installed beside marl here) provides the VMAS balance task.
+# vmas (1.5.2, the release installed beside marl here) provides the VMAS balance and navigation tasks.
 # About 2-4 minutes.
 set -euo pipefail
 
