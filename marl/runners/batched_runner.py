@@ -427,15 +427,6 @@ class BatchedEnvRunner(ActorBasics):
             self.weights_version = version
         return self.weights_version
 
-    def set_steps_sampled(self, env_steps: int) -> None:
-        self._steps_sampled = int(env_steps)
-
-    def get_weights_version(self) -> int:
-        return self.weights_version
-
-    def get_spaces(self) -> dict:
-        return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
-
     def stop(self) -> None:
         try:
             self.env.close()

@@ -422,17 +422,6 @@ class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, nod
             self.weights_version = version
         return self.weights_version
 
-    def set_steps_sampled(self, env_steps: int) -> None:
-        """Where this runner's share of the run stands: a replacement for a failed runner is given the
-        failed one's count, so exploration schedules (DQN's epsilon) go on instead of starting over."""
-        self._steps_sampled = int(env_steps)
-
-    def get_weights_version(self) -> int:
-        return self.weights_version
-
-    def get_spaces(self) -> dict:
-        return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
-
     def stop(self) -> None:
         for env in self.envs:
             try:
