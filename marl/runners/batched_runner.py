@@ -77,7 +77,8 @@ class _Policy:
             raise ConfigError(f"policy '{pid}': env->module connector pieces run on the dict path (env_runners.batched: false)")
         self.obs_shape = tuple(pipe.obs_shape)
         self.bounds = None  # Box actions: (low, high, unsquash?) applied in torch before the env
-        for piece in module_to_env_pipeline(config, pid, spec.action_space).pieces.values():  # implicit ones only
+        to_env = module_to_env_pipeline(config, pid, spec.action_space)
+        for piece in to_env.pieces.values():  # implicit ones only (`unsupported` refused the user's)
             if not isinstance(piece, (ClipActions, UnsquashActions)):
                 raise ConfigError(f"policy '{pid}': module->env piece {type(piece).__name__} runs on the dict path "
                                   "(env_runners.batched: false)")
@@ -88,12 +89,11 @@ class _Policy:
         index = [runner.agent_index[a] for a in agents]
         self.index = torch.tensor(index, dtype=torch.int64, device=device)
         self.all_agents = index == list(range(len(runner.possible_agents)))  # every agent, in the env's order
-        self.rows_agent_index = torch.tensor(index, dtype=torch.int64, device=device).repeat(runner.num_worlds)
+        self.rows_agent_index = self.index.repeat(runner.num_worlds)  # rows (world, agent): the module's agent_index
         inputs = tuple(self.module.inputs)
         self.wants_state, self.wants_agent_index = "state" in inputs, "agent_index" in inputs
         self.wants_mask = "action_mask" in inputs and runner.masked
         self.columns = check_columns(config.runner_columns(pid), pid)
-        to_env = module_to_env_pipeline(config, pid, spec.action_space)
         action_shape = tuple(to_env.shape)  # the module's action layout (ActionAdapter): int64 or float32 rows
         action_dtype = torch.int64 if np.issubdtype(to_env.dtype, np.integer) else torch.float32
         mask_dim = self.module.action_dim if runner.masked else None
@@ -179,8 +179,8 @@ class BatchedEnvRunner(ActorBasics):
         self._eps_id = torch.zeros(w, dtype=torch.int64, device=self.device)
         self._ep_len = torch.zeros(w, dtype=torch.int32, device=self.device)
         self._ep_return = torch.zeros((w, n), dtype=torch.float64, device=self.device)
-        # Where a world ended at a step of the fragment: its episode's length and per-agent returns (read once).
-        self._ended_len = torch.zeros((self.fragment_length, w), dtype=torch.int32, device=self.device)
+        # Where a world ended at a step of the fragment: its episode's per-agent returns (read once; its length is
+        # the step index `world.t` there plus one).
         self._ended_return = torch.zeros((self.fragment_length, w, n), dtype=torch.float64, device=self.device)
         self._policy_of = {a: p.pid for p in self.policies.values() for a in p.agents}
         self._policy_order = list(self.policies)
@@ -254,7 +254,6 @@ class BatchedEnvRunner(ActorBasics):
                 p.fragment.rewards[t] = rewards if p.all_agents else rewards[:, p.index]
         if result.final_obs is not None:  # some world ended: what it reached, then its next episode starts
             # Read only where `ended` says a world ended (`_episodes`): other steps' rows are never looked at.
-            self._ended_len[t] = self._ep_len
             self._ended_return[t] = self._ep_return
             if collect:
                 self._record_ends(t, result)
@@ -342,7 +341,7 @@ class BatchedEnvRunner(ActorBasics):
         if not len(index[0]):
             return []
         returns = self._ended_return[index]  # [episodes, agents]
-        ids, lengths = self.world.eps_id[index].tolist(), self._ended_len[index].tolist()
+        ids, lengths = self.world.eps_id[index].tolist(), (self.world.t[index] + 1).tolist()
         totals = returns.sum(1).tolist()
         by_policy = (returns @ self._policy_onehot).tolist()  # [episodes, policies]: each policy's agents summed
         agents, pids, policy_of = self.possible_agents, self._policy_order, self._policy_of
