@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,7 @@ SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32)}
 SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas")
 
 
-def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int) -> dict:
+def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int) -> dict:
     """One marl run (in this process: started by `--side`)."""
     t0 = time.time()
     import marl
@@ -49,21 +50,21 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int) -> dict
             .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
                       gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
                       grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
-            .debugging(seed=seed).build())
+            .learners(num_threads=threads).debugging(seed=seed).build())
     returns, env_steps, first = [], 0, None
     while env_steps < budget or first is None or len(returns) < 2:
         result = algo.train()
         if first is None:  # the first iteration compiles the JaxMARL step: start-up, as JaxMARL's compile is
-            first, first_steps = time.time(), int(result["env_steps_total"])
+            first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
         env_steps = int(result["env_steps_total"])
         returns.append(float(result.get("episode_return_mean", float("nan"))))
-    done = time.time()
+    done, cpu = time.time(), time.process_time() - cpu
     algo.stop()
-    return {"startup_s": first - t0, "train_s": done - first, "env_steps": env_steps,
+    return {"startup_s": first - t0, "train_s": done - first, "cpu_s": cpu, "env_steps": env_steps,
             "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns}
 
 
-def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str) -> dict:
+def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int) -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
         per_update = worlds * steps
@@ -73,14 +74,18 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
         cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(overrides)]
     else:
         env = "jaxmarl.MPE_simple_spread_v3" if side == "marl jaxmarl" else "vmas.simple_spread"
-        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed)]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600,
-                       env={**__import__("os").environ, "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"})
+        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads)]
+    # One thread: XLA's Eigen pool off and one OpenMP thread. More: both sides use that many (XLA takes every core).
+    flags = {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
+        "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600, env={**os.environ, **flags})
     if p.returncode != 0:
         raise SystemExit(f"{side} {setting} seed {seed} failed:\n{p.stderr[-3000:]}")
     row = json.loads(p.stdout.strip().splitlines()[-1])
     tail = row["returns"][int(len(row["returns"]) * 0.8):] or row["returns"][-1:]
-    return {"side": side, "setting": setting, "seed": seed, **row, "env_steps_per_s": row.get("timed_env_steps", row["env_steps"]) / row["train_s"],
+    timed = row.get("timed_env_steps", row["env_steps"])
+    return {"side": side, "setting": setting, "seed": seed, "threads": threads, **row, "env_steps_per_s": timed / row["train_s"],
+            "env_steps_per_cpu_s": timed / row["cpu_s"],
             "final_return": statistics.fmean(tail)}
 
 
@@ -90,12 +95,15 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=200_000, help="env-step budget per run")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--jaxmarl-venv", default=str(HERE / ".jaxmarl-venv"))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads per side: 1 (default) turns XLA's Eigen pool off and gives marl's learner one "
+                             "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads")
     parser.add_argument("--json", help="write the rows here")
-    parser.add_argument("--side", nargs=4, metavar=("ENV", "SETTING", "BUDGET", "SEED"), help=argparse.SUPPRESS)
+    parser.add_argument("--side", nargs=5, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a marl run in this fresh process
-        env, setting, budget, seed = args.side
-        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed))))
+        env, setting, budget, seed, threads = args.side
+        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads))))
         return
     venv = Path(args.jaxmarl_venv)
     if not (venv / "JAXMARL_SRC").is_file():
@@ -106,19 +114,21 @@ def main() -> None:
         for seed in range(args.seeds):
             order = SIDES[seed % 3:] + SIDES[:seed % 3]  # alternate who runs first (the machine drifts)
             for side in order:
-                row = run_side(side, setting, args.env_steps, seed, venv / "bin" / "python", src)
+                row = run_side(side, setting, args.env_steps, seed, venv / "bin" / "python", src, args.threads)
                 rows.append(row)
-                print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s, start-up "
+                print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
+                      f"({row['env_steps_per_cpu_s']:,.0f} per CPU-s, load {os.getloadavg()[0]:.1f}), start-up "
                       f"{row['startup_s']:5.1f} s, return {row['final_return']:8.2f} @ {row['env_steps']:,}", flush=True)
     print("\nmedians over seeds, ratios marl / JaxMARL")
     for setting in args.settings:
         med = {side: {k: statistics.median(r[k] for r in rows if r["side"] == side and r["setting"] == setting)
-                      for k in ("env_steps_per_s", "startup_s", "final_return")} for side in SIDES}
+                      for k in ("env_steps_per_s", "env_steps_per_cpu_s", "startup_s", "final_return")} for side in SIDES}
         base = med["JaxMARL"]
         for side in SIDES:
             m = med[side]
             ratio = "" if side == "JaxMARL" else (
-                f"  ratios: speed {m['env_steps_per_s'] / base['env_steps_per_s']:.3f}, start-up "
+                f"  ratios: speed {m['env_steps_per_s'] / base['env_steps_per_s']:.3f} "
+                f"(per CPU-s {m['env_steps_per_cpu_s'] / base['env_steps_per_cpu_s']:.3f}), start-up "
                 f"{m['startup_s'] / base['startup_s']:.2f}, return {m['final_return'] / base['final_return']:.2f}")
             print(f"{setting:>8} {side:>12}: {m['env_steps_per_s']:>9,.0f} env steps/s, start-up {m['startup_s']:5.1f} s, "
                   f"return {m['final_return']:8.2f}{ratio}")

@@ -39,14 +39,14 @@ def main(src: str, overrides: dict) -> dict:
     rng = jax.random.PRNGKey(int(config["SEED"]))
     train = jax.jit(module.make_train(config))
     compiled = train.lower(rng).compile()
-    ready = time.time()
+    ready, cpu = time.time(), time.process_time()
     out = compiled(rng)
     jax.block_until_ready(out)
-    done = time.time()
+    done, cpu = time.time(), time.process_time() - cpu
     logged = np.asarray(out["metrics"]["returned_episode_returns"])  # the script already averages it per update
     returns = logged.reshape(logged.shape[0], -1).mean(axis=1)  # [updates]
     per_update = int(config["NUM_ENVS"]) * int(config["NUM_STEPS"])
-    return {"startup_s": ready - T0, "train_s": done - ready, "env_steps": per_update * len(returns),
+    return {"startup_s": ready - T0, "train_s": done - ready, "cpu_s": cpu, "env_steps": per_update * len(returns),
             "env_steps_per_update": per_update, "returns": returns.tolist()}
 
 
