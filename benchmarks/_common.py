@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# `python -m benchmarks NAME` names a file here: every table the run prints is appended to it as a JSON line.
+TABLES_ENV = "MARL_BENCH_TABLES"
 
 
 def median(values) -> float:
@@ -44,6 +46,11 @@ def fmt_num(x: float, digits: int = 3) -> str:
 def print_table(headers: list[str], rows: list[list], title: str | None = None) -> None:
     """A plain fixed-width text table (first column left-aligned, the rest right-aligned)."""
     cells = [[str(c) for c in row] for row in rows]
+    if os.environ.get(TABLES_ENV):
+        import json
+
+        with open(os.environ[TABLES_ENV], "a") as f:
+            f.write(json.dumps({"title": title, "headers": [str(h) for h in headers], "rows": cells}) + "\n")
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
 
     def line(values):
@@ -58,18 +65,18 @@ def print_table(headers: list[str], rows: list[list], title: str | None = None) 
         print(line(row))
 
 
-def machine_line() -> str:
+def machine_line(with_load: bool = True) -> str:
     import torch
 
+    line = (f"python {platform.python_version()}, torch {torch.__version__} "
+            f"(threads {torch.get_num_threads()}), {os.cpu_count()} CPUs")
+    if not with_load:
+        return line
     try:
         load = os.getloadavg()
-        load_s = f"load avg {load[0]:.2f}/{load[1]:.2f}"
+        return f"{line}, load avg {load[0]:.2f}/{load[1]:.2f}"
     except OSError:
-        load_s = "load avg n/a"
-    return (
-        f"python {platform.python_version()}, torch {torch.__version__} "
-        f"(threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, {load_s}"
-    )
+        return f"{line}, load avg n/a"
 
 
 def run_for(seconds: float, step_fn) -> tuple[int, float]:
@@ -89,8 +96,17 @@ def flush() -> None:
 
 
 def write_json(path: str, record: dict) -> None:
-    """One benchmark's rows as JSON, with the machine line beside them."""
+    """A script's raw rows (its --json file), with the command, machine and load average beside them.
+
+    The record `python -m benchmarks` keeps (benchmarks/_records.py) holds the printed tables; this
+    file is the script's own detail (per-seed curves, events) for a later --merge or plot.
+    """
     import json
 
+    head = {"command": " ".join(sys.argv), "machine": machine_line(with_load=False)}
+    try:
+        head["load_avg"] = os.getloadavg()[0]
+    except OSError:
+        head["load_avg"] = None
     with open(path, "w") as f:
-        json.dump({"machine": machine_line(), **record}, f, indent=1, default=str)
+        json.dump({**head, **record}, f, indent=1, default=str)

@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+import _common as C
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32)}
@@ -119,19 +121,19 @@ def main() -> None:
                 print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
                       f"({row['env_steps_per_cpu_s']:,.0f} per CPU-s, load {os.getloadavg()[0]:.1f}), start-up "
                       f"{row['startup_s']:5.1f} s, return {row['final_return']:8.2f} @ {row['env_steps']:,}", flush=True)
-    print("\nmedians over seeds, ratios marl / JaxMARL")
+    table = []
     for setting in args.settings:
         med = {side: {k: statistics.median(r[k] for r in rows if r["side"] == side and r["setting"] == setting)
                       for k in ("env_steps_per_s", "env_steps_per_cpu_s", "startup_s", "final_return")} for side in SIDES}
         base = med["JaxMARL"]
         for side in SIDES:
             m = med[side]
-            ratio = "" if side == "JaxMARL" else (
-                f"  ratios: speed {m['env_steps_per_s'] / base['env_steps_per_s']:.3f} "
-                f"(per CPU-s {m['env_steps_per_cpu_s'] / base['env_steps_per_cpu_s']:.3f}), start-up "
-                f"{m['startup_s'] / base['startup_s']:.2f}, return {m['final_return'] / base['final_return']:.2f}")
-            print(f"{setting:>8} {side:>12}: {m['env_steps_per_s']:>9,.0f} env steps/s, start-up {m['startup_s']:5.1f} s, "
-                  f"return {m['final_return']:8.2f}{ratio}")
+            table.append([setting, side, f"{m['env_steps_per_s']:,.0f}", f"{m['env_steps_per_s'] / base['env_steps_per_s']:.3f}",
+                          f"{m['env_steps_per_cpu_s']:,.0f}", f"{m['env_steps_per_cpu_s'] / base['env_steps_per_cpu_s']:.3f}",
+                          f"{m['startup_s']:.1f} s", f"{m['startup_s'] / base['startup_s']:.2f}", f"{m['final_return']:.2f}"])
+    C.print_table(["settings", "side", "env steps/s incl. learning", "/ JaxMARL", "per CPU-second", "/ JaxMARL",
+                   "start-up", "/ JaxMARL", "return at the budget"], table,
+                  title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side)")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -15,7 +15,7 @@ thread in runners): the machine is shared, and wall-clock rates there measure th
 3. the bytes one `sample()` call allocates at its peak (tracemalloc) per agent row
    it returns, next to the bytes of one row's observation, and the process's peak RSS.
 
-Envs: `many_agents` (benchmarks/many_agents_env.py: 16-float observations, every
+Envs: `many_agents` (marl/envs/many_agents.py: 16-float observations, every
 agent acting every step, cost per agent tiny, so marl's own per-agent cost shows)
 at 10, 100, 1,000 and 10,000 agents; MAgent2 `battle_v4` at map sizes giving about
 the same agent counts (13x13x5 observations), and `gather_v5` (495 agents, 15x15x5).
@@ -58,7 +58,7 @@ def peak_rss_mb() -> float:
 def make_case(kind: str, agents: int):
     """(env name, env_config) of a case."""
     if kind == "synthetic":
-        importlib.import_module("many_agents_env")  # registers `many_agents`
+        importlib.import_module("marl.envs.many_agents")  # registers `many_agents`
 
         return "many_agents", {"num_agents": agents, "obs_dim": 16, "num_actions": 5, "episode_length": 200}
     if kind == "battle":
@@ -69,7 +69,7 @@ def make_case(kind: str, agents: int):
 def raw_rate(env_name: str, env_config: dict, seconds: float) -> tuple[float, int]:
     """Agent steps/s of the env alone with random actions; (rate, number of agents)."""
     if env_name == "many_agents":
-        from many_agents_env import ManyAgentsEnv
+        from marl.envs.many_agents import ManyAgentsEnv
 
         env = ManyAgentsEnv(**env_config)
         reset = lambda: env.reset(seed=0)[0]  # noqa: E731

@@ -24,6 +24,8 @@ import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
 
 from marl.data import SampleBatch  # noqa: E402
 from marl.data import sample_batch as sb  # noqa: E402
@@ -112,11 +114,11 @@ def main() -> None:
             t = time.perf_counter()
             sizes[name] = write(root / name, rows, args.obs_dim)
             print(f"wrote {rows:,} rows ({sizes[name]:.0f} MiB on disk) in {time.perf_counter() - t:.1f} s", flush=True)
-        print(f"\n{'read':<34}{'rows':>12}{'s':>8}{'rows/s':>12}{'RSS growth, all MiB':>22}{'driver peak MiB':>17}")
+        out_rows = []
         for name, rows in (("tenth", small_rows), ("full", args.rows)):
             n, secs, peak, driver = stream(root / name, args.batch_rows)
-            print(f"{'marl OfflineStream (Ray Data) ' + name:<34}{n:>12,}{secs:>8.1f}{n / secs:>12,.0f}{peak / 2**20:>22.0f}"
-                  f"{driver / 2**20:>17.0f}", flush=True)
+            out_rows.append(["marl OfflineStream (Ray Data) " + name, f"{n:,}", f"{secs:.1f}", f"{n / secs:,.0f}",
+                          f"{peak / 2**20:.0f}", f"{driver / 2**20:.0f}"])
         import pyarrow.parquet as pq
 
         for name in ("tenth", "full"):
@@ -126,8 +128,9 @@ def main() -> None:
                 n = table.num_rows
                 del table
                 secs = time.perf_counter() - t
-            print(f"{'baseline pyarrow read_table ' + name:<34}{n:>12,}{secs:>8.1f}{n / secs:>12,.0f}"
-                  f"{(mem.peak - mem.base) / 2**20:>22.0f}{mem.driver_peak / 2**20:>17.0f}")
+            out_rows.append(["baseline pyarrow read_table " + name, f"{n:,}", f"{secs:.1f}", f"{n / secs:,.0f}",
+                          f"{(mem.peak - mem.base) / 2**20:.0f}", f"{mem.driver_peak / 2**20:.0f}"])
+        C.print_table(["read", "rows", "s", "rows/s", "RSS growth, all MiB", "driver peak MiB"], out_rows)
         print(f"\n(machine: {psutil.cpu_count()} cores, load average {psutil.getloadavg()[0]:.1f}; shared with other jobs)")
     finally:
         ray.shutdown()

@@ -12,7 +12,7 @@ sampling (`perf/sample_time_s`), learning (`perf/learn_time_s`), weight sync
 and the rest, summed over iterations.
 
 There is no same-run baseline here: the RLlib figure printed for reference
-comes from /work/shared/FACTS.md (measured on a machine like this one).
+was measured separately on a machine like this one (RLlib 2.60, defaults, in-process).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ IMPORT_S = time.perf_counter() - T_IMPORT
 
 TARGET_S = 15.0
 TARGET_RETURN = 450.0
-RLLIB_REF = "RLlib 2.60, measured on a machine like this one, from shared/FACTS.md: ~106 s and ~36k env steps to 450 (defaults; 100-112 s, 36-44k steps)"
+RLLIB_REF = "RLlib 2.60, measured separately on a machine like this one: ~106 s and ~36k env steps to 450 (defaults; 100-112 s, 36-44k steps)"
 
 
 def run_seed(scenario: str, seed: int, overrides: list[str], max_iters: int, verbose: bool) -> dict:

@@ -6,7 +6,7 @@
 The env runs here; every action comes from the server (or, with `--inference local`,
 from the policies' weights pulled every `--update-interval` seconds), and the server
 trains PPO on what this client reports. Any language works the same way: the JSON wire format is
-in marl/external/server.py and the README.
+in marl/external/server.py and docs/external.md.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def add_parser(sub) -> None:
     serve = sub.add_parser(
         "serve", help="train a scenario from external simulators (policy server)",
         description="Start an HTTP policy server: external simulators connect with marl.external.PolicyClient "
-                    "(or any HTTP client: wire format in marl/external/server.py and the README), get actions and "
+                    "(or any HTTP client: wire format in marl/external/server.py and docs/external.md), get actions and "
                     "send rewards; the scenario's algorithm trains on their experience.",
     )
     serve.add_argument("scenario", help="scenario YAML file (its env gives the agents and spaces)")

@@ -218,7 +218,7 @@ def resume_in_new_process(ckpt_dir, iterations, out):
     for key, value in flat.items():
         pid, name = key.split("/", 1)
         weights.setdefault(pid, {})[name] = value
-    line = next(l for l in p.stdout.splitlines() if l.startswith("RESULT"))
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RESULT"))
     return weights, line
 
 

@@ -24,12 +24,12 @@ def test_train_writes_a_run_directory(tmp_path):
     p = run("train", "scenarios/simple_tag_ppo.yaml", "stop.iterations=2", "training.train_batch_size=1024", "training.minibatch_size=128",
             "env_runners.rollout_fragment_length=32", "--output", str(out))
     assert p.returncode == 0, p.stderr
-    lines = [l for l in p.stdout.splitlines() if l.startswith("iter")]
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("iter")]
     assert len(lines) == 2 and "env_steps" in lines[0]
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["algo"] == "PPO" and config["training"]["train_batch_size"] == 1024
     assert config["multi_agent"]["policy_mapping"] == {"adversary_*": "predator", "*": "prey"}
-    results = [json.loads(l) for l in (out / "result.jsonl").read_text().splitlines()]
+    results = [json.loads(ln) for ln in (out / "result.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in results] == [1, 2]
     assert results[-1]["env_steps_total"] == 512  # 2 x 1,024 agent steps of 4 agents
     assert "policy_return_mean/predator" in results[0] and "losses/prey/policy_loss" in results[0]

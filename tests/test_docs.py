@@ -1,4 +1,5 @@
-"""The docs stay true: the generated scenario reference, the DAG picture, the README's Python examples."""
+"""The docs stay true: the README as a short entry point, the generated scenario reference, the DAG pictures,
+the pages' Python examples."""
 
 from __future__ import annotations
 
@@ -9,10 +10,50 @@ from marl.algorithms.reference import scenario_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
 
 
-def _python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)\n```", README, re.S)
+def _python_blocks(text: str = README) -> list[str]:
+    return re.findall(r"```python\n(.*?)\n```", text, re.S)
+
+
+def _nav_pages() -> list[str]:
+    return re.findall(r":\s+(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+
+
+def test_readme_is_a_short_entry_point_whose_links_resolve():
+    assert len(README.splitlines()) <= 200
+    links = re.findall(r"\]\(([^)#\s]+)[^)]*\)", README)
+    assert "docs/concepts.md" in links and "benchmarks/README.md" in links
+    for link in links:
+        assert (ROOT / link).exists(), f"README links to {link}, which does not exist"
+    # every page of the site is one link away
+    for page in _nav_pages():
+        if page not in ("index.md", "api.md") and not page.startswith("results/"):
+            assert f"docs/{page}" in links, f"README does not link docs/{page}"
+
+
+def test_readme_yaml_example_is_the_scenario_file():
+    (block,) = re.findall(r"```yaml\n(.*?)```", README, re.S)
+    assert block == (ROOT / "scenarios" / "simple_spread_ppo.yaml").read_text()
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (block,) = _python_blocks()
+    namespace: dict = {}
+    exec(compile(block, "README Python example", "exec"), namespace)
+    result = namespace["result"]
+    assert result["iteration"] == 1 and result["env_steps_total"] >= 2048
+    assert (tmp_path / "ckpt").is_dir() and capsys.readouterr().out.strip()
+
+
+def test_pages_are_their_own_source_and_no_tutorial_is_a_stub():
+    for page in _nav_pages():
+        text = (DOCS / page).read_text()
+        assert "<!-- readme:" not in text, f"docs/{page} still includes a README section"
+        if page.startswith("tutorials/"):
+            assert len(text.splitlines()) >= 30 and ("```" in text or "![" in text), f"docs/{page} is a stub"
 
 
 def test_scenario_reference_is_up_to_date():
@@ -35,19 +76,21 @@ def test_scenario_reference_lists_every_key_with_its_default():
     assert "| `checkpoint_frequency` | int | `10` | >= 0 |" in text
 
 
-def test_readme_dag_pictures_exist():
+def test_dag_pictures_exist():
     from test_cli_surface import assert_real_png
 
     pictures = re.findall(r"!\[[^\]]*\]\((docs/[^)]+\.png)\)", README)
-    assert pictures
+    pictures += ["docs/" + p for p in re.findall(r"!\[[^\]]*\]\(([^)/]+\.png)\)", (DOCS / "concepts.md").read_text())]
+    assert "docs/ppo_workflow.png" in pictures and "docs/dqn_workflow.png" in pictures
     for picture in pictures:
         assert_real_png(ROOT / picture, min_size=(300, 400))
 
 
-def test_readme_custom_workflow_example_runs(capsys):
-    (block,) = [b for b in _python_blocks() if "class ClipRewards" in b]
+def test_custom_workflow_tutorial_example_runs(capsys):
+    page = (DOCS / "tutorials" / "custom_operator.md").read_text()
+    (block,) = [b for b in _python_blocks(page) if "class ClipRewards" in b]
     namespace: dict = {}
-    exec(compile(block, "README custom workflow", "exec"), namespace)
+    exec(compile(block, "custom_operator.md", "exec"), namespace)
     algo = namespace["algo"]
     try:
         assert namespace["result"]["iteration"] == 1 and namespace["result"]["env_steps_total"] >= 256
@@ -68,9 +111,10 @@ def test_custom_workflow_example_file_runs_and_draws(tmp_path):
     assert_real_png(tmp_path / "clipped.png")
 
 
-def test_readme_tune_example_names_real_api():
-    (block,) = [b for b in _python_blocks() if "tune.Tuner" in b]
-    compile(block, "README tune example", "exec")
+def test_tune_example_names_real_api():
+    page = (DOCS / "tutorials" / "cluster.md").read_text()
+    (block,) = [b for b in _python_blocks(page) if "tune.Tuner" in b]
+    compile(block, "cluster.md tune example", "exec")
     import marl.tune
 
     assert "from marl.tune import trainable" in block and callable(marl.tune.trainable)

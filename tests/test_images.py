@@ -229,11 +229,11 @@ def test_pistonball_trains_through_marl_train_with_a_cnn(tmp_path):
     assert isinstance(module.encoder, ConvEncoder) and module.encoder.convs[0].in_channels == 3
 
 
-def test_the_readme_example_module_reuses_the_catalog_on_images():
+def test_the_concepts_page_example_module_reuses_the_catalog_on_images():
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    (block,) = [b for b in re.findall(r"```python\n(.*?)\n```", readme, re.S) if "class MyModule" in b]
+    page = (ROOT / "docs" / "concepts.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)\n```", page, re.S) if "class MyModule" in b]
     namespace: dict = {}
     exec(block, namespace)
     cfg = quadrant_config(num_envs_per_env_runner=1, rollout_fragment_length=4)

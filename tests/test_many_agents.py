@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +11,6 @@ from marl import cli
 from marl.data import sample_batch as sb
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def test_battle_trains_red_and_blue_through_marl_train(tmp_path, capsys):
@@ -37,7 +34,7 @@ def test_battle_trains_red_and_blue_through_marl_train(tmp_path, capsys):
 
 
 def many_agents_config(num_agents: int, algo: str = "PPO"):
-    importlib.import_module("many_agents_env")  # registers many_agents
+    import marl.envs.many_agents  # noqa: F401  (registers many_agents)
     from marl.algorithms.registry import discovered
 
     return (discovered()[algo]()

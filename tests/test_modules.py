@@ -82,7 +82,7 @@ def test_box_action_log_std_initialised_and_state_independent():
 def test_hiddens_and_activation_used():
     module = ActorCriticMLP(OBS_SPACES["box"], ACT_SPACES["discrete"][0], {"hiddens": [8, 12], "activation": "relu"})
     linears = [m for m in module.pi if isinstance(m, nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [(5, 8), (8, 12), (12, 5)]
+    assert [(lin.in_features, lin.out_features) for lin in linears] == [(5, 8), (8, 12), (12, 5)]
     assert any(isinstance(m, nn.ReLU) for m in module.pi)
 
 

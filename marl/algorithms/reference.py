@@ -150,8 +150,8 @@ def scenario_reference(algorithms: Sequence[str] = ()) -> str:
     out += [
         "## `workflow`",
         "",
-        "A graph of operators replacing the algorithm's default (see the README's *Writing a custom",
-        "workflow*). Each node names its operator with `op`, the nodes feeding it with `after` (a name or a",
+        "A graph of operators replacing the algorithm's default (see the docs' *Your own operator and",
+        "algorithm*). Each node names its operator with `op`, the nodes feeding it with `after` (a name or a",
         "list, in input order) and the operator's settings as further keys; values may interpolate the",
         "config (`${training.train_batch_size}`). `marl graph SCENARIO.yaml` prints and draws it.",
         "",

@@ -7,7 +7,8 @@ asks for the state at every env step, so the second pass was a tenth of simple_s
 time. Where nothing between the two can differ -- mpe2's own parallel env (`aec_to_parallel` over
 PettingZoo's order and action-bounds wrappers, which pass observations through) whose scenario
 overrides neither `observe` nor `state` -- the parallel adapter joins the returned observations
-instead: the identical array (tests/test_mappo_state_fastpath.py compares them step by step).
+instead: the identical array (tests/test_mappo.py::test_mpe_state_column_matches_env_state checks it
+against the env's own `state()` and each agent's observation).
 Any other env, or a step where some possible agent has no observation, calls `state()` as before.
 """
 

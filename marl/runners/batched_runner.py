@@ -67,7 +67,7 @@ class _Policy:
     """One policy's side of the runner: its agents, module, action conversion and fragment."""
 
     def __init__(self, runner: "BatchedEnvRunner", pid: str, spec, agents: list[str]):
-        config, env, device = runner.config, runner.env, runner.device
+        config, device = runner.config, runner.device
         self.pid, self.agents = pid, agents
         self.module = runner.module[pid]
         if self.module.get_initial_state():
