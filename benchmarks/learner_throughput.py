@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/learner_throughput.py [--algos PPO,MAPPO] [--devices cpu,cuda] [--rows 2048,...,65536]
                                                       [--minibatch 512,8192] [--repeats 3] [--json out.json]
     .venv/bin/python benchmarks/learner_throughput.py --tanh-ab --rows 6144 --minibatch 512 --repeats 30
+    .venv/bin/python benchmarks/learner_throughput.py --alloc-ab --algos PPO --rows 98304 --minibatch 24576 --repeats 5
 
 Issue 17's GPU table. For each algorithm, an in-process Algorithm of its simple_spread scenario
 (scenarios/simple_spread_ppo.yaml, simple_spread_mappo.yaml: 3 agents, one shared policy,
@@ -95,6 +96,53 @@ def tanh_ab(algo: str, minibatch: int, batch, repeats: int) -> tuple[list[float]
         built.stop()
 
 
+def alloc_side(algo: str, minibatch: int, size: int, repeats: int, keep: bool) -> dict:
+    """One process's updates, with marl's heap setting (`marl.learners.memory`) or glibc's defaults: CPU seconds and
+    minor page faults per update."""
+    import resource
+
+    from marl.learners import learner as learner_module
+    if not keep:
+        learner_module.keep_freed_memory = lambda: False
+    pool = sample_pool(algo, max(1, round(size / ROWS_PER_FRAGMENT)))
+    batch = SampledBatch.concat(pool).batch
+    built = config_for(algo, "cpu", minibatch).build()
+    learner = built.learners.local
+    try:
+        learner.update(batch)
+        cpu, faults = [], []
+        for _ in range(repeats):
+            c, f = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            learner.update(batch)
+            cpu.append(time.process_time() - c)
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)
+        return {"rows": batch.agent_steps(), "cpu_s": cpu, "faults": faults}
+    finally:
+        built.stop()
+
+
+def alloc_ab(algos: list[str], sizes: list[int], minibatches: list[int], repeats: int) -> None:
+    """glibc's default heap against marl's kept heap: fresh processes alternating (off, on, on, off), CPU time per update."""
+    import subprocess
+    import sys
+    rows = []
+    for algo in algos:
+        for size in sizes:
+            for minibatch in minibatches:
+                runs: dict[bool, list[dict]] = {False: [], True: []}
+                for keep in (False, True, True, False):
+                    p = subprocess.run([sys.executable, __file__, "--alloc-side", algo, str(minibatch), str(size),
+                                        str(repeats), str(int(keep))], capture_output=True, text=True, check=True)
+                    runs[keep].append(json.loads(p.stdout.strip().splitlines()[-1]))
+                med = {k: (statistics.median(c for r in v for c in r["cpu_s"]),
+                           statistics.median(f for r in v for f in r["faults"])) for k, v in runs.items()}
+                rows.append([algo, f"{runs[True][0]['rows']:,}", str(minibatch), f"{med[False][0]:.3f}", f"{med[True][0]:.3f}",
+                             f"{med[False][1]:,.0f} / {med[True][1]:,.0f}", f"{med[False][0] / med[True][0]:.3f}x"])
+    C.print_table(["algo", "rows", "minibatch", "glibc default CPU s/update", "kept heap CPU s/update",
+                   "minor faults/update (both)", "speed-up"], rows,
+                  title=f"CPU learner updates, glibc's default heap vs marl's kept heap, medians of 2 x {repeats} per side")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algos", default="PPO,MAPPO")
@@ -105,7 +153,15 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--tanh-ab", action="store_true",
                     help="instead: CPU updates with torch.tanh against marl's tanh (marl.modules.activations), alternating")
+    ap.add_argument("--alloc-ab", action="store_true",
+                    help="instead: CPU updates with glibc's default heap against marl's kept heap "
+                         "(marl.learners.memory), fresh processes alternating")
+    ap.add_argument("--alloc-side", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.alloc_side:
+        algo, minibatch, size, repeats, keep = args.alloc_side
+        print(json.dumps(alloc_side(algo, int(minibatch), int(size), int(repeats), keep == "1")))
+        return
     algos = [a for a in args.algos.split(",") if a]
     unknown = [a for a in algos if a not in SCENARIOS]
     if unknown:
@@ -118,6 +174,9 @@ def main() -> None:
     minibatches = [int(x) for x in args.minibatch.split(",")]
     print(C.machine_line() + (f"; GPU: {torch.cuda.get_device_name(0)}" if "cuda" in devices else ""), flush=True)
 
+    if args.alloc_ab:
+        alloc_ab(algos, sizes, minibatches, args.repeats)
+        return
     if args.tanh_ab:
         ab_rows = []
         for algo in algos:

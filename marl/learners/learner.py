@@ -30,6 +30,7 @@ from marl.data import sample_batch as sb
 from marl.learners import sequences as seq
 from marl.learners.adam import make_adam
 from marl.learners.device import learner_device, to_device
+from marl.learners.memory import keep_freed_memory
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
 from marl.modules.recurrent import recurrent_options
@@ -88,6 +89,7 @@ def _prepared(algo, module, tensors: dict, tables: dict, cfg) -> dict:
 class Learner:
     def __init__(self, config, specs: dict):
         torch.set_num_threads(config.learners_cfg.num_threads)
+        keep_freed_memory()  # minibatch activations reuse the heap instead of faulting in fresh pages each step
         self.config = config
         seed = config.debugging_cfg.seed
         if seed is not None:
