@@ -6,8 +6,11 @@ Pieces (`ClipActions`, `UnsquashActions`, a user's own) work on the module's act
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gymnasium as gym
 import numpy as np
+import torch
 
 from marl.connectors.piece import ConnectorPiece, RowContext
 
@@ -58,6 +61,18 @@ class _BoxBounds(ConnectorPiece):
     def __init__(self):
         self._bounds = None
 
+    def on_tensors(self, device) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The piece as a function of torch action rows [..., *shape] on `device` (the batched runner applies it
+        without leaving torch); None where it passes actions through (not a Box space)."""
+        if self._bounds is None:
+            return None
+        _, low, high = self._bounds
+        return self._in_torch(torch.as_tensor(low, device=device), torch.as_tensor(high, device=device))
+
+    @staticmethod
+    def _in_torch(low: torch.Tensor, high: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        raise NotImplementedError
+
     def transform_space(self, space, action_space):
         if isinstance(action_space, gym.spaces.Box):
             shape = tuple(action_space.shape)
@@ -75,6 +90,10 @@ class ClipActions(_BoxBounds):
         shape, low, high = self._bounds
         return np.clip(actions.reshape((len(actions),) + shape), low, high)
 
+    @staticmethod
+    def _in_torch(low, high):
+        return lambda actions: torch.maximum(torch.minimum(actions, high), low)
+
 
 class UnsquashActions(_BoxBounds):
     """The module acts in [-1, 1]; Box actions rescaled to the bounds (`AlgorithmConfig.unsquash_actions_for`)."""
@@ -84,6 +103,10 @@ class UnsquashActions(_BoxBounds):
             return actions
         shape, low, high = self._bounds
         return unsquash(actions.reshape((len(actions),) + shape), low, high)
+
+    @staticmethod
+    def _in_torch(low, high):
+        return lambda actions: low + (actions.clamp(-1.0, 1.0) + 1.0) * 0.5 * (high - low)
 
 
 class ModuleToEnvPipeline:

@@ -238,7 +238,10 @@ class JaxMarlEnv(BatchedEnv):
     def step(self, actions: dict[str, torch.Tensor]) -> BatchedStep:
         dtype = torch.int32 if all(self._discrete.values()) else torch.float32
         joint = torch.stack([actions[a].to(dtype) for a in self.agents], dim=1)  # a fresh tensor each step
-        self._key, self._state, packed = self._step_fn(self._key, self._state, self._jax.dlpack.from_dlpack(joint))
+        # On the CPU a NumPy view is the cheaper hand-over (jax's from_dlpack costs ~0.4 ms of Python per call,
+        # most of a 16-world step); on an accelerator DLPack keeps the actions on the device.
+        jax_actions = joint.numpy() if joint.device.type == "cpu" else self._jax.dlpack.from_dlpack(joint)
+        self._key, self._state, packed = self._step_fn(self._key, self._state, jax_actions)
         self._receive(packed)
         flags = self._view("flags")
         terminated, truncated = flags[:, 0] > 0.5, flags[:, 1] > 0.5

@@ -76,16 +76,15 @@ class _Policy:
         if pipe.pieces:
             raise ConfigError(f"policy '{pid}': env->module connector pieces run on the dict path (env_runners.batched: false)")
         self.obs_shape = tuple(pipe.obs_shape)
-        self.bounds = None  # Box actions: (low, high, unsquash?) applied in torch before the env
+        self.action_fns = []  # Box actions: the clip/unsquash pieces, applied in torch before the env
         to_env = module_to_env_pipeline(config, pid, spec.action_space)
         for piece in to_env.pieces.values():  # implicit ones only (`unsupported` refused the user's)
             if not isinstance(piece, (ClipActions, UnsquashActions)):
                 raise ConfigError(f"policy '{pid}': module->env piece {type(piece).__name__} runs on the dict path "
                                   "(env_runners.batched: false)")
-            if piece._bounds is not None:
-                shape, low, high = piece._bounds
-                self.bounds = (torch.as_tensor(low, device=device), torch.as_tensor(high, device=device),
-                               isinstance(piece, UnsquashActions))
+            fn = piece.on_tensors(device)
+            if fn is not None:
+                self.action_fns.append(fn)
         index = [runner.agent_index[a] for a in agents]
         self.index = torch.tensor(index, dtype=torch.int64, device=device)
         self.all_agents = index == list(range(len(runner.possible_agents)))  # every agent, in the env's order
@@ -119,12 +118,9 @@ class _Policy:
         return out
 
     def to_env(self, actions: torch.Tensor) -> torch.Tensor:
-        if self.bounds is None:
-            return actions
-        low, high, unsquash = self.bounds
-        if unsquash:
-            return low + (actions.clamp(-1.0, 1.0) + 1.0) * 0.5 * (high - low)
-        return torch.maximum(torch.minimum(actions, high), low)
+        for fn in self.action_fns:  # in the pipeline's order, as the dict path applies them
+            actions = fn(actions)
+        return actions
 
     def values(self, inputs: dict) -> torch.Tensor:
         out = self.module.forward_exploration(inputs)
