@@ -158,3 +158,24 @@ def test_marl_league_on_a_folder_without_a_population_is_one_line(tmp_path, caps
 def test_bad_psro_settings_are_one_line(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PSRO(kuhn_config(), **kwargs)
+
+
+def test_the_mixture_mapping_seats_the_policy_once_and_draws_opponents_by_the_meta_strategy():
+    from collections import Counter
+
+    from marl.data.episode import Episode
+    from marl.population.psro import MixtureMapping
+
+    mapping = MixtureMapping("main", ["main@0", "main@1", "main@2"], [0.25, 0.0, 0.75], seed=1)
+    seats = Counter()
+    for i in range(4000):
+        episode = Episode(id=i, env_index=0)
+        for agent in ("player_0", "player_1"):
+            episode.bind(agent, mapping(agent, episode))
+        seats[tuple(episode.policy_of.values())] += 1
+    assert all(pair.count("main") == 1 for pair in seats)  # the trained policy in exactly one seat
+    first = sum(n for pair, n in seats.items() if pair[0] == "main") / 4000
+    against = Counter({m: sum(n for pair, n in seats.items() if m in pair) / 4000 for m in ("main@0", "main@1", "main@2")})
+    assert 0.47 < first < 0.53 and against["main@1"] == 0 and 0.72 < against["main@2"] < 0.78
+    again = Episode(id=7, env_index=3)
+    assert mapping("player_0", again) == mapping("player_0", Episode(id=7, env_index=0))  # seeded by the episode id

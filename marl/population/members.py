@@ -57,7 +57,7 @@ def play_matches(config, modules: tuple, episodes: int, seed: int) -> np.ndarray
             while True:
                 actions = {}
                 for agent, o in obs.items():
-                    probs = action_probabilities(seat[agent], o["observation"][None], o["action_mask"][None])[0]
+                    probs = action_probabilities(seat[agent], *_inputs(o, seat[agent]))[0]
                     actions[agent] = int(rng.choice(len(probs), p=probs))
                 obs, rewards, terms, _, _ = env.step(actions)
                 for i, agent in enumerate(agents):
@@ -67,6 +67,15 @@ def play_matches(config, modules: tuple, episodes: int, seed: int) -> np.ndarray
     finally:
         env.close()
     return out
+
+
+def _inputs(obs, module) -> tuple[np.ndarray, np.ndarray]:
+    """One agent's observation as a row for the module: PettingZoo's masked Dict, or a plain array (all moves legal)."""
+    if isinstance(obs, dict) and "observation" in obs and "action_mask" in obs:
+        return np.asarray(obs["observation"], np.float32).reshape(1, -1), np.asarray(obs["action_mask"])[None]
+    if not hasattr(module.action_space, "n"):
+        raise ConfigError(f"population matches need discrete actions; the policy's action space is {module.action_space}")
+    return np.asarray(obs, np.float32).reshape(1, -1), np.ones((1, module.action_space.n))
 
 
 def tabular_policy(game, module):
