@@ -90,14 +90,41 @@ def tabular_policy(game, module):
     return table
 
 
-def mixture_nash_conv(game, tables: list, weights) -> float:
-    """NashConv of the population's mixture (each player plays member k with probability weights[k])."""
-    from open_spiel.python.algorithms import exploitability, policy_aggregator
+def _mixture(game, tables: list, weights):
+    """The behaviour policy of playing member k with probability weights[k] for the whole game (OpenSpiel's aggregate)."""
+    from open_spiel.python.algorithms import policy_aggregator
 
     players = list(range(game.num_players()))
     weights = [float(w) for w in weights]
-    mixture = policy_aggregator.PolicyAggregator(game).aggregate(players, [tables] * len(players), [weights] * len(players))
-    return float(exploitability.nash_conv(game, mixture))
+    return policy_aggregator.PolicyAggregator(game).aggregate(players, [tables] * len(players), [weights] * len(players))
+
+
+def mixture_nash_conv(game, tables: list, weights) -> float:
+    """NashConv of the population's mixture (each player plays member k with probability weights[k])."""
+    from open_spiel.python.algorithms import exploitability
+
+    return float(exploitability.nash_conv(game, _mixture(game, tables, weights)))
+
+
+def uniform_table(game):
+    from open_spiel.python import policy as openspiel_policy
+
+    return openspiel_policy.TabularPolicy(game)
+
+
+def exact_best_response(game, tables: list, weights) -> np.ndarray:
+    """Action probabilities (TabularPolicy layout) of OpenSpiel's best response to the mixture, in every seat."""
+    from open_spiel.python.algorithms import best_response
+
+    mixture = _mixture(game, tables, weights)
+    responders = [best_response.BestResponsePolicy(game, p, mixture) for p in range(game.num_players())]
+    table = uniform_table(game)
+    for i, state in enumerate(table.states):
+        probs = responders[state.current_player()].action_probabilities(state)
+        table.action_probability_array[i] = 0.0
+        for action, p in probs.items():
+            table.action_probability_array[i, action] = p
+    return table.action_probability_array
 
 
 def exact_payoffs(game, table_a, table_b) -> tuple[float, float]:

@@ -15,6 +15,9 @@ A symmetric two-player population: every member plays either seat. One epoch:
 5. **NashConv**: for OpenSpiel games with information states, OpenSpiel's
    `exploitability.nash_conv` of the meta-strategy mixture of the members' tabular policies.
 
+`best_response="exact"` (OpenSpiel games, `payoffs="exact"`) takes OpenSpiel's exact best response to the
+mixture instead of training one: the PSRO loop alone, the limit a learned best response approaches.
+
 The population starts with one member, the policy's untrained initialisation. `warm_start`
 starts each best response from the previous member's weights. `save(dir)`/`restore(dir)` keep the
 members' weights, payoff table, meta-strategy, ratings and history, so a run goes on where it
@@ -38,6 +41,8 @@ from marl.population.meta_solvers import META_SOLVERS, solve
 from marl.population.ratings import Ratings
 
 PAYOFF_SOURCES = ("matches", "exact")
+BEST_RESPONSES = ("train", "exact")
+TABLE = "__table__"  # a member that is an OpenSpiel tabular policy (best_response="exact"), not module weights
 
 
 class MixtureMapping:
@@ -60,11 +65,16 @@ class MixtureMapping:
 
 class PSRO:
     def __init__(self, config, *, policy: str = "main", meta_solver: str = "nash", iterations_per_epoch: int = 10,
-                 match_episodes: int = 200, payoffs: str = "matches", warm_start: bool = True, elo_k: float = 16.0):
+                 match_episodes: int = 200, payoffs: str = "matches", warm_start: bool = True, elo_k: float = 16.0,
+                 best_response: str = "train"):
         if meta_solver not in META_SOLVERS:
             raise ConfigError(f"psro.meta_solver must be one of {list(META_SOLVERS)}, got {meta_solver!r}")
         if payoffs not in PAYOFF_SOURCES:
             raise ConfigError(f"psro.payoffs must be one of {list(PAYOFF_SOURCES)}, got {payoffs!r}")
+        if best_response not in BEST_RESPONSES:
+            raise ConfigError(f"psro.best_response must be one of {list(BEST_RESPONSES)}, got {best_response!r}")
+        if best_response == "exact" and payoffs != "exact":
+            raise ConfigError("psro.best_response='exact' (OpenSpiel's best response, a tabular member) needs payoffs='exact'")
         for key, value, low in (("iterations_per_epoch", iterations_per_epoch, 1), ("match_episodes", match_episodes, 2)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"psro.{key} must be an integer >= {low}, got {value!r}")
@@ -75,7 +85,7 @@ class PSRO:
             raise ConfigError("psro and multi_agent.self_play are two ways to pick opponents; set only one")
         self.config, self.policy, self.meta_solver = config, policy, meta_solver
         self.iterations_per_epoch, self.match_episodes, self.payoff_source = iterations_per_epoch, match_episodes, payoffs
-        self.warm_start = bool(warm_start)
+        self.warm_start, self.best_response = bool(warm_start), best_response
         self.seed = int(config.debugging_cfg.seed or 0)
         self.weights: list[dict] = []  # member k's NumPy state dict
         self.payoffs = np.zeros((0, 0))
@@ -94,6 +104,8 @@ class PSRO:
     def step(self) -> dict:
         """One PSRO epoch (the first also adds the initial member); returns the epoch's metrics."""
         start = time.perf_counter()
+        if self.best_response == "exact":
+            return self._exact_step(start)
         if not self.weights:
             algo = self._build([], [])
             try:
@@ -120,6 +132,17 @@ class PSRO:
             algo.stop()
         return self._report(result, time.perf_counter() - start)
 
+    def _exact_step(self, start: float) -> dict:
+        """An epoch whose best response is OpenSpiel's exact one to the mixture (the first member: uniform random).
+
+        No learning: what it measures is the rest of PSRO (payoff table, meta-solver, mixture, NashConv), the
+        limit a learned best response approaches."""
+        game = self._openspiel_game()
+        if not self.weights:
+            self._add({TABLE: mb.uniform_table(game).action_probability_array})
+        self._add({TABLE: mb.exact_best_response(game, [self._table(k) for k in range(len(self.weights))], self.meta)})
+        return self._report({}, time.perf_counter() - start)
+
     def _build(self, opponents: list[str], weights: list[float]):
         config = self.config.copy()
         main = dict(config.multi_agent_cfg.policies[self.policy] or {})
@@ -136,7 +159,7 @@ class PSRO:
         self.ratings.add(self.members[n])
         grown = np.zeros((n + 1, n + 1))
         grown[:n, :n] = self.payoffs
-        new = self._factory.module(self.weights[n])
+        new = None if TABLE in self.weights[n] else self._factory.module(self.weights[n])
         for k in range(n + 1):
             mine, theirs = self._payoff(n, k, new)
             grown[n, k], grown[k, n] = (mine, theirs) if k != n else ((mine + theirs) / 2,) * 2
@@ -174,7 +197,12 @@ class PSRO:
 
     def _table(self, k: int, module=None):
         if k not in self._tables:
-            self._tables[k] = mb.tabular_policy(self._openspiel_game(), module or self._factory.module(self.weights[k]))
+            game = self._openspiel_game()
+            if TABLE in self.weights[k]:
+                self._tables[k] = mb.uniform_table(game)
+                self._tables[k].action_probability_array[:] = self.weights[k][TABLE]
+            else:
+                self._tables[k] = mb.tabular_policy(game, module or self._factory.module(self.weights[k]))
         return self._tables[k]
 
     def nash_conv(self) -> float | None:
@@ -227,7 +255,7 @@ class PSRO:
         self.ratings.set_state(state["ratings"])
         self.history, self.env_steps = list(state["history"]), int(state["env_steps"])
         self._tables.clear()
-        if self.weights:
+        if self.weights and self.best_response == "train":
             algo = self._build([], [])
             try:
                 self._factory = mb.MemberFactory(algo.config, self.policy, algo.policy_specs[self.policy])
