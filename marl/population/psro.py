@@ -19,9 +19,10 @@ A symmetric two-player population: every member plays either seat. One epoch:
 mixture instead of training one: the PSRO loop alone, the limit a learned best response approaches.
 
 The population starts with one member, the policy's untrained initialisation. `warm_start`
-starts each best response from the previous member's weights. `save(dir)`/`restore(dir)` keep the
-members' weights, payoff table, meta-strategy, ratings and history, so a run goes on where it
-stopped; `marl league RUN_DIR` draws what `save` wrote.
+starts each best response from the previous member's weights (off by default: on kuhn_poker a warm start
+from a near-deterministic member stays near it, and PSRO degenerates into iterated best response).
+`save(dir)`/`restore(dir)` keep the members' weights, payoff table, meta-strategy, ratings and history,
+so a run goes on where it stopped; `marl league DIR` draws what `save` wrote.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class MixtureMapping:
 
 class PSRO:
     def __init__(self, config, *, policy: str = "main", meta_solver: str = "nash", iterations_per_epoch: int = 10,
-                 match_episodes: int = 200, payoffs: str = "matches", warm_start: bool = True, elo_k: float = 16.0,
+                 match_episodes: int = 200, payoffs: str = "matches", warm_start: bool = False, elo_k: float = 16.0,
                  best_response: str = "train"):
         if meta_solver not in META_SOLVERS:
             raise ConfigError(f"psro.meta_solver must be one of {list(META_SOLVERS)}, got {meta_solver!r}")
