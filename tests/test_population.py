@@ -110,7 +110,7 @@ def kuhn_config(lr: float = 1e-2, seed: int = 0) -> PPOConfig:
 def test_psro_on_kuhn_poker_lowers_nash_conv_and_a_frozen_best_response_does_not():
     """Best responses by PPO against the Nash mixture: NashConv from ~0.9 (an untrained network, near uniform
     random's 0.917) to below 0.4 in three epochs; with lr=0 (the "best response" never learns) it stays near 0.9."""
-    psro = PSRO(kuhn_config(), iterations_per_epoch=5, payoffs="exact")
+    psro = PSRO(kuhn_config(), iterations_per_epoch=5, payoffs="exact", match_episodes=200)
     curve = [psro.step()["psro/nash_conv"] for _ in range(3)]
     frozen = PSRO(kuhn_config(lr=0.0), iterations_per_epoch=5, payoffs="exact")
     frozen_curve = [frozen.step()["psro/nash_conv"] for _ in range(2)]
@@ -118,6 +118,7 @@ def test_psro_on_kuhn_poker_lowers_nash_conv_and_a_frozen_best_response_does_not
     assert min(frozen_curve) > 0.8, frozen_curve
     assert len(psro.members) == 4 and psro.meta.sum() == pytest.approx(1.0)
     assert np.allclose(psro.payoffs, -psro.payoffs.T)  # zero-sum, seats averaged
+    assert psro.ratings.games("main@3", "main@0") == 200  # exact payoffs, and the matches still rate the members
 
 
 def test_psro_matches_fill_the_payoff_table_and_rate_members_and_save_restore_goes_on_identically(tmp_path):

@@ -9,8 +9,9 @@ A symmetric two-player population: every member plays either seat. One epoch:
 2. **add**: the trained weights become member `<policy>@n`;
 3. **payoffs**: the new member's row and column of the payoff table, filled by `match_episodes`
    evaluation matches against every member (half in each seat; `payoffs="matches"`), or exactly
-   from the members' OpenSpiel tabular policies (`payoffs="exact"`, small OpenSpiel games);
-   every match also moves the members' Elo and openskill ratings (`marl.population.ratings`);
+   from the members' OpenSpiel tabular policies (`payoffs="exact"`, small OpenSpiel games; the
+   matches are still played, for the ratings); every match moves the members' Elo and openskill
+   ratings (`marl.population.ratings`);
 4. **meta-solve**: `meta_solver` (`nash` LP, `prd`, `uniform`) over the payoff table;
 5. **NashConv**: for OpenSpiel games with information states, OpenSpiel's
    `exploitability.nash_conv` of the meta-strategy mixture of the members' tabular policies.
@@ -168,20 +169,24 @@ class PSRO:
         self.meta = solve(self.meta_solver, self.payoffs)
 
     def _payoff(self, a: int, b: int, module_a) -> tuple[float, float]:
-        """Member a's and member b's expected returns when they meet (seats averaged); matches also rate both."""
+        """Member a's and member b's expected returns when they meet (seats averaged).
+
+        Matches between module members also rate both (with exact payoffs too: ratings come from games);
+        tabular members (exact best responses) are not rated."""
+        tabular = TABLE in self.weights[a] or TABLE in self.weights[b]
+        if not tabular:
+            module_b = module_a if a == b else self._factory.module(self.weights[b])
+            half = self.match_episodes // 2
+            seed = self.seed * 1_000_003 + a * 1009 + b
+            first = mb.play_matches(self.config, (module_a, module_b), half, seed)
+            second = mb.play_matches(self.config, (module_b, module_a), half, seed + 1)
+            mine = np.concatenate([first[:, 0], second[:, 1]])
+            theirs = np.concatenate([first[:, 1], second[:, 0]])
+            if a != b:
+                for m, t in zip(mine, theirs):
+                    self.ratings.record(self.members[a], self.members[b], 1.0 if m > t else 0.5 if m == t else 0.0)
         if self.payoff_source == "exact":
-            game = self._openspiel_game()
-            return mb.exact_payoffs(game, self._table(a, module_a), self._table(b))
-        module_b = module_a if a == b else self._factory.module(self.weights[b])
-        half = self.match_episodes // 2
-        seed = self.seed * 1_000_003 + a * 1009 + b
-        first = mb.play_matches(self.config, (module_a, module_b), half, seed)
-        second = mb.play_matches(self.config, (module_b, module_a), half, seed + 1)
-        mine = np.concatenate([first[:, 0], second[:, 1]])
-        theirs = np.concatenate([first[:, 1], second[:, 0]])
-        if a != b:
-            for m, t in zip(mine, theirs):
-                self.ratings.record(self.members[a], self.members[b], 1.0 if m > t else 0.5 if m == t else 0.0)
+            return mb.exact_payoffs(self._openspiel_game(), self._table(a, module_a), self._table(b))
         return float(mine.mean()), float(theirs.mean())
 
     def _openspiel_game(self):
