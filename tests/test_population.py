@@ -107,6 +107,7 @@ def kuhn_config(lr: float = 1e-2, seed: int = 0) -> PPOConfig:
             .multi_agent(policies={"main": {"model": {"hiddens": [64]}}}).debugging(seed=seed))
 
 
+@pytest.mark.slow
 def test_psro_on_kuhn_poker_lowers_nash_conv_and_a_frozen_best_response_does_not():
     """Best responses by PPO against the Nash mixture: NashConv from ~0.9 (an untrained network, near uniform
     random's 0.917) to below 0.4 in three epochs; with lr=0 (the "best response" never learns) it stays near 0.9."""
@@ -194,3 +195,17 @@ def test_psro_with_openspiels_exact_best_response_reaches_nash_on_kuhn_poker():
     assert min(uniform_curve) > 0.15, uniform_curve
     with pytest.raises(ConfigError, match=r"best_response='exact' .* needs payoffs='exact'"):
         PSRO(config, best_response="exact")
+
+
+def test_psro_takes_any_algorithm_as_its_best_response_dqn_members_are_greedy():
+    from marl.algorithms.dqn import DQNConfig
+
+    config = (DQNConfig().environment("openspiel.kuhn_poker").env_runners(num_envs_per_env_runner=8, rollout_fragment_length=8)
+              .training(gamma=1.0, n_step=1, epsilon=[[0, 1.0], [1000, 0.05]], min_env_steps_per_iteration=500,
+                        training_intensity=4, num_steps_sampled_before_learning_starts=200)
+              .multi_agent(policies={"main": {"model": {"hiddens": [32]}}}).debugging(seed=0))
+    psro = PSRO(config, iterations_per_epoch=2, payoffs="exact", match_episodes=20)
+    result = psro.step()
+    assert result["psro/population"] == 2 and 0.0 < result["psro/nash_conv"] < 2.0
+    table = psro._table(1).action_probability_array
+    assert set(np.unique(np.round(table, 9))) <= {0.0, 1.0}  # a Q-learner's member plays its greedy action: a pure strategy
