@@ -345,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         "envs", help="list env families and names",
         description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
     )
-    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas"), help="list only this kind")
+    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas", "openspiel"), help="list only this kind")
     add_import_option(envs)
     envs.set_defaults(fn=cmd_envs)
 

@@ -9,8 +9,8 @@ import pytest
 
 pyspiel = pytest.importorskip("pyspiel", reason="pyspiel not installed: pip install 'marl[openspiel]'")
 
-from marl.algorithms.ppo import PPOConfig  # noqa: E402
-from marl.envs import EnvError, make_env  # noqa: E402
+from marl.algorithms.ppo import PPOConfig
+from marl.envs import EnvError, make_env
 
 ALL = "__all__"
 
@@ -120,3 +120,11 @@ def test_ppo_self_play_trains_on_kuhn_poker_and_markov_soccer():
             assert result["env_steps_total"] > 0 and result["self_play/games"] > 0
         finally:
             algo.stop()
+
+
+def test_marl_envs_lists_the_openspiel_games_marl_can_run():
+    from marl.envs.catalog import openspiel_families
+
+    names = openspiel_families()["openspiel"]
+    assert {"openspiel.kuhn_poker", "openspiel.leduc_poker", "openspiel.markov_soccer"} <= set(names)
+    assert "openspiel.mfg_crowd_modelling" not in names  # mean-field games are refused by the adapter

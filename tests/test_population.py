@@ -96,8 +96,8 @@ def test_bad_meta_solver_input_is_one_line(args, message):
 
 pyspiel = pytest.importorskip("pyspiel", reason="pyspiel not installed: pip install 'marl[openspiel]'")
 
-from marl.algorithms.ppo import PPOConfig  # noqa: E402
-from marl.population.psro import PSRO  # noqa: E402
+from marl.algorithms.ppo import PPOConfig
+from marl.population.psro import PSRO
 
 
 def kuhn_config(lr: float = 1e-2, seed: int = 0) -> PPOConfig:

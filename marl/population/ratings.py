@@ -120,7 +120,7 @@ class Ratings:
         self.history = [dict(r) for r in state["history"]]
 
     @classmethod
-    def from_state(cls, state: dict) -> "Ratings":
+    def from_state(cls, state: dict) -> Ratings:
         out = cls()
         out.set_state(state)
         return out
