@@ -211,6 +211,22 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_league(args) -> int:
+    from marl.population.report import write_league_report
+
+    path_checks.input_dir(args.run_dir, "DIR", what="population folder")
+    if args.output:
+        path_checks.output_dir(args.output, "--output")
+    try:
+        paths = write_league_report(args.run_dir, args.output)
+    except ValueError as err:  # no population.json there
+        print(f"marl: error: {err}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
 def cmd_envs(args) -> int:
     from marl.envs.catalog import env_catalog
 
@@ -315,11 +331,21 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--output", "-o", metavar="DIR", help="folder for the PNGs (default: the run directory, or ./plots for several)")
     plot.set_defaults(fn=cmd_plot)
 
+    league = sub.add_parser(
+        "league", help="ratings table, payoff heat map and rating curves of a population",
+        description="Write ratings.md (members by openskill rating, with Elo, games, mean score, meta-strategy weight), "
+                    "payoffs.png (payoff table and win-rate matrix) and ratings.png (rating curves, NashConv) for a "
+                    "population saved by PSRO (population.json).",
+    )
+    league.add_argument("run_dir", metavar="DIR", help="the folder PSRO.save wrote, or a run directory with population/")
+    league.add_argument("--output", "-o", metavar="DIR", help="folder for the files (default: beside population.json)")
+    league.set_defaults(fn=cmd_league)
+
     envs = sub.add_parser(
         "envs", help="list env families and names",
         description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
     )
-    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas"), help="list only this kind")
+    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas", "openspiel"), help="list only this kind")
     add_import_option(envs)
     envs.set_defaults(fn=cmd_envs)
 

@@ -5,6 +5,7 @@
 - gymnasium: the ids in Gymnasium's registry (`CartPole-v1`), grouped by where they live; ids of the
   installed multi-agent Gymnasium packages (lbforaging, rware) module-qualified (`rware:rware-tiny-2ag-v2`)
 - vmas: `vmas.<scenario>` for each scenario of the installed VMAS
+- openspiel: `openspiel.<game>` for each sequential or simultaneous-move game of the installed OpenSpiel
 
 PettingZoo modules are found without importing each one: a family whose
 extra dependencies are missing still lists its names, and making one then
@@ -86,7 +87,19 @@ def vmas_families() -> dict[str, list[str] | str]:
     return {"vmas": [f"vmas.{name}" for name in known_scenarios(vmas)]}
 
 
-KINDS = ("registered", "pettingzoo", "gymnasium", "vmas")
+def openspiel_families() -> dict[str, list[str] | str]:
+    """'openspiel' -> `openspiel.<game>` for the sequential and simultaneous-move games, or why OpenSpiel cannot be listed."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspiel") is None:
+        return {"openspiel": "unavailable (not installed: pip install 'marl[openspiel]')"}
+    import pyspiel
+
+    kinds = (pyspiel.GameType.Dynamics.SEQUENTIAL, pyspiel.GameType.Dynamics.SIMULTANEOUS)
+    return {"openspiel": sorted(f"openspiel.{t.short_name}" for t in pyspiel.registered_games() if t.dynamics in kinds)}
+
+
+KINDS = ("registered", "pettingzoo", "gymnasium", "vmas", "openspiel")
 
 
 def env_catalog() -> dict[str, dict[str, list[str] | str]]:
@@ -98,4 +111,5 @@ def env_catalog() -> dict[str, dict[str, list[str] | str]]:
         "pettingzoo": pettingzoo_families(),
         "gymnasium": gymnasium_families(),
         "vmas": vmas_families(),
+        "openspiel": openspiel_families(),
     }

@@ -26,6 +26,7 @@ from marl.envs.base import EnvError, MultiAgentEnv
 from marl.envs.batched_view import SingleWorldView
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a jaxmarl.* env is made)
+from marl.envs.openspiel import make_openspiel_env  # (pyspiel itself is imported only when an openspiel.* env is made)
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
 from marl.envs.vmas import make_vmas_env  # (vmas itself is imported only when a vmas.* env is made)
 from marl.envs.wrappers import apply_wrappers
@@ -118,7 +119,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     """Create the env called ``name`` with ``env_config``.
 
     Resolution order: a :func:`register_env` name; ``vmas.<scenario>`` (a VMAS
-    scenario, see :mod:`marl.envs.vmas`); ``jaxmarl.<env id>`` (one world of
+    scenario, see :mod:`marl.envs.vmas`); ``openspiel.<game>`` (an OpenSpiel game, its
+    parameters in ``env_config``, see :mod:`marl.envs.openspiel`); ``jaxmarl.<env id>`` (one world of
     :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
     ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``;
@@ -153,6 +155,11 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
         if wrappers:
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to JaxMARL envs")
         return SingleWorldView(JaxMarlEnv(name, config, num_worlds=1, seed=0))
+
+    if name.startswith("openspiel."):
+        if wrappers:
+            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to OpenSpiel games")
+        return make_openspiel_env(name, config)
 
     env = _try_module(name, config, tried, wrappers)
     if env is not None:

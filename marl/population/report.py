@@ -1,0 +1,90 @@
+"""`marl league DIR`: what a saved population looks like.
+
+DIR is a folder `PSRO.save` wrote (`population.json` beside the members' weights), or a run
+directory holding one under `population/`. Written next to it:
+
+ratings.md     members by openskill ordinal: rating, mu, sigma, Elo, games, mean score, meta-strategy weight
+payoffs.png    the payoff table (row member's return against column member) and the win-rate matrix as heat maps
+ratings.png    each member's openskill ordinal and Elo across PSRO epochs (the rating curves); NashConv where reported
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from marl.population.ratings import Ratings
+
+
+def population_file(path) -> Path:
+    path = Path(path)
+    for candidate in (path / "population.json", path / "population" / "population.json"):
+        if candidate.is_file():
+            return candidate
+    raise ValueError(f"{path} holds no population.json (written by PSRO.save, or under population/ of a run directory)")
+
+
+def write_league_report(path, output=None) -> list[str]:
+    """Writes ratings.md, payoffs.png and ratings.png for the population at `path`; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    source = population_file(path)
+    state = json.loads(source.read_text())
+    out = Path(output) if output else source.parent
+    out.mkdir(parents=True, exist_ok=True)
+    members, meta = state["members"], state["meta"]
+    ratings = Ratings.from_state(state["ratings"])
+    weight = dict(zip(members, meta))
+
+    lines = ["| member | rating (openskill mu - 3 sigma) | mu | sigma | Elo | games | mean score | meta weight |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in ratings.table():
+        lines.append(f"| {row['member']} | {row['rating']:.2f} | {row['mu']:.2f} | {row['sigma']:.2f} | {row['elo']:.0f} | "
+                     f"{row['games']} | {row['score']:.3f} | {weight.get(row['member'], 0.0):.3f} |")
+    table = out / "ratings.md"
+    table.write_text("\n".join(lines) + "\n")
+
+    payoffs = np.asarray(state["payoffs"], dtype=float)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    for ax, data, title, cmap in ((axes[0], payoffs, "payoff (row's return vs column)", "RdBu"),
+                                  (axes[1], ratings.win_rates(members), "win rate (row vs column; draws half)", "RdYlGn")):
+        limit = float(np.nanmax(np.abs(data))) if data.size and np.isfinite(data).any() else 1.0
+        bounds = (-limit, limit) if cmap == "RdBu" else (0.0, 1.0)
+        image = ax.imshow(data, cmap=cmap, vmin=bounds[0], vmax=bounds[1])
+        ax.set_xticks(range(len(members)), members, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(members)), members, fontsize=7)
+        ax.set_title(title)
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    heat = out / "payoffs.png"
+    fig.savefig(heat, dpi=100)
+    plt.close(fig)
+
+    history = state.get("history", [])
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
+        for m in members:
+            xs = [row["psro/epoch"] for row in history if f"{prefix}{m}" in row]
+            ys = [row[f"{prefix}{m}"] for row in history if f"{prefix}{m}" in row]
+            if xs:
+                ax.plot(xs, ys, marker=".", label=m)
+        ax.set_xlabel("PSRO epoch")
+        ax.set_ylabel(label)
+    if len(members) <= 12:
+        axes[0].legend(fontsize=7)
+    xs = [row["psro/epoch"] for row in history if not math.isnan(row.get("psro/nash_conv", math.nan))]
+    axes[2].plot(xs, [row["psro/nash_conv"] for row in history if row.get("psro/epoch") in xs], marker="o")
+    axes[2].set_xlabel("PSRO epoch")
+    axes[2].set_ylabel("NashConv of the meta-strategy mixture")
+    axes[2].set_yscale("log")
+    fig.tight_layout()
+    curves = out / "ratings.png"
+    fig.savefig(curves, dpi=100)
+    plt.close(fig)
+    return [str(table), str(heat), str(curves)]
