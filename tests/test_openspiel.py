@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pyspiel = pytest.importorskip("pyspiel", reason="pyspiel not installed: pip install 'marl[openspiel]'")
-
 from marl.algorithms.ppo import PPOConfig
 from marl.envs import EnvError, make_env
 

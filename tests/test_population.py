@@ -12,6 +12,8 @@ from marl.cli import main
 from marl.errors import ConfigError
 from marl.population.meta_solvers import nash, prd, solve, uniform
 from marl.population.ratings import Ratings
+from marl.algorithms.ppo import PPOConfig
+from marl.population.psro import PSRO
 
 RPS = np.array([[0, -1, 1], [1, 0, -1], [-1, 1, 0]], dtype=float)
 
@@ -94,10 +96,6 @@ def test_bad_meta_solver_input_is_one_line(args, message):
 
 # -- PSRO on kuhn_poker ---------------------------------------------------------------------------
 
-pyspiel = pytest.importorskip("pyspiel", reason="pyspiel not installed: pip install 'marl[openspiel]'")
-
-from marl.algorithms.ppo import PPOConfig
-from marl.population.psro import PSRO
 
 
 def kuhn_config(lr: float = 1e-2, seed: int = 0) -> PPOConfig:
