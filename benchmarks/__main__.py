@@ -119,6 +119,10 @@ def main(argv: list[str]) -> int:
     if name not in benchmarks():
         print(f"benchmarks: no benchmark {name!r}; there are: {', '.join(benchmarks())}", file=sys.stderr)
         return 2
+    if not _records.VARIANT.match(options["--variant"]):  # checked before a run of minutes, not after it
+        print(f"benchmarks: --variant {options['--variant']!r} may hold letters, digits, '_', '-' and '.'",
+              file=sys.stderr)
+        return 2
     code, record = run(name, args, options["--variant"], options["--title"])
     if code != 0:
         print(f"benchmarks: {name} exited with {code}: no record written", file=sys.stderr)

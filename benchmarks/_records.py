@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 KEYS = ("benchmark", "variant", "title", "date", "command", "commit", "machine", "load_avg", "source", "blocks")
-_VARIANT = re.compile(r"^[\w.-]*$")
+VARIANT = re.compile(r"^[\w.-]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2})?$")
 _SECTION = re.compile(r"^## .*\(`(\w+)\.py`")
 
@@ -40,7 +40,7 @@ def check_record(record: dict, where: str) -> None:
         raise ValueError(f"{where}: keys missing {missing}, unknown {extra}; a record has {list(KEYS)}")
     if not _DATE.match(record["date"]):
         raise ValueError(f"{where}: date {record['date']!r} is not 'YYYY-MM-DD' or 'YYYY-MM-DD HH:MM'")
-    if not _VARIANT.match(record["variant"]):
+    if not VARIANT.match(record["variant"]):
         raise ValueError(f"{where}: variant {record['variant']!r} may hold letters, digits, '_', '-' and '.'")
     if not isinstance(record["command"], list):
         raise ValueError(f"{where}: command must be a list of command lines")

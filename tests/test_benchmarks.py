@@ -79,3 +79,11 @@ def test_an_unknown_benchmark_is_one_line():
     p = harness("no_such_bench")
     assert p.returncode == 2 and "no benchmark 'no_such_bench'; there are:" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_bad_variant_is_one_line_before_the_run(tmp_path):
+    copy_of_benchmarks(tmp_path)
+    p = harness("--variant", "1 thread, loaded", "replay", "--capacity", "5000", cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "benchmarks: --variant '1 thread, loaded' may hold letters, digits, '_', '-' and '.'"]
+    assert p.stdout == "" and not (tmp_path / "runs").exists()  # nothing ran
