@@ -14,6 +14,7 @@ import gymnasium as gym
 
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
 from marl.algorithms.sections import ConfigError, doc
 
@@ -57,6 +58,12 @@ class CQLParts(AlgorithmParts):
 
 class CQLConfig(OfflineConfig):
     algo_name = "CQL"
+    canonical_tasks = (
+        CanonicalTask(
+            "CartPole-v1", threshold=350, budget=15, data="cartpole_mixed",
+            measured="431 greedy after 15 iterations (414 after 10; drifts: 348 after 30)",
+        ),
+    )
     training_section_cls = CQLTraining
     default_module_class = "marl.modules.q_mlp:QMLP"
     continuous_module_class = "marl.modules.actor_q:ActorQModule"
