@@ -128,6 +128,19 @@ def run_offline(name, task, seed, data) -> float:
         algo.stop()
 
 
+def test_every_algorithm_declares_where_its_defaults_learn():
+    """The fast half of the slow test below: each algorithm's own class declares its tasks, well formed."""
+    from marl.algorithms.canonical import CanonicalTask
+
+    for name, cls in discovered().items():
+        tasks = cls.__dict__.get("canonical_tasks")
+        assert tasks, f"{cls.__qualname__} declares no canonical_tasks of its own (inherited ones do not count)"
+        for task in tasks:
+            assert isinstance(task, CanonicalTask), f"{name}: {task!r} is not a CanonicalTask"
+            assert task.data is None or task.data in RECORDINGS, f"{name}: unknown recording '{task.data}'"
+            assert task.budget > 0 and task.window >= 1 and task.seeds, f"{name}: {task}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name,task,seed", list(cases()))
 def test_defaults_learn_the_canonical_task(name, task, seed, request):
