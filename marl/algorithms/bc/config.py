@@ -53,7 +53,7 @@ class BCConfig(OfflineConfig):
             threshold=450,
             budget=30,
             data="cartpole_expert",
-            measured="500 greedy after 25 iterations, 473 after 20",
+            measured="greedy 500 after 30 iterations (473 after 20), 38 s with Ray start; lr 0: 31",
         ),
     )
     training_section_cls = BCTraining

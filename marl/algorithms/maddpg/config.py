@@ -42,7 +42,8 @@ class MADDPGConfig(CentralisedGroups, TD3Config):
     canonical_tasks = (
         CanonicalTask(
             "mpe2.simple_spread_v3", threshold=-66, budget=20_000, window=3,
-            overrides=("environment.env_config.continuous_actions=true",), measured="-64 at 8k env steps",
+            overrides=("environment.env_config.continuous_actions=true",),
+            measured="-64.3 (3-iteration mean) at 9k env steps, 38 s; lr 0: -72.7 at 20k",
         ),
     )
     training_section_cls = MADDPGTraining

@@ -94,7 +94,8 @@ class MASACConfig(CentralisedGroups, SACConfig):
     canonical_tasks = (
         CanonicalTask(
             "mpe2.simple_spread_v3", threshold=-66, budget=20_000, window=3,
-            overrides=("environment.env_config.continuous_actions=true",), measured="-62 at 11k env steps",
+            overrides=("environment.env_config.continuous_actions=true",),
+            measured="-65.7 (3-iteration mean) at 12k env steps, 84 s",
         ),
     )
     training_section_cls = MASACTraining

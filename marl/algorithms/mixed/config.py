@@ -68,7 +68,7 @@ class MixedConfig(AlgorithmConfig):
                 'multi_agent.policy_mapping={agent_0: ppo, "*": dqn}',
                 "training.algorithms={ppo: {algo: PPO}, dqn: {algo: DQN}}",
             ),
-            measured="-63 at 25k env steps",
+            measured="-66.3 (3-iteration mean) at 25k env steps, 70 s",
         ),
     )
     training_section_cls = MixedTraining
