@@ -26,7 +26,7 @@ class CanonicalTask:
     metric: str = "episode_return_mean"
     window: int = 1  # online: iterations the metric is averaged over (noisy multi-agent returns)
     # offline: the recording `offline.input` reads (a recipe the defaults test records); the run passes when the
-    # greedy evaluation return after `budget` iterations reaches `threshold`
+    # greedy return reaches `threshold` at every 10th iteration of the budget's second half and at its end
     data: str | None = None
     seeds: tuple[int, ...] = (1,)  # debugging.seed of each run; every seed must pass
     measured: str = ""  # what the defaults reached when the threshold was set (margin, env steps, wall time)

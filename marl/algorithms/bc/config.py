@@ -49,11 +49,8 @@ class BCConfig(OfflineConfig):
     algo_name = "BC"
     canonical_tasks = (
         CanonicalTask(
-            "CartPole-v1",
-            threshold=450,
-            budget=30,
-            data="cartpole_expert",
-            measured="greedy 500 after 30 iterations (473 after 20), 38 s with Ray start; lr 0: 31",
+            "CartPole-v1", threshold=450, budget=50, data="cartpole_expert",
+            measured="greedy 500 at iterations 30, 40, 50 (425-473 at 20), 23 s; lr 0: 31",
         ),
     )
     training_section_cls = BCTraining

@@ -36,11 +36,8 @@ class MARWILConfig(OfflineConfig):
     algo_name = "MARWIL"
     canonical_tasks = (
         CanonicalTask(
-            "CartPole-v1",
-            threshold=450,
-            budget=20,
-            data="cartpole_mixed",
-            measured="greedy 478 after 20 iterations (472 after 10), 10 s",
+            "CartPole-v1", threshold=450, budget=30, data="cartpole_mixed",
+            measured="greedy 478-500 at iteration 20, 500 at 30 (441-472 at 10), 10 s",
         ),
     )
     training_section_cls = MARWILTraining
