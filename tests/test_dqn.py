@@ -234,24 +234,6 @@ def test_dqn_cartpole_reaches_450_within_60k_env_steps():
         algo.stop()
 
 
-@pytest.mark.slow
-def test_dqn_defaults_reach_450_on_cartpole_within_100k_env_steps():
-    """A user's first try, `marl train --algo DQN --env CartPole-v1`: the algorithm's defaults alone (seed 1)."""
-    from marl.algorithms import config_from_dict
-
-    algo = config_from_dict({"algo": "DQN", "environment": {"env": "CartPole-v1"}}, ["debugging.seed=1"]).build()
-    try:
-        while True:
-            result = algo.train()
-            if result["episode_return_mean"] >= 450 or result["env_steps_total"] >= 100_000:
-                break
-        assert result["episode_return_mean"] >= 450, (
-            f"DQN's defaults reached {result['episode_return_mean']:.1f} in {result['env_steps_total']} env steps"
-        )
-    finally:
-        algo.stop()
-
-
 def _behaviour_logp(actor, batch):
     """The log-probs of a batch's actions under the runner's epsilon-greedy policy, asked of the runner
     (DQN's runners compute no log-probs while sampling)."""

@@ -60,7 +60,7 @@ def qmix_memory_config(recurrent="gru", **training):
         .env_runners(num_envs_per_env_runner=8, rollout_fragment_length=12)
         .training(**({"model": model, "train_batch_size": 32, "num_steps_sampled_before_learning_starts": 64,
                       "replay_capacity": 5000, "epsilon": [[0, 1.0], [20000, 0.05]], "target_network_update_freq": 400,
-                      "lr": 1e-3} | training))
+                      "lr": 1e-3, "training_intensity": None} | training))
         .debugging(seed=1)
     )
 

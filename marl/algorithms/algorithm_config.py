@@ -15,6 +15,7 @@ import dataclasses
 import os
 from typing import Any, Callable
 
+from marl import path_checks
 from marl.algorithms.sections import (
     CheckpointingSection,
     ConfigError,
@@ -32,7 +33,6 @@ from marl.algorithms.sections import (
     section_fields,
     update_section,
 )
-from marl import path_checks
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatching, ParamGroup, TargetCopy
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
@@ -106,6 +106,9 @@ class AlgorithmConfig:
     # "on_policy" from the concatenated fresh samples (the training section has `train_batch_size`),
     # "replay" from the policy's own replay buffer (the training section has DQN's replay keys), None: it cannot.
     mixed_family: str | None = None
+    # Where this algorithm's defaults must learn (`marl.algorithms.canonical.CanonicalTask`s): each algorithm
+    # declares its own on its class; tests/test_defaults_learn.py fails an algorithm whose class declares none.
+    canonical_tasks: tuple = ()
     # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
     # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
     batch_in_agent_steps = False

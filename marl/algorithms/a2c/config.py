@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
@@ -43,6 +44,9 @@ class A2CParts(AlgorithmParts):
 
 class A2CConfig(AlgorithmConfig):
     algo_name = "A2C"
+    canonical_tasks = (
+        CanonicalTask("CartPole-v1", threshold=450, budget=150_000, measured="500 at 51k env steps, 6 s"),
+    )
     training_section_cls = A2CTraining
     batch_in_agent_steps = True  # train_batch_size counts agent steps
     sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # no action log-probs: no ratio to the sampling policy

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.appo.loss import appo_loss, appo_prepare
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
 from marl.algorithms.impala.loss import LOSS_COLUMNS
 from marl.algorithms.sections import ConfigError, doc
@@ -40,6 +41,9 @@ class APPOParts(AlgorithmParts):
 
 class APPOConfig(IMPALAConfig):
     algo_name = "APPO"
+    canonical_tasks = (
+        CanonicalTask("CartPole-v1", threshold=450, budget=300_000, measured="453 at 82k env steps, 14 s"),
+    )
     training_section_cls = APPOTraining
 
     def validate(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mixing.config import MixingConfig
 from marl.algorithms.sac.config import SACConfig, SACTraining
 from marl.algorithms.sections import EnvRunnersSection, doc
@@ -89,4 +90,12 @@ class CentralisedGroups:
 
 class MASACConfig(CentralisedGroups, SACConfig):
     algo_name = "MASAC"
+    # simple_spread with continuous actions: a random team scores about -80 summed over the agents
+    canonical_tasks = (
+        CanonicalTask(
+            "mpe2.simple_spread_v3", threshold=-66, budget=20_000, window=3,
+            overrides=("environment.env_config.continuous_actions=true",),
+            measured="-65.7 (3-iteration mean) at 12k env steps, 84 s",
+        ),
+    )
     training_section_cls = MASACTraining

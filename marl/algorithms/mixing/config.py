@@ -18,7 +18,7 @@ from marl.algorithms.sections import EnvRunnersSection, doc, schedule_of_probabi
 @dataclass
 class MixingTraining(DQNTraining):
     gamma: float = doc("discount factor", 0.99, min=0, max=1)
-    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update; recurrent agents: replayed sequences (chunks of model.max_seq_len joint steps)", 32, min=1, at_most="replay_capacity")
+    train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update; recurrent agents: replayed sequences (chunks of model.max_seq_len joint steps)", 64, min=1, at_most="replay_capacity")
     dueling: bool = doc("dueling head on each agent's Q network: Q = V + A - mean(A)", False)
     td_error_loss: str = doc("loss on the team TD error", "mse", choices=("huber", "mse"))
     replay_capacity: int = doc("joint transitions each group's buffer holds (recurrent agents: sequences)", 50_000, min=1)
@@ -35,8 +35,10 @@ class MixingTraining(DQNTraining):
         check=schedule_of_probabilities, default_factory=lambda: [[0, 1.0], [10000, 0.05]],
     )
     target_network_update_freq: int = doc("env steps sampled between target network updates", 500, min=1)
+    # 8 replayed joint transitions per env step (one 64-row update per 8 env steps): null, one update per
+    # 1,000-env-step round, gave 20 updates in 20k env steps and no learning on simple_spread.
     training_intensity: float | None = doc(
-        "replayed joint transitions per sampled env step; null: one update per sampling round", None, min=0
+        "replayed joint transitions per sampled env step; null: one update per sampling round", 8, min=0
     )
     model: dict = doc("default agent Q-network options: hiddens, activation; recurrent (gru|lstm: recurrent agents on sequence replay), cell_size, max_seq_len", default_factory=lambda: {"hiddens": [64, 64], "activation": "relu"})
 
@@ -57,7 +59,9 @@ class MixingConfig(DQNConfig):
 
     def __init__(self):
         super().__init__()
-        self.env_runners_cfg = EnvRunnersSection()  # the shared sampling defaults, not DQN's single-agent ones
+        # Small sampling rounds (8 env copies x 5 steps) interleaved with the updates they pay for
+        # (training_intensity), so learning follows the data closely, as DQN's.
+        self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=8, rollout_fragment_length=5)
         self._groups_cache: dict = {}
 
     def mixer_options(self) -> dict:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.pg.loss import LOSS_COLUMNS, pg_loss, returns_to_go
 from marl.algorithms.sections import doc
 from marl.connectors import StandardizeAdvantages
@@ -48,6 +49,9 @@ class PGParts(AlgorithmParts):
 
 class PGConfig(AlgorithmConfig):
     algo_name = "PG"
+    canonical_tasks = (
+        CanonicalTask("CartPole-v1", threshold=450, budget=150_000, measured="459 at 63k env steps, 3 s"),
+    )
     training_section_cls = PGTraining
     batch_in_agent_steps = True  # train_batch_size counts agent steps
     sample_columns = frozenset()  # no value predictions, no log-probs: actions and rewards are enough

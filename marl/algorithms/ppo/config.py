@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss, proximal_log_probs
 from marl.algorithms.sections import doc
 from marl.connectors import gae_pieces
@@ -44,6 +45,9 @@ class PPOParts(AlgorithmParts):
 
 class PPOConfig(AlgorithmConfig):
     algo_name = "PPO"
+    canonical_tasks = (
+        CanonicalTask("CartPole-v1", threshold=450, budget=150_000, measured="480 at 41k env steps, 15 s"),
+    )
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     training_section_cls = PPOTraining
     batch_in_agent_steps = True  # train_batch_size counts agent steps

@@ -10,10 +10,10 @@ TD3, MASAC and MADDPG build on this config.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, alpha_loss, critic_loss
 from marl.algorithms.sections import ConfigError, doc
 from marl.data import sample_batch as sb
@@ -98,6 +98,9 @@ class SACParts(AlgorithmParts):
 
 class SACConfig(AlgorithmConfig):
     algo_name = "SAC"
+    canonical_tasks = (
+        CanonicalTask("Pendulum-v1", threshold=-250, budget=10_000, measured="-97 at 3k env steps, 38 s"),
+    )
     training_section_cls = SACTraining
     default_module_class = "marl.modules.actor_q:ActorQModule"
     # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmParts
+from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.sac.config import ReplayActorCriticTraining, SACConfig, check_schedule, group_lr
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS
 from marl.algorithms.sections import doc
@@ -47,6 +48,9 @@ class TD3Parts(AlgorithmParts):
 
 class TD3Config(SACConfig):
     algo_name = "TD3"
+    canonical_tasks = (
+        CanonicalTask("Pendulum-v1", threshold=-250, budget=12_000, measured="-194 at 5k env steps, 49 s"),
+    )
     training_section_cls = TD3Training
 
     def validate(self) -> None:
