@@ -18,8 +18,26 @@ import sys
 from pathlib import Path
 
 from marl import path_checks
+from marl.algorithms import Algorithm, CheckpointError, config_from_dict, load_scenario
+from marl.algorithms.algorithm import workflow_for
+from marl.algorithms.record_episodes import record_episodes
+from marl.algorithms.reference import defaults_yaml, scenario_reference
+from marl.algorithms.registry import discovered
+from marl.algorithms.sections import ConfigError
+from marl.envs import EnvError
+from marl.envs.catalog import env_catalog
+from marl.experiment.commands import add_parsers as add_experiment_parsers
+from marl.logging import make_run_dir
+from marl.logging.live import ProgressDisplay
+from marl.logging.plots import plot_runs
 from marl.logging.run_dir import CONFIG_FILE
+from marl.policies import MappingError
+from marl.policies.self_play import opponent_module_class
+from marl.run import config_for_resume, train_run
 from marl.runners.user_code import add_import_option, import_user_modules
+from marl.serve_command import add_parser as add_serve_parser
+from marl.workflow import WorkflowError
+from marl.workflow.draw import draw_workflow
 
 
 def _fmt(value, spec=".1f") -> str:
@@ -27,16 +45,12 @@ def _fmt(value, spec=".1f") -> str:
 
 
 def _algorithm_names() -> list[str]:
-    from marl.algorithms.registry import discovered
-
     return list(discovered())
 
 
 def _split_positionals(args) -> tuple[str | None, list[str]]:
     """The scenario file and the key=value overrides, in whatever order they came (options between them
     too): an item with '=' that is not a file is an override, the one other item is the scenario."""
-    from marl.algorithms import ConfigError
-
     items = ([args.scenario] if args.scenario is not None else []) + list(args.overrides) + list(args.extra_positionals)
     overrides = [item for item in items if "=" in item and not Path(item).is_file()]
     scenarios = [item for item in items if item not in overrides]
@@ -54,7 +68,6 @@ def _import_user_modules(args) -> list[str]:
 
 def _config_from_args(args):
     """(config, name for the run directory) from a scenario file or from --algo/--env."""
-    from marl.algorithms import ConfigError, config_from_dict, load_scenario
 
     scenario, overrides = _split_positionals(args)
     env = getattr(args, "env", None)
@@ -73,9 +86,6 @@ def _config_from_args(args):
 
 
 def cmd_train(args) -> int:
-    from marl.logging import make_run_dir
-    from marl.run import config_for_resume, train_run
-
     if args.address:
         os.environ["RAY_ADDRESS"] = args.address  # Algorithm joins it instead of starting a local Ray
     if args.resume:  # paths first: a refused one stops the command before anything is imported or built
@@ -88,8 +98,6 @@ def cmd_train(args) -> int:
     if args.resume:
         scenario, overrides = _split_positionals(args)
         if scenario is not None or args.algo or args.env:
-            from marl.algorithms import ConfigError
-
             raise ConfigError("--resume takes its config from RUN_DIR/config.yaml; give only key=value overrides with it")
         config = config_for_resume(args.resume, overrides)  # imports the modules its config.yaml records
         run_dir = Path(args.resume)
@@ -99,7 +107,6 @@ def cmd_train(args) -> int:
     # the scenario's (or the resumed run's) imports and --import's: recorded in config.yaml and checkpoints,
     # shipped to Ray workers through runtime_env py_modules
     config.user_modules = list(dict.fromkeys(config.user_modules + imported))
-    from marl.logging.live import ProgressDisplay
 
     display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise
     echo = display.message if display else None
@@ -125,10 +132,6 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from marl.algorithms import Algorithm, CheckpointError
-    from marl.policies.mapping import MappingError
-    from marl.policies.self_play import opponent_module_class
-
     if args.episodes < 1:
         print(f"marl: error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return 2
@@ -165,8 +168,6 @@ def cmd_evaluate(args) -> int:
 
 
 def _record_evaluation(algo, args) -> int:
-    from marl.algorithms.record_episodes import record_episodes
-
     try:
         summary = record_episodes(algo, args.episodes, args.record, explore=args.explore)
     finally:
@@ -178,9 +179,6 @@ def _record_evaluation(algo, args) -> int:
 
 
 def cmd_graph(args) -> int:
-    from marl.algorithms.algorithm import workflow_for
-    from marl.workflow.draw import draw_workflow
-
     if args.output and not args.no_png:
         path_checks.output_file(args.output, "--output")
     _import_user_modules(args)
@@ -195,8 +193,6 @@ def cmd_graph(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from marl.logging.plots import plot_runs
-
     for run_dir in args.run_dirs:
         path_checks.input_dir(run_dir, "RUN_DIR", what="run directory")
     output = args.output or (args.run_dirs[0] if len(args.run_dirs) == 1 else "plots")
@@ -212,8 +208,6 @@ def cmd_plot(args) -> int:
 
 
 def cmd_envs(args) -> int:
-    from marl.envs.catalog import env_catalog
-
     _import_user_modules(args)  # modules that call marl.register_env when imported
     catalog = env_catalog()
     kinds = [args.family] if args.family else list(catalog)
@@ -230,15 +224,11 @@ def cmd_envs(args) -> int:
 
 
 def cmd_defaults(args) -> int:
-    from marl.algorithms.reference import defaults_yaml
-
     print(defaults_yaml(args.algo), end="")
     return 0
 
 
 def cmd_reference(args) -> int:
-    from marl.algorithms.reference import scenario_reference
-
     print(scenario_reference(args.algos or _algorithm_names()), end="")
     return 0
 
@@ -341,23 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="algorithms whose training table to include (default: every algorithm)")
     reference.set_defaults(fn=cmd_reference)
 
-    from marl.experiment.commands import add_parsers as add_experiment_parsers
 
     add_experiment_parsers(sub)  # marl experiment SUITE.yaml, marl report RUNS_DIR
 
-    from marl.serve_command import add_parser as add_serve_parser
 
     add_serve_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from marl.algorithms import CheckpointError
-    from marl.algorithms.sections import ConfigError
-    from marl.envs import EnvError
-    from marl.policies import MappingError
-    from marl.workflow import WorkflowError
-
     parser = build_parser()
     # Options may come between and after a command's positionals (`marl train S.yaml --output D k=v`):
     # what argparse leaves over after the options is more positionals, for the commands that take them.

@@ -18,6 +18,9 @@ import pkgutil
 import re
 
 from marl.envs.vmas import known_scenarios
+from marl.envs.registry import registered_envs
+import importlib.util
+import gymnasium
 
 _VERSIONED = re.compile(r"_v\d+$")
 PETTINGZOO_FAMILIES = (
@@ -47,9 +50,7 @@ GYMNASIUM_PACKAGES = ("lbforaging", "rware")
 
 def gymnasium_families() -> dict[str, list[str]]:
     """'gymnasium.<group>' -> ids, grouped by the module of each id's entry point."""
-    import importlib.util
 
-    import gymnasium
 
     for package in GYMNASIUM_PACKAGES:
         if importlib.util.find_spec(package) is not None:
@@ -77,7 +78,6 @@ def gymnasium_families() -> dict[str, list[str]]:
 
 def vmas_families() -> dict[str, list[str] | str]:
     """'vmas' -> `vmas.<scenario>` names, or why VMAS cannot be listed."""
-    import importlib.util
 
     if importlib.util.find_spec("vmas") is None:
         return {"vmas": "unavailable (not installed: pip install 'marl[vmas]')"}
@@ -91,7 +91,6 @@ KINDS = ("registered", "pettingzoo", "gymnasium", "vmas")
 
 def env_catalog() -> dict[str, dict[str, list[str] | str]]:
     """kind (one of KINDS) -> family -> names."""
-    from marl.envs.registry import registered_envs
 
     return {
         "registered": {"register_env": registered_envs()},

@@ -17,6 +17,7 @@ from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
 from marl.algorithms.sections import doc
 from marl.data import sample_batch as sb
+from marl.algorithms.mappo.workflow import mappo_workflow
 
 
 @dataclass
@@ -51,6 +52,4 @@ class MAPPOConfig(PPOConfig):
         return MAPPOParts(decoupled=self.env_runners_cfg.overlap)
 
     def default_workflow(self):
-        from marl.algorithms.mappo.workflow import mappo_workflow
-
         return mappo_workflow(self)

@@ -20,6 +20,8 @@ from marl.data import sample_batch as sb
 from marl.learners.param_groups import ParamGroup, TargetCopy
 from marl.modules.q_mlp import piecewise_linear
 from marl.replay import buffer_settings
+from marl.algorithms.sac.workflow import polyak_per_round
+from marl.algorithms.sac.workflow import sac_workflow
 
 
 @dataclass
@@ -136,7 +138,6 @@ class SACConfig(AlgorithmConfig):
 
     def target_update(self, updates_per_round: float) -> tuple[int, float]:
         """Once per sampling round, the compound of the round's per-update Polyak steps (as in SAC's own graph)."""
-        from marl.algorithms.sac.workflow import polyak_per_round
 
         return 1, min(1.0, max(polyak_per_round(self.training_cfg.tau, updates_per_round), 1e-6))
 
@@ -148,8 +149,6 @@ class SACConfig(AlgorithmConfig):
         return False
 
     def default_workflow(self):
-        from marl.algorithms.sac.workflow import sac_workflow
-
         return sac_workflow(self, self.algo_name.lower(), joint=self.joint_replay())
 
 
