@@ -19,11 +19,11 @@ from pathlib import Path
 
 from marl import path_checks
 from marl.algorithms import Algorithm, CheckpointError, config_from_dict, load_scenario
-from marl.algorithms.algorithm import workflow_for
+from marl.runtime.algorithm import workflow_for
 from marl.algorithms.record_episodes import record_episodes
 from marl.algorithms.reference import defaults_yaml, scenario_reference
-from marl.algorithms.registry import discovered
-from marl.algorithms.sections import ConfigError
+from marl.config.registry import discovered
+from marl.config.sections import ConfigError
 from marl.envs import EnvError
 from marl.envs.catalog import env_catalog
 from marl.experiment.commands import add_parsers as add_experiment_parsers
@@ -33,7 +33,7 @@ from marl.logging.plots import plot_runs
 from marl.logging.run_dir import CONFIG_FILE
 from marl.policies import MappingError
 from marl.policies.self_play import opponent_module_class
-from marl.run import config_for_resume, train_run
+from marl.runtime.run_loop import config_for_resume, train_run
 from marl.runners.user_code import add_import_option, import_user_modules
 from marl.serve_command import add_parser as add_serve_parser
 from marl.workflow import WorkflowError
@@ -88,7 +88,7 @@ def _config_from_args(args):
 def cmd_train(args) -> int:
     if args.address:
         os.environ["RAY_ADDRESS"] = args.address  # Algorithm joins it instead of starting a local Ray
-    if args.resume:  # paths first: a refused one stops the command before anything is imported or built
+    if args.resume:  # paths first: a refused one stops the command before anything is built
         path_checks.input_dir(args.resume, "--resume", holds=CONFIG_FILE, what="run directory")
         if args.output:
             path_checks.not_inside(Path(args.output), "--output", args.output, (("--resume", args.resume),))

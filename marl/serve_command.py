@@ -15,10 +15,10 @@ from marl.errors import ConfigError
 from marl.external.server import TOKEN_ENV, check_host
 from marl.runners.user_code import add_import_option, import_user_modules
 from marl.workflow.external_ops import Serve
-from marl.algorithms.algorithm import workflow_for
+from marl.runtime.algorithm import workflow_for
 from marl.algorithms import load_scenario
 from marl.logging import make_run_dir
-from marl.run import train_run
+from marl.runtime.run_loop import train_run
 
 
 def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episode_timeout_s: float = 60.0,

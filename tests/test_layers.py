@@ -32,9 +32,12 @@ LAYERS = [
     ("external", ["marl.external"]),
     ("learners", ["marl.learners"]),
     ("workflow", ["marl.workflow"]),
-    ("algorithms", ["marl.algorithms"]),
+    ("config", ["marl.config"]),
+    ("checkpoint", ["marl.checkpoint"]),
     ("logging", ["marl.logging"]),
-    ("run loop", ["marl.run", "marl.tune"]),
+    ("runtime", ["marl.runtime"]),
+    ("algorithms", ["marl.algorithms"]),
+    ("tune", ["marl.tune"]),
     ("commands", ["marl.experiment", "marl.serve_command"]),
     ("cli", ["marl.cli"]),
     ("package", ["marl"]),
@@ -164,8 +167,22 @@ def test_the_checker_sees_a_hidden_circle(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("module", ["marl.offline.reader", "marl.offline.writer", "marl.external.server", "marl.external.client",
                                     "marl.serve_command", "marl.algorithms.record_episodes", "marl.workflow.external_ops",
-                                    "marl.modules.build", "marl.learners.sequences", "marl.algorithms.registry",
-                                    "marl.algorithms.checkpoint", "marl.run", "marl.cli"])
+                                    "marl.modules.build", "marl.learners.sequences", "marl.config", "marl.checkpoint",
+                                    "marl.runtime", "marl.runtime.run_loop", "marl.cli"])
 def test_each_module_imports_on_its_own(module):
     """No import cycle at run time: a fresh interpreter imports the module first."""
     subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, check=True, timeout=120)
+
+
+@pytest.mark.parametrize("old, new", [("marl.algorithms.sections", "marl.config.sections"), ("marl.algorithms.scenario", "marl.config.scenario"),
+                                      ("marl.algorithms.registry", "marl.config.registry"),
+                                      ("marl.algorithms.checkpoint", "marl.checkpoint.directory"),
+                                      ("marl.algorithms.state_files", "marl.checkpoint.state_files"),
+                                      ("marl.algorithms.algorithm", "marl.runtime.algorithm"),
+                                      ("marl.algorithms.evaluation", "marl.runtime.evaluation"),
+                                      ("marl.algorithms.resources", "marl.runtime.resources"), ("marl.run", "marl.runtime.run_loop")])
+def test_old_module_paths_still_import(old, new):
+    """Modules that moved keep their old import path for a release (user code, tools, docs of earlier versions)."""
+    code = (f"import importlib; old = importlib.import_module({old!r}); new = importlib.import_module({new!r}); "
+            "assert old is new, (old, new)")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

@@ -1,16 +1,22 @@
-"""Algorithms: the AlgorithmConfig builder, Algorithm, and one folder per algorithm.
+"""Algorithms: the AlgorithmConfig builder, one folder per algorithm, the reference and episode recording.
 
-The folders are found, not listed (`marl.algorithms.registry`): each algorithm's
+The folders are found, not listed (`marl.config.registry`): each algorithm's
 config class (`PPOConfig`, ...) is an attribute of this package, looked up on
 first use (PEP 562).
 """
 
-from marl.algorithms.algorithm import Algorithm
+import sys
+
+from marl.checkpoint import directory as checkpoint
+from marl.checkpoint import state_files
+from marl.config import registry, scenario, sections
+from marl.runtime import algorithm, evaluation, resources
+from marl.runtime.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.algorithms.checkpoint import CheckpointError, load_connector_state, load_module
-from marl.algorithms.registry import ALGORITHMS, config_class, exporting_config_classes
-from marl.algorithms.scenario import config_from_dict, load_scenario
-from marl.algorithms.sections import ConfigError
+from marl.checkpoint.directory import CheckpointError, load_connector_state, load_module
+from marl.config.registry import ALGORITHMS, config_class, exporting_config_classes
+from marl.config.scenario import config_from_dict, load_scenario
+from marl.config.sections import ConfigError
 
 _STATIC = [
     "ALGORITHMS",
@@ -25,6 +31,13 @@ _STATIC = [
     "load_scenario",
 ]
 
+
+# Where the modules that moved out of this package used to be (config/, checkpoint/, runtime/): kept importable
+# under their old names for a release, for user code and tools that name them.
+MOVED = {"sections": sections, "scenario": scenario, "registry": registry, "checkpoint": checkpoint,
+         "state_files": state_files, "algorithm": algorithm, "evaluation": evaluation, "resources": resources}
+for _name, _module in MOVED.items():
+    sys.modules[f"{__name__}.{_name}"] = _module
 
 # Every algorithm's config class (`marl.PPOConfig`, `from marl import A2CConfig`), found on first use (PEP 562).
 __getattr__, __dir__ = exporting_config_classes(__name__, _STATIC, globals())

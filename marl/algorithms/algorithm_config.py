@@ -3,7 +3,7 @@
     PPOConfig().environment("mpe2.simple_spread_v3", env_config={"N": 3})
                .env_runners(num_env_runners=2).training(lr=3e-4).build()
 
-A scenario file holds the same sections (see `marl.algorithms.scenario`).
+A scenario file holds the same sections (see `marl.config.scenario`).
 Each section is a dataclass in `sections.py`; the algorithm adds its own
 `training` section and names its loss, learner connectors and default workflow.
 """
@@ -15,8 +15,8 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-from marl.algorithms.sections import plain_data as _plain
-from marl.algorithms.sections import (
+from marl.config.sections import plain_data as _plain
+from marl.config.sections import (
     CheckpointingSection,
     ConfigError,
     ConnectorsSection,
@@ -39,14 +39,14 @@ from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatchi
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 from marl.policies.self_play import SelfPlay
 from marl.connectors.build import check_section
-from marl.algorithms.registry import NamedConfig, algo_reference
+from marl.config.registry import NamedConfig, algo_reference
 from marl.envs.wrappers import parse_wrappers
 from marl.connectors.build import check_policies
 from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 from marl.learners.device import check_gpus_available
 from marl.envs import make_env
 from marl.runners.global_state import probe_global_state
-from marl.algorithms.algorithm import Algorithm
+from marl.runtime.algorithm import Algorithm
 from marl.envs.registry import registered_creator
 import difflib
 

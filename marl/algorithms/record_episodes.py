@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from marl.data import sample_batch as sb
-from marl.algorithms.evaluation import EVALUATION_FIRST_INDEX
+from marl.runtime.evaluation import EVALUATION_FIRST_INDEX
 from marl.offline.writer import OfflineWriter, agent_names
 from marl.runners.env_runner import EnvRunner
 

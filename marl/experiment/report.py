@@ -34,7 +34,7 @@ import numpy as np
 from marl.errors import ConfigError
 from marl.experiment.runner import DONE_FILE, RUN_FILE
 from marl.logging.run_dir import RESULT_FILE, read_results
-from marl.algorithms.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
+from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
 from marl.experiment.runner import SUITE_FILE
 import warnings
 from omegaconf import OmegaConf

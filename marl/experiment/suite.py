@@ -36,8 +36,8 @@ from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
-from marl.algorithms.scenario import config_from_dict
-from marl.algorithms.registry import config_class
+from marl.config.scenario import config_from_dict
+from marl.config.registry import config_class
 import json
 
 SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports")

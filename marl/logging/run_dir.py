@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from marl.algorithms.sections import LoggersSection, update_section
+from marl.config.sections import LoggersSection, update_section
 from marl.logging.mlflow_logger import MLflowLogger
 from marl.logging.wandb_logger import WandbLogger
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
 from marl.workflow import synchronous_workflow

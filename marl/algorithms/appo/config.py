@@ -8,7 +8,7 @@ from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.appo.loss import appo_loss, appo_prepare
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
 from marl.algorithms.impala.loss import LOSS_COLUMNS
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.algorithms.impala.workflow import async_actor_learner_workflow
 
 

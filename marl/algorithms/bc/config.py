@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.bc.loss import LOSS_COLUMNS, bc_loss
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.algorithms.bc.workflow import offline_workflow
 
 

@@ -15,7 +15,7 @@ import gymnasium as gym
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.envs import make_env
 from marl.policies import resolve_policies
 from marl.algorithms.cql.continuous import ContinuousCQLParts

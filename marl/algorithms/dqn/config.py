@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
-from marl.algorithms.sections import doc, schedule_of_probabilities
+from marl.config.sections import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
 from marl.replay import buffer_settings
 from marl.algorithms.dqn.workflow import dqn_workflow

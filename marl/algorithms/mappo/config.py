@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.data import sample_batch as sb
 from marl.algorithms.mappo.workflow import mappo_workflow
 

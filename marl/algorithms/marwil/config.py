@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.marwil.loss import LOSS_COLUMNS, marwil_loss, prepare_returns
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.algorithms.bc.workflow import offline_workflow
 
 

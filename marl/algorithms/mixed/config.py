@@ -27,8 +27,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.algorithms.registry import config_class, discovered
-from marl.algorithms.sections import ConfigError, doc, update_section
+from marl.config.registry import config_class, discovered
+from marl.config.sections import ConfigError, doc, update_section
 from marl.data import sample_batch as sb
 from marl.algorithms.mixed.workflow import mixed_workflow
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
 from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
-from marl.algorithms.sections import EnvRunnersSection, doc, schedule_of_probabilities
+from marl.config.sections import EnvRunnersSection, doc, schedule_of_probabilities
 from marl.envs import make_env
 from marl.policies import resolve_policies
 from marl.algorithms.mixing.workflow import mixing_workflow

@@ -14,7 +14,7 @@ from functools import partial
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.pg.loss import LOSS_COLUMNS, pg_loss, returns_to_go
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import StandardizeAdvantages
 from marl.data import sample_batch as sb
 from marl.workflow import synchronous_workflow

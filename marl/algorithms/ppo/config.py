@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss, proximal_log_probs
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
 from marl.algorithms.ppo.workflow import ppo_workflow

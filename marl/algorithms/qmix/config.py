@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.mixing import MixingConfig, MixingTraining
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, alpha_loss, critic_loss
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import ParamGroup, TargetCopy
 from marl.modules.q_mlp import piecewise_linear

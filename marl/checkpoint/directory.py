@@ -34,14 +34,14 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from marl.algorithms.state_files import StateFileError, fsync_dir, read_tree, write_json, write_tree
+from marl.checkpoint.state_files import StateFileError, fsync_dir, read_tree, write_json, write_tree
 from marl.connectors import build_policy_module
 from marl.policies import PolicySpec
-from marl.algorithms.scenario import config_from_dict
-from marl.algorithms.sections import ConfigError
+from marl.config.scenario import config_from_dict
+from marl.config.sections import ConfigError
 from marl.connectors import PolicyConnectors
-from marl.algorithms.sections import plain_data as _plain
-from marl.algorithms.state_files import fsync_file
+from marl.config.sections import plain_data as _plain
+from marl.checkpoint.state_files import fsync_file
 from importlib.metadata import version
 from safetensors.numpy import load_file
 import torch

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from marl.errors import ConfigError
 from marl.import_paths import import_object
 
+ALGORITHMS_PACKAGE = "marl.algorithms"  # its sub-packages are the algorithms
 ABSTRACT = "?"  # the algo_name of a config class that is a base for others, not an algorithm
 
 
@@ -36,7 +37,7 @@ class NamedConfig:
 @functools.cache
 def discovered() -> dict[str, type]:
     """algo name -> config class of every algorithm folder, sorted by name."""
-    package = importlib.import_module(__package__)  # marl.algorithms (imported before this module): its folders
+    package = importlib.import_module(ALGORITHMS_PACKAGE)  # found at call time: the folders sit above this layer
 
     found: dict[str, type] = {}
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):

@@ -23,10 +23,10 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from marl.algorithms.sections import ConfigError, stop_reason  # noqa: F401  (stop_reason: also imported from here)
+from marl.config.sections import ConfigError, stop_reason  # noqa: F401  (stop_reason: also imported from here)
 from marl.logging.progress import progress_line
 from marl.logging.run_dir import CHECKPOINT_DIR, CONFIG_FILE, RunLogger
-from marl.algorithms.scenario import load_scenario
+from marl.config.scenario import load_scenario
 from marl.execution import metrics as m
 
 

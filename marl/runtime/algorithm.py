@@ -4,7 +4,7 @@
 hand-written training loop here. PPO, and any later algorithm, differ only in
 the graph and the loss their config supplies. Evaluation is a node of the
 graph (`evaluate`, added by `workflow_for` when the config asks for it);
-stop criteria belong to the run loop (`marl.run`); checkpoint I/O to
+stop criteria belong to the run loop (`marl.runtime.run_loop`); checkpoint I/O to
 `checkpoint.py`. This class composes the parts and keeps the public API.
 
 Checkpoints (`save`, `restore`, `from_checkpoint`; layout and I/O in `checkpoint.py`)
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from marl.algorithms import checkpoint as ckpt
-from marl.algorithms import resources
-from marl.algorithms.evaluation import Evaluation
-from marl.algorithms.sections import ConfigError, stop_reason
+from marl.checkpoint import directory as ckpt
+from marl.runtime import resources
+from marl.runtime.evaluation import Evaluation
+from marl.config.sections import ConfigError, stop_reason
 from marl.envs import make_env
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
@@ -47,7 +47,7 @@ from marl.workflow import Evaluate, ExecutionContext, Workflow
 from marl.workflow.offline_ops import Record
 from marl.connectors import build_policy_module
 from marl.replay import make_replay_buffer
-from marl.algorithms.scenario import config_from_dict
+from marl.config.scenario import config_from_dict
 import torch
 
 log = logging.getLogger(__name__)

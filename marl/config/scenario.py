@@ -20,8 +20,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from marl.algorithms.registry import config_class
-from marl.algorithms.sections import ConfigError
+from marl.config.registry import config_class
+from marl.config.sections import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
 import difflib
 
