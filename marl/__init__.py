@@ -1,19 +1,17 @@
 """marl: multi-agent reinforcement learning, declared as a dataflow graph of operators."""
 
-import sys as _sys
-
+from marl import moved
 from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, load_module, load_scenario
 from marl.config.registry import exporting_config_classes
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.envs import BatchedEnv, MultiAgentEnv, make_env, register_batched_env, register_env
 from marl.modules import MultiRLModule, RLModule
 from marl.policies import PolicySpec
-from marl.runtime import run_loop as run  # `marl.run`, the run loop's old path, kept for a release
 from marl.workflow import Workflow
 
 __version__ = "0.1.0"
 
-_sys.modules[f"{__name__}.run"] = run
+moved.install()  # the old paths of modules that moved (marl.run, marl.algorithms.checkpoint, ...)
 
 _STATIC = [
     "Algorithm",

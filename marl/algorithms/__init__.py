@@ -5,12 +5,6 @@ config class (`PPOConfig`, ...) is an attribute of this package, looked up on
 first use (PEP 562).
 """
 
-import sys
-
-from marl.checkpoint import directory as checkpoint
-from marl.checkpoint import state_files
-from marl.config import registry, scenario, sections
-from marl.runtime import algorithm, evaluation, resources
 from marl.runtime.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.checkpoint.directory import CheckpointError, load_connector_state, load_module
@@ -31,13 +25,6 @@ _STATIC = [
     "load_scenario",
 ]
 
-
-# Where the modules that moved out of this package used to be (config/, checkpoint/, runtime/): kept importable
-# under their old names for a release, for user code and tools that name them.
-MOVED = {"sections": sections, "scenario": scenario, "registry": registry, "checkpoint": checkpoint,
-         "state_files": state_files, "algorithm": algorithm, "evaluation": evaluation, "resources": resources}
-for _name, _module in MOVED.items():
-    sys.modules[f"{__name__}.{_name}"] = _module
 
 # Every algorithm's config class (`marl.PPOConfig`, `from marl import A2CConfig`), found on first use (PEP 562).
 __getattr__, __dir__ = exporting_config_classes(__name__, _STATIC, globals())

@@ -1,4 +1,4 @@
-"""The `marl experiment` and `marl report` commands (registered in marl/cli.py)."""
+"""The `marl experiment` and `marl report` commands (registered in marl/cli/main.py)."""
 
 from __future__ import annotations
 
