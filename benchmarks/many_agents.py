@@ -131,7 +131,7 @@ def runner_case(kind: str, agents: int, seconds: float) -> dict:
 
 def train_case(algo: str) -> dict:
     """One `train()` iteration of ALGO's defaults on MAgent2 battle (162 agents): seconds and peak RSS."""
-    from marl.algorithms.registry import discovered
+    from marl.config.registry import discovered
 
     t0 = time.perf_counter()
     algo_obj = discovered()[algo]().environment(BATTLE).debugging(seed=0).build()

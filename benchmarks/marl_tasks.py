@@ -80,7 +80,7 @@ def make_config(task: str, runners: int, seed: int, overlap: bool = False, envs_
     elif task in AS_PPO or worlds is not None:
         from omegaconf import OmegaConf
 
-        from marl.algorithms.scenario import config_from_dict
+        from marl.config.scenario import config_from_dict
 
         data = OmegaConf.to_container(OmegaConf.load(scenario))
         if task in AS_PPO:  # the MAPPO scenario's settings with PPO: no centralised critic, no agent id

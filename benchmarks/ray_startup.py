@@ -6,7 +6,7 @@ With `env_runners.overlap` marl samples on one Ray actor, so a run pays `ray.ini
 processes: GCS, raylet, dashboard and runtime-env agents, the minimal API server, monitors) and
 the actor's start (a worker process importing marl and torch) before its first result. Each
 variant runs in a fresh process, the variants alternating, `--repeats` times: `ray.init` as marl
-makes it (`marl.algorithms.algorithm.ensure_ray`: local, num_cpus = the machine's, no dashboard),
+makes it (`marl.runtime.algorithm.ensure_ray`: local, num_cpus = the machine's, no dashboard),
 then one actor with num_cpus=1 that imports marl's env runner, then one call to it. Variants:
 
 * `marl`: ensure_ray's arguments;

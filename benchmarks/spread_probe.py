@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import marl
-    from marl.modules.rl_module import build_module
+    from marl.modules import build_module
 
     marks = sorted(int(x) for x in args.at.split(","))
     overrides = [f"debugging.seed={args.seed}", f"stop.env_steps_total={marks[-1]}", *args.overrides]

@@ -1,7 +1,8 @@
 """marl: multi-agent reinforcement learning, declared as a dataflow graph of operators."""
 
+from marl import moved
 from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, load_module, load_scenario
-from marl.algorithms.registry import exporting_config_classes
+from marl.config.registry import exporting_config_classes
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.envs import BatchedEnv, MultiAgentEnv, make_env, register_batched_env, register_env
 from marl.modules import MultiRLModule, RLModule
@@ -9,6 +10,8 @@ from marl.policies import PolicySpec
 from marl.workflow import Workflow
 
 __version__ = "0.1.0"
+
+moved.install()  # the old paths of modules that moved (marl.run, marl.algorithms.checkpoint, ...)
 
 _STATIC = [
     "Algorithm",

@@ -28,9 +28,11 @@ from pathlib import Path
 from ray import tune
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.algorithms.scenario import config_from_dict, load_scenario
-from marl.algorithms.sections import ConfigError
+from marl.config.scenario import config_from_dict, load_scenario
+from marl.config.sections import ConfigError
 from marl.runners.user_code import import_user_modules, module_folders
+from omegaconf import OmegaConf
+import torch
 
 CHECKPOINT_NAME = "marl_checkpoint"
 
@@ -72,8 +74,6 @@ def resolve_config(base, overrides: dict):
             raise ConfigError(f"a trial cannot change 'algo' of a {config.algo_name} config")
         return config.update_from_dict(nested)
     if isinstance(base, (str, os.PathLike)):
-        from omegaconf import OmegaConf
-
         if not nested:
             return load_scenario(base)
         data = OmegaConf.to_container(OmegaConf.load(Path(base)), resolve=False)
@@ -102,8 +102,6 @@ class MarlTrainable(tune.Trainable):
         return PlacementGroupFactory(bundles)
 
     def setup(self, config):
-        import torch
-
         torch.set_num_threads(1)  # trials share the machine's cores
         import_user_modules(self.user_modules, "tune trial: imports: {module}", self.user_module_folders)
         self.algo = resolve_config(self.base_scenario or {}, dict(config)).build()

@@ -1,5 +1,9 @@
-"""Layering: the offline format/reader/writer and the policy server sit below the workflow; nothing in them imports
-(at the top or lazily) the workflow, the algorithms or the commands above them, and each imports alone."""
+"""Layering of the whole of `marl/`, with every import counted: at module top, inside functions, `from marl.x
+import submodule` alike. Each package sits on a layer (LAYERS, bottom up); a module imports only its own layer
+and the ones below; the module graph has no circle; marl's own modules are imported at module top (a
+function-local import hides a circle from the reader and from this test), and the only imports left inside
+functions are the heavy optional dependencies of LAZY. `python -m pytest tests/test_layers.py -q` prints the
+offending arrows."""
 
 from __future__ import annotations
 
@@ -8,31 +12,181 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ABOVE = ("marl.workflow", "marl.algorithms", "marl.run", "marl.cli", "marl.serve_command", "marl.experiment", "marl.tune")
+
+# Bottom up; a module imports only from its own layer and those below (the house plan's table of layers).
+LAYERS = [
+    ("leaf", ["marl.errors", "marl.import_paths", "marl.path_checks", "marl.moved"]),
+    ("data", ["marl.data"]),
+    ("execution", ["marl.execution"]),
+    ("envs", ["marl.envs"]),
+    ("modules", ["marl.modules"]),
+    ("replay", ["marl.replay"]),
+    ("mapping", ["marl.policies"]),
+    ("connectors", ["marl.connectors"]),
+    ("offline", ["marl.offline"]),
+    ("runners", ["marl.runners"]),
+    ("external", ["marl.external"]),
+    ("learners", ["marl.learners"]),
+    ("workflow", ["marl.workflow"]),
+    ("config", ["marl.config"]),
+    ("checkpoint", ["marl.checkpoint"]),
+    ("logging", ["marl.logging"]),
+    ("runtime", ["marl.runtime"]),
+    ("algorithms", ["marl.algorithms"]),
+    ("population", ["marl.population"]),  # PSRO and ratings: they build Algorithms from configs
+    ("tune", ["marl.tune"]),
+    ("experiment", ["marl.experiment"]),
+    ("cli", ["marl.cli"]),
+    ("package", ["marl"]),
+]
+
+# Imported inside functions on purpose: heavy or optional dependencies that a run which does not use them
+# should neither need installed nor pay the import time of (name -> why).
+LAZY = {
+    "ray": "starts nothing until asked: embedded runs (num_env_runners=0, num_learners=0) never import Ray",
+    "matplotlib": "plots and graph drawings only (`marl plot`, `marl graph --out`, reports)",
+    "rliable": "the report's interval estimates only",
+    "mlflow": "optional logger (`loggers.mlflow`)",
+    "wandb": "optional logger (`loggers.wandb`)",
+    "tensorboardX": "optional logger (`loggers.tensorboard`), skipped when not installed",
+    "rich": "the live display of `marl train` on a terminal",
+    "vmas": "optional env family",
+    "jax": "optional env family (JaxMARL)",
+    "pyspiel": "optional env family (the `openspiel` extra)",
+    "open_spiel": "optional env family (the `openspiel` extra): tabular policies and NashConv for PSRO",
+    "jaxmarl": "optional env family (JaxMARL)",
+    "pettingzoo": "optional env family",
+    "mpe2": "optional env family (PettingZoo's MPE)",
+    "supersuit": "optional env wrappers",
+    "httpx": "the policy client's HTTP only",
+    "aiohttp": "the policy server's HTTP only",
+}
 
 
-def marl_imports(path: Path) -> set[str]:
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("marl"):
-            out.add(node.module)
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("marl")}
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted((ROOT / "marl").rglob("*.py"))}
+
+
+def resolve(name: str) -> str | None:
+    """The module of `marl` an imported name lives in (a submodule, or the nearest package)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(path: Path):
+    """(imported name, line, inside a function) for every import statement of the file."""
+    out = []
+
+    def visit(node, inside: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                for alias in child.names:  # `from marl.x import y`: y may be a submodule
+                    full = f"{child.module}.{alias.name}"
+                    out.append((full if full in MODULES else child.module, child.lineno, here))
+            elif isinstance(child, ast.Import):
+                out.extend((alias.name, child.lineno, here) for alias in child.names)
+            visit(child, here)
+
+    visit(ast.parse(path.read_text()), False)
     return out
 
 
-@pytest.mark.parametrize("package", ["offline", "external"])
-def test_lower_layers_import_nothing_above_them(package):
-    for path in sorted((ROOT / "marl" / package).glob("*.py")):
-        above = sorted(m for m in marl_imports(path) if m.startswith(ABOVE))
-        assert not above, f"{path.relative_to(ROOT)} imports {above} (a layer above it)"
+def layer_of(module: str) -> int:
+    best = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    assert best is not None, f"{module} sits on no layer: add its package to LAYERS"
+    return best[0]
+
+
+def graph() -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(MODULES)
+    for name, path in MODULES.items():
+        for imported, line, _ in imports(path):
+            target = resolve(imported) if imported.split(".")[0] == "marl" else None
+            if target and target != name and not g.has_edge(name, target):
+                g.add_edge(name, target, line=line)
+    return g
+
+
+def test_every_module_sits_on_a_layer():
+    assert {layer_of(m) for m in MODULES}  # layer_of names the first module without one
+    assert len(MODULES) > 100
+
+
+def test_no_circles_with_every_import_counted():
+    circles = [sorted(c) for c in nx.strongly_connected_components(graph()) if len(c) > 1]
+    assert not circles, f"import circles: {circles}"
+
+
+def test_no_arrow_runs_up_a_layer():
+    g = graph()
+    up = [f"{MODULES[a].relative_to(ROOT)}:{g.edges[a, b]['line']} imports {b} ({LAYERS[layer_of(b)][0]} is above "
+          f"{LAYERS[layer_of(a)][0]})" for a, b in g.edges if layer_of(b) > layer_of(a)]
+    assert not up, "\n".join(up)
+
+
+def test_marl_modules_are_imported_at_module_top():
+    hidden = [f"{path.relative_to(ROOT)}:{line} imports {name} inside a function"
+              for path in MODULES.values() for name, line, inside in imports(path) if inside and name.split(".")[0] == "marl"]
+    assert not hidden, "\n".join(hidden)
+
+
+def test_only_heavy_optional_dependencies_are_imported_lazily():
+    lazy = [f"{path.relative_to(ROOT)}:{line} imports {name} inside a function (import it at the top, or add it to LAZY "
+            "with the reason)" for path in MODULES.values() for name, line, inside in imports(path)
+            if inside and name.split(".")[0] not in LAZY and name.split(".")[0] != "marl"]
+    assert not lazy, "\n".join(lazy)
+
+
+def test_the_checker_sees_a_hidden_circle(tmp_path, monkeypatch):
+    """The graph counts a function-local import: a circle closed by one fails the test."""
+    a = tmp_path / "marl" / "a.py"
+    b = tmp_path / "marl" / "b.py"
+    a.parent.mkdir()
+    a.write_text("from marl.b import g\n")
+    b.write_text("def g():\n    from marl.a import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", {"marl.a": a, "marl.b": b})
+    with pytest.raises(AssertionError, match="import circles"):
+        test_no_circles_with_every_import_counted()
+    with pytest.raises(AssertionError, match="inside a function"):
+        test_marl_modules_are_imported_at_module_top()
 
 
 @pytest.mark.parametrize("module", ["marl.offline.reader", "marl.offline.writer", "marl.external.server", "marl.external.client",
-                                    "marl.serve_command", "marl.algorithms.record_episodes", "marl.workflow.external_ops"])
+                                    "marl.cli.serve", "marl.algorithms.record_episodes", "marl.workflow.external_ops",
+                                    "marl.modules.build", "marl.learners.sequences", "marl.config", "marl.checkpoint",
+                                    "marl.runtime", "marl.runtime.run_loop", "marl.cli"])
 def test_each_module_imports_on_its_own(module):
-    """No import cycle: a fresh interpreter imports the module first."""
+    """No import cycle at run time: a fresh interpreter imports the module first."""
     subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, check=True, timeout=120)
+
+
+@pytest.mark.parametrize("old, new", [("marl.algorithms.sections", "marl.config.sections"), ("marl.algorithms.scenario", "marl.config.scenario"),
+                                      ("marl.algorithms.registry", "marl.config.registry"),
+                                      ("marl.algorithms.checkpoint", "marl.checkpoint.directory"),
+                                      ("marl.algorithms.state_files", "marl.checkpoint.state_files"),
+                                      ("marl.algorithms.algorithm", "marl.runtime.algorithm"),
+                                      ("marl.algorithms.evaluation", "marl.runtime.evaluation"),
+                                      ("marl.algorithms.resources", "marl.runtime.resources"), ("marl.run", "marl.runtime.run_loop"),
+                                      ("marl.serve_command", "marl.cli.serve"), ("marl.experiment.commands", "marl.cli.experiment")])
+def test_old_module_paths_still_import(old, new):
+    """Modules that moved keep their old import path for a release (user code, tools, docs of earlier versions)."""
+    code = (f"import importlib; old = importlib.import_module({old!r}); new = importlib.import_module({new!r}); "
+            f"assert old is new, (old, new); assert new.__name__ == new.__spec__.name == {new!r}, new.__spec__")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

@@ -25,7 +25,7 @@ from marl.connectors import compute_gae
 from marl.data import sample_batch as sb
 from marl.learners import Learner, LearnerGroup
 from marl.learners import ParamGroup, TargetCopy
-from marl.modules.mlp import _functional
+from marl.modules.functional import run_sequential
 from marl.runners import EnvRunner
 
 
@@ -50,10 +50,10 @@ def actor_loss(module, batch, cfg, targets):
 
 
 def critic_loss(module, batch, cfg, targets):
-    v = _functional(module.vf, batch[sb.OBS]).squeeze(-1)
+    v = run_sequential(module.vf, batch[sb.OBS]).squeeze(-1)
     vf_loss = 0.5 * (v - batch[sb.VALUE_TARGETS]).pow(2).mean()
     with torch.no_grad():
-        target_v = _functional(targets["critic"], batch[sb.OBS]).squeeze(-1)
+        target_v = run_sequential(targets["critic"], batch[sb.OBS]).squeeze(-1)
     return vf_loss, {"vf_loss": vf_loss, "loss": vf_loss, "target_v_mean": target_v.mean()}
 
 

@@ -1,16 +1,16 @@
-"""Algorithms: the AlgorithmConfig builder, Algorithm, and one folder per algorithm.
+"""Algorithms: the AlgorithmConfig builder, one folder per algorithm, the reference and episode recording.
 
-The folders are found, not listed (`marl.algorithms.registry`): each algorithm's
+The folders are found, not listed (`marl.config.registry`): each algorithm's
 config class (`PPOConfig`, ...) is an attribute of this package, looked up on
 first use (PEP 562).
 """
 
-from marl.algorithms.algorithm import Algorithm
+from marl.runtime.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.algorithms.checkpoint import CheckpointError, load_connector_state, load_module
-from marl.algorithms.registry import ALGORITHMS, config_class, exporting_config_classes
-from marl.algorithms.scenario import config_from_dict, load_scenario
-from marl.algorithms.sections import ConfigError
+from marl.checkpoint.directory import CheckpointError, load_connector_state, load_module
+from marl.config.registry import ALGORITHMS, config_class, exporting_config_classes
+from marl.config.scenario import config_from_dict, load_scenario
+from marl.config.sections import ConfigError
 
 _STATIC = [
     "ALGORITHMS",

@@ -3,7 +3,7 @@
     PPOConfig().environment("mpe2.simple_spread_v3", env_config={"N": 3})
                .env_runners(num_env_runners=2).training(lr=3e-4).build()
 
-A scenario file holds the same sections (see `marl.algorithms.scenario`).
+A scenario file holds the same sections (see `marl.config.scenario`).
 Each section is a dataclass in `sections.py`; the algorithm adds its own
 `training` section and names its loss, learner connectors and default workflow.
 """
@@ -16,7 +16,8 @@ import os
 from typing import Any, Callable
 
 from marl import path_checks
-from marl.algorithms.sections import (
+from marl.config.sections import plain_data as _plain
+from marl.config.sections import (
     CheckpointingSection,
     ConfigError,
     ConnectorsSection,
@@ -37,6 +38,17 @@ from marl.data import sample_batch as sb
 from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatching, ParamGroup, TargetCopy
 from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
 from marl.policies.self_play import SelfPlay
+from marl.connectors.build import check_section
+from marl.config.registry import NamedConfig, algo_reference
+from marl.envs.wrappers import parse_wrappers
+from marl.connectors.build import check_policies
+from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
+from marl.learners.device import check_gpus_available
+from marl.envs import make_env
+from marl.runners.global_state import probe_global_state
+from marl.runtime.algorithm import Algorithm
+from marl.envs.registry import registered_creator
+import difflib
 
 SECTION_NAMES = (
     "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
@@ -95,7 +107,7 @@ class AlgorithmParts:
         )
 
 
-class AlgorithmConfig:
+class AlgorithmConfig(NamedConfig):
     algo_name = "?"  # `algo:` in scenarios, upper case; "?": a shared base, not an algorithm (see registry.py)
     training_section_cls: type = object
     default_module_class: type | str | None = None  # None: ActorCriticMLP
@@ -137,7 +149,6 @@ class AlgorithmConfig:
     def _set(self, name: str, values: dict) -> "AlgorithmConfig":
         section = getattr(self, name + "_cfg")
         if name == "connectors":  # pieces are checked (built once) as they are set, all or nothing
-            from marl.connectors.build import check_section
 
             trial = copy.deepcopy(section)
             update_section(trial, name, values)
@@ -214,8 +225,6 @@ class AlgorithmConfig:
         allowed = set(SECTION_NAMES) | {"workflow"}
         for name, values in data.items():
             if name not in allowed:
-                import difflib
-
                 near = difflib.get_close_matches(name, sorted(allowed), n=1)
                 hint = f" (did you mean '{near[0]}'?)" if near else ""
                 raise ConfigError(f"unknown section '{name}'{hint}; valid sections: {sorted(allowed)}")
@@ -234,7 +243,6 @@ class AlgorithmConfig:
 
     def to_dict(self) -> dict:
         """Plain-data form (what `config.yaml` of a run holds); callables become their names."""
-        from marl.algorithms.registry import algo_reference
 
         out: dict[str, Any] = {"algo": algo_reference(type(self))}  # an import path for a class kept outside marl
         if self.user_modules:  # the user's modules, imported again wherever this config is loaded
@@ -254,16 +262,12 @@ class AlgorithmConfig:
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
         if self.environment_cfg.wrappers:
-            from marl.envs.wrappers import parse_wrappers
-
             parse_wrappers(self.environment_cfg.wrappers)  # unknown wrapper or argument: one line, before any env is made
         ids = list(self.policy_specs())
         if self.multi_agent_cfg.policies_to_train is not None:
             for pid in self.multi_agent_cfg.policies_to_train:
                 if pid not in ids:
                     raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
-        from marl.connectors.build import check_policies
-        from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 
         for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
             where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
@@ -272,7 +276,6 @@ class AlgorithmConfig:
                 check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
         check_policies(self)
         if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
-            from marl.learners.device import check_gpus_available
 
             check_gpus_available(self.learners_cfg.num_gpus_per_learner)
         if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
@@ -305,7 +308,6 @@ class AlgorithmConfig:
         `evaluation_config` holds section overrides ({environment: {...}, env_runners: {...}});
         `environment.env_config` merges key by key into the training env_config.
         """
-        import difflib
 
         ev = self.evaluation_cfg
         cfg = self.copy()
@@ -392,8 +394,6 @@ class AlgorithmConfig:
         if self._global_state_spec is None:
             if not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
                 return None
-            from marl.envs import make_env
-            from marl.runners.global_state import probe_global_state
 
             env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
             try:
@@ -442,25 +442,6 @@ class AlgorithmConfig:
         raise NotImplementedError
 
     def build(self):
-        from marl.algorithms.algorithm import Algorithm
-        from marl.envs.registry import registered_creator
-
         self.validate()
         self.env_creator = registered_creator(self.environment_cfg.env)
         return Algorithm(self.copy())
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, type):
-        return f"{value.__module__}:{value.__qualname__}"
-    if callable(value):
-        return f"<callable {getattr(value, '__qualname__', repr(value))}>"
-    if dataclasses.is_dataclass(value):
-        return _plain(dataclasses.asdict(value))
-    return repr(value)

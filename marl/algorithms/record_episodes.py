@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from marl.data import sample_batch as sb
+from marl.runtime.evaluation import EVALUATION_FIRST_INDEX
+from marl.offline.writer import OfflineWriter, agent_names
+from marl.runners.env_runner import EnvRunner
 
 
 def record_episodes(algo, episodes: int, output, explore: bool = False, max_file_mb: float | None = None) -> dict:
     """Plays and records `episodes` episodes; returns {episodes, rows, files, episode_return_mean, ...}."""
-    from marl.algorithms.evaluation import EVALUATION_FIRST_INDEX
-    from marl.offline.writer import OfflineWriter, agent_names
-    from marl.runners.env_runner import EnvRunner
 
     if int(episodes) < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")

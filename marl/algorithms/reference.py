@@ -16,8 +16,10 @@ import typing
 from collections.abc import Sequence
 
 from marl.algorithms.algorithm_config import SECTION_NAMES, AlgorithmConfig
-from marl.algorithms.registry import config_class
-from marl.algorithms.sections import _type_name
+from marl.config.registry import config_class
+from marl.config.sections import _type_name
+from marl.modules.catalog import MODEL_INTRO, MODEL_OPTIONS
+import yaml
 
 SECTION_INTROS = {
     "environment": "Which env to run and how its actions are adapted.",
@@ -44,7 +46,6 @@ TRAINING_ELSEWHERE = (
 
 def defaults_yaml(algo: str) -> str:
     """Every key a scenario of `algo` may set, with its default (a valid scenario once `environment.env` is set)."""
-    import yaml  # PyYAML comes with omegaconf
 
     cls = config_class(algo)
     header = [
@@ -92,8 +93,6 @@ def section_table(section_cls) -> list[str]:
 
 
 def _model_table() -> list[str]:
-    from marl.modules.catalog import MODEL_INTRO, MODEL_OPTIONS
-
     lines = ["### `training.model` (the default modules)", "", MODEL_INTRO, "",
              "| key | type | default | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
     for key, kind, default, allowed, meaning in MODEL_OPTIONS:

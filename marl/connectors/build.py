@@ -29,6 +29,9 @@ from marl.connectors.piece import ConnectorPiece, RowContext
 from marl.errors import ConfigError
 from marl.modules.parts import has_image_parts
 from marl.modules.spaces import image_space, observation_part
+from marl.import_paths import import_object
+from marl.modules import ActorCriticMLP, build_module
+from marl.data import sample_batch as sb
 
 PIPELINES = ("env_to_module", "module_to_env", "learner")
 BUILTIN_PIECES: dict[str, dict[str, type]] = {
@@ -50,7 +53,6 @@ def piece_class(name, pipeline: str, where: str) -> type:
                     f"'{where}.name': unknown {pipeline} piece '{name}'; built-in: {sorted(BUILTIN_PIECES[pipeline])}, "
                     "or an import path 'pkg.mod:Class'"
                 )
-            from marl.modules.rl_module import import_object
 
             try:
                 cls = import_object(name)
@@ -173,12 +175,11 @@ def _pieces(config, policy_id: str, pipeline: str) -> list[tuple[str, ConnectorP
 
 def keeps_image_obs(config, policy_id: str) -> bool:
     """Whether the policy's module takes image observations as they are (`RLModule.keeps_image_obs`)."""
-    from marl.modules.rl_module import import_object
 
     spec = config.policy_specs().get(policy_id)
     cls = config.module_class_for(spec) if spec is not None else config.default_module_class
     if cls is None:
-        from marl.modules.mlp import ActorCriticMLP as cls  # build_module's default
+        cls = ActorCriticMLP  # build_module's default
     if isinstance(cls, str):
         try:
             cls = import_object(cls)
@@ -216,7 +217,6 @@ def learner_pipeline(config, policy_id: str) -> LearnerPipeline:
 
 def build_policy_module(config, policy_id: str, spec):
     """The one place a policy's module is built: from its env->module pipeline's output space."""
-    from marl.modules import build_module
 
     space = env_to_module_pipeline(config, policy_id, spec.observation_space, spec.action_space).output_space
     return build_module(config.module_class_for(spec), space, spec.action_space, config.model_for(policy_id))
@@ -248,7 +248,6 @@ class PolicyConnectors:
 
     def peek_rows(self, columns: dict, rows) -> RowContext:
         """The context of a bootstrap pass over the observations reached after sampled `rows` (collector columns)."""
-        from marl.data import sample_batch as sb
 
         needs = self.env_to_module.needs
         return RowContext(

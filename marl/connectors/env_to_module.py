@@ -19,6 +19,7 @@ import numpy as np
 from marl.connectors.piece import CONTEXT_FIELDS, ConnectorPiece, RowContext
 from marl.modules.parts import PartsLayout, has_image_parts
 from marl.modules.spaces import as_image_box, flat_obs_dim, image_layout, image_space, is_masked_space, observation_part
+from marl.connectors.module_to_env import ActionAdapter
 
 
 class MeanStdFilter:
@@ -351,8 +352,6 @@ class EnvToModulePipeline:
         if self.needs:
             self._slot_episode = np.full(num_slots, -1, np.int64)
         if self.needs & {"prev_action", "prev_reward"}:
-            from marl.connectors.module_to_env import ActionAdapter
-
             layout = ActionAdapter(action_space)
             self._last_action = np.zeros((num_slots,) + layout.shape, layout.dtype)
             self._return_at = np.zeros(num_slots, np.float64)

@@ -97,7 +97,7 @@ class SampledBatch:
         return SampledBatch(batch, self.episodes, self.weights_versions, self.runners, self.connector_deltas, indexes)
 
     def to_state(self) -> dict:
-        """The record as a state tree (dicts, lists, arrays: `marl.algorithms.state_files`), for checkpoints."""
+        """The record as a state tree (dicts, lists, arrays: `marl.checkpoint.state_files`), for checkpoints."""
         return {
             "env_steps": self.batch.env_steps,
             "policies": {pid: dict(b.columns) for pid, b in self.batch.policy_batches.items()},

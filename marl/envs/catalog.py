@@ -14,11 +14,15 @@ fails with the missing package named.
 
 from __future__ import annotations
 
+import importlib.util
 import importlib
 import pkgutil
 import re
 
 from marl.envs.vmas import known_scenarios
+from marl.envs.registry import registered_envs
+import importlib.util
+import gymnasium
 
 _VERSIONED = re.compile(r"_v\d+$")
 PETTINGZOO_FAMILIES = (
@@ -48,9 +52,7 @@ GYMNASIUM_PACKAGES = ("lbforaging", "rware")
 
 def gymnasium_families() -> dict[str, list[str]]:
     """'gymnasium.<group>' -> ids, grouped by the module of each id's entry point."""
-    import importlib.util
 
-    import gymnasium
 
     for package in GYMNASIUM_PACKAGES:
         if importlib.util.find_spec(package) is not None:
@@ -78,7 +80,6 @@ def gymnasium_families() -> dict[str, list[str]]:
 
 def vmas_families() -> dict[str, list[str] | str]:
     """'vmas' -> `vmas.<scenario>` names, or why VMAS cannot be listed."""
-    import importlib.util
 
     if importlib.util.find_spec("vmas") is None:
         return {"vmas": "unavailable (not installed: pip install 'marl[vmas]')"}
@@ -89,8 +90,6 @@ def vmas_families() -> dict[str, list[str] | str]:
 
 def openspiel_families() -> dict[str, list[str] | str]:
     """'openspiel' -> `openspiel.<game>` for the sequential and simultaneous-move games, or why OpenSpiel cannot be listed."""
-    import importlib.util
-
     if importlib.util.find_spec("pyspiel") is None:
         return {"openspiel": "unavailable (not installed: pip install 'marl[openspiel]')"}
     import pyspiel
@@ -104,7 +103,6 @@ KINDS = ("registered", "pettingzoo", "gymnasium", "vmas", "openspiel")
 
 def env_catalog() -> dict[str, dict[str, list[str] | str]]:
     """kind (one of KINDS) -> family -> names."""
-    from marl.envs.registry import registered_envs
 
     return {
         "registered": {"register_env": registered_envs()},

@@ -19,6 +19,7 @@ import torch
 
 from marl.envs.base import EnvError
 from marl.envs.batched import BatchedEnv, BatchedStep
+from gymnasium.vector import AutoresetMode
 
 AGENT = "agent_0"
 
@@ -34,8 +35,6 @@ class GymVectorEnv(BatchedEnv):
     agents = [AGENT]
 
     def __init__(self, name: str, env_config: dict[str, Any], num_worlds: int, seed: int | None = None, device=None):
-        from gymnasium.vector import AutoresetMode
-
         try:
             self.env = gymnasium.make_vec(name, num_worlds, vectorization_mode="sync",
                                           vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **env_config)

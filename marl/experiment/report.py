@@ -32,6 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from marl.errors import ConfigError
+from marl.experiment.runner import DONE_FILE, RUN_FILE
+from marl.logging.run_dir import RESULT_FILE, read_results
+from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
+from marl.experiment.runner import SUITE_FILE
+import warnings
+from omegaconf import OmegaConf
 
 RETURN_KEY = "evaluation/episode_return_mean"
 TRAIN_RETURN_KEY = "episode_return_mean"
@@ -69,8 +75,6 @@ def _value(row: dict, key: str) -> float | None:
 
 def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
     """(finished runs, names of unfinished ones) under a runs directory of `marl experiment`."""
-    from marl.experiment.runner import DONE_FILE, RUN_FILE
-    from marl.logging.run_dir import RESULT_FILE, read_results
 
     runs_dir = Path(runs_dir)
     runs, unfinished = [], []
@@ -104,7 +108,6 @@ def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
 def _episodes(row: dict, evaluation: bool = True) -> tuple[list[float], list[float]]:
     """(returns, lengths) of a result row: an evaluation's per-episode lists, or its mean as one value
     (rows written before evaluations kept their episodes; training rows)."""
-    from marl.algorithms.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
 
     if evaluation:
         returns = [float(x) for x in row.get(EPISODE_RETURNS) or () if x is not None]
@@ -127,7 +130,6 @@ def interval_estimates(score_dict: dict, func, reps: int, seed: int = 0):
     rliable's `StratifiedBootstrap` draws its resampled run indices from NumPy's global generator
     (not from `random_state`), so that generator is seeded for the call and restored after it.
     """
-    import warnings
 
     from rliable import library as rly
 
@@ -312,7 +314,6 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
 
     scores = report.overall_scores()
     taus = np.linspace(0.0, 1.0, 41)
-    import warnings
 
     saved = np.random.get_state()
     np.random.seed(0)  # rliable resamples with NumPy's global generator (see interval_estimates)
@@ -348,9 +349,7 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
 def write_report(runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, *, reps: int = 2000,
                  points: int = 10) -> list[str]:
     """Writes the report of a runs directory; returns the paths written."""
-    from omegaconf import OmegaConf
 
-    from marl.experiment.runner import SUITE_FILE
 
     if reps < 1 or points < 1:
         raise ConfigError(f"--reps and --points must be >= 1, got {reps} and {points}")

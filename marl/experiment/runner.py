@@ -29,6 +29,8 @@ from omegaconf import OmegaConf
 from marl.experiment.suite import RunSpec, Suite, import_suite_modules
 from marl.runners.user_code import import_user_modules, module_folders
 from marl.logging.run_dir import CHECKPOINT_DIR, RESULT_FILE
+from marl.runtime.run_loop import config_for_resume, train_run
+import torch
 
 RUN_FILE = "run.json"
 DONE_FILE = "done.json"
@@ -53,7 +55,6 @@ def budget_stop(budget: int):
 def run_one(spec: RunSpec, runs_dir: Path, budget: int, episodes: int, family: str, *,
             echo: Callable[[str], None] | None = None, progress: Callable[[dict], None] | None = None) -> dict:
     """Trains one run of a suite to `budget` env steps (resuming it when it has a checkpoint); returns done.json."""
-    from marl.run import config_for_resume, train_run
 
     run_dir = Path(runs_dir) / spec.relative_dir
     state = run_state(run_dir, budget)
@@ -123,7 +124,6 @@ def run_local(suite: Suite, runs_dir: Path, display) -> list[str]:
 
 def _trial(config: dict) -> None:
     """A Tune trial: one run of the suite (a function trainable; reports every iteration to Tune)."""
-    import torch
     from ray import tune
 
     torch.set_num_threads(1)  # trials share the machine's cores

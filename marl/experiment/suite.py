@@ -36,6 +36,9 @@ from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
+from marl.config.scenario import config_from_dict
+from marl.config.registry import config_class
+import json
 
 SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports")
 TASK_KEYS = ("env", "env_config", "scenario", "overrides")
@@ -64,8 +67,6 @@ class RunSpec:
         return Path(self.task) / self.algorithm / f"seed_{self.seed}"
 
     def config(self):
-        from marl.algorithms.scenario import config_from_dict
-
         return config_from_dict(self.scenario, list(self.overrides), where=f"run {self.name}")
 
 
@@ -137,8 +138,6 @@ def _dotted(overrides, where: str) -> list[str]:
 
 
 def _dotlist_value(value) -> str:
-    import json
-
     if isinstance(value, str):
         return value
     if value is None:
@@ -262,7 +261,6 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             scenario = _load_yaml(file, w)
             imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
         algo = spec.get("algo") or scenario.get("algo") or label
-        from marl.algorithms.registry import config_class
 
         try:
             config_class(str(algo))

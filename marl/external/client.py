@@ -31,6 +31,10 @@ import os
 import time
 
 import numpy as np
+from marl.external.wire import act, action_to_json
+from marl.external.wire import space_from_json, tensors_from_json
+from marl.modules import build_module
+import torch
 
 
 class PolicyServerError(RuntimeError):
@@ -138,8 +142,6 @@ class PolicyClient:
         return self._act_locally(episode_id, obs)
 
     def _act_locally(self, episode_id: str, obs: dict) -> dict:
-        from marl.external.wire import act, action_to_json
-
         plain = _plain(obs)
         unknown = [a for a in plain if a not in self._policy_of]
         if unknown:
@@ -163,10 +165,7 @@ class PolicyClient:
         """Local inference: pulls the newest weights when `update_interval_s` has passed; True if they changed."""
         if not force and time.monotonic() - self._pulled_at < self.update_interval_s:
             return False
-        import torch
 
-        from marl.external.wire import space_from_json, tensors_from_json
-        from marl.modules import build_module
 
         have = "" if self.weights_version is None else f"?version={self.weights_version}"
         data = self._answer(self._request("GET", f"/weights{have}"))

@@ -60,6 +60,10 @@ from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 from marl.external.wire import act as sample_actions
 from marl.external.wire import action_to_json
+from marl.modules.spaces import is_masked_space
+from marl.connectors.build import build_policy_module
+from marl.external.wire import class_path, space_to_json
+from marl.external.wire import tensors_to_json
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
@@ -79,7 +83,6 @@ def check_servable(config, specs: dict) -> None:
     """What `marl serve` cannot do yet, each as one line before anything starts: observations are taken as clients
     send them (flat numbers: no connectors, no observation filter, no action masks, no Dict/Tuple spaces), and
     there is no global env state (MAPPO's centralised critic) nor recurrent state (checked once modules exist)."""
-    from marl.modules.spaces import is_masked_space
 
     if config.connectors_cfg.env_to_module or config.connectors_cfg.policies or config.env_runners_cfg.observation_filter != "none":
         raise ConfigError("marl serve takes observations as clients send them: remove connectors.env_to_module, "
@@ -124,8 +127,6 @@ class ExperienceServer:
                  port: int = 9900, token: str | None = None, max_body_bytes: int = 1 << 20,
                  episode_timeout_s: float = 60.0, max_episodes: int = 1000, end_grace_s: float = 5.0,
                  on_listening=None):
-        from marl.connectors.build import build_policy_module
-
         check_host(host, token)
         cfg = config
         check_servable(cfg, specs)
@@ -164,7 +165,6 @@ class ExperienceServer:
     @staticmethod
     def _module_spec(cfg, pid: str, spec) -> dict | None:
         """What a client rebuilds the policy's module from (None: a space without a wire form)."""
-        from marl.external.wire import class_path, space_to_json
 
         try:
             return {"module_class": class_path(cfg.module_class_for(spec)), "model": cfg.model_for(pid),
@@ -286,7 +286,6 @@ class ExperienceServer:
 
     def weights(self, version) -> dict:
         """`GET /weights`: the newest weights and module specs, or 'unchanged' when the client has them."""
-        from marl.external.wire import tensors_to_json
 
         if version is not None and str(version) == str(self.weights_version):
             return {"version": self.weights_version, "unchanged": True}

@@ -38,17 +38,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from marl.learners.learner import Learner
-from marl.learners.sequences import SEQ_LENS, shard_sequences
+from marl.learners.sequences import SEQ_LENS, shard_bounds, shard_sequences
+from marl.runners.user_code import actor_options
 
 INIT_TIMEOUT_S = 120
 _COUNTS = ("num_sgd_steps", "agent_steps_trained")  # stats that are counts, the same on every rank
-
-
-def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
-    """Rows [lo, hi) of an n-row minibatch that `rank` computes: contiguous, sizes differ by at most one."""
-    base, extra = divmod(n, world_size)
-    lo = rank * base + min(rank, extra)
-    return lo, lo + base + (1 if rank < extra else 0)
 
 
 def process_group_backend(on_gpu: bool) -> str:
@@ -184,7 +178,6 @@ def start_distributed_learners(config, specs: dict, num_learners: int) -> list:
         # The ranks must draw the same minibatch permutations: give them one seed.
         config = config.copy()
         config.debugging_cfg.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-    from marl.runners.user_code import actor_options
 
     cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner,
                      num_gpus=config.learners_cfg.num_gpus_per_learner, **actor_options(config))(DistributedLearner)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from marl.errors import ConfigError
 from marl.learners.learner import Learner
+from marl.runners.user_code import actor_options, import_hint
+from marl.learners.distributed import start_distributed_learners
 
 # Calls that read learner state: answered by rank 0 alone. Anything else goes to every rank.
 _READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "get_state", "ping"})
@@ -44,7 +46,6 @@ class LearnerGroup:
         elif n == 1:
             import ray
 
-            from marl.runners.user_code import actor_options, import_hint
 
             cls = ray.remote(num_cpus=config.learners_cfg.num_cpus_per_learner,
                              num_gpus=config.learners_cfg.num_gpus_per_learner, **actor_options(config))(Learner)
@@ -56,8 +57,6 @@ class LearnerGroup:
                 raise (import_hint(err, "the learner actor") or err) from None
             self.replicas = [self.remote]
         else:
-            from marl.learners.distributed import start_distributed_learners
-
             self.local = None
             self.replicas = start_distributed_learners(config, specs, n)
             self.remote = self.replicas[0]

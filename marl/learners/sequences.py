@@ -29,6 +29,13 @@ STATE_IN = "state_in"  # {name: [S, ...]}: the module state entering each sequen
 CONSISTENCY_TOLERANCE = 1e-3
 
 
+def shard_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rows [lo, hi) of an n-row minibatch that `rank` computes: contiguous, sizes differ by at most one."""
+    base, extra = divmod(n, world_size)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
+
+
 def state_names(module) -> list[str]:
     return list(module.get_initial_state())
 
@@ -66,7 +73,6 @@ def sequence_minibatches(tensors: dict, plan: SequencePlan, minibatch_size: int 
 
 def shard_sequences(minibatch: dict, rank: int, world_size: int) -> tuple[dict, int, int]:
     """(this rank's whole sequences of a sequence minibatch, its rows, the minibatch's rows)."""
-    from marl.learners.distributed import shard_bounds
 
     lens = minibatch[SEQ_LENS]
     n = int(lens.sum())

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from marl.errors import ConfigError
+import importlib.util
 
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 BATCH = 1000  # metrics per log_batch call (MLflow's limit)
@@ -34,8 +35,6 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
 
 class MLflowLogger:
     def __init__(self, run_dir: Path, config: dict, settings, run_id: str | None = None):
-        import importlib.util
-
         if importlib.util.find_spec("mlflow") is None:
             raise ConfigError("loggers.mlflow needs the mlflow package: pip install 'marl[mlflow]'")
         uri = settings.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")

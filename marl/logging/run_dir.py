@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from marl.config.sections import LoggersSection, update_section
+from marl.logging.mlflow_logger import MLflowLogger
+from marl.logging.wandb_logger import WandbLogger
 
 RESULT_FILE = "result.jsonl"
 PROGRESS_FILE = "progress.csv"
@@ -93,7 +96,6 @@ class RunLogger:
 
     def __init__(self, run_dir: Path, config_dict: dict, *, resume_from: dict | None = None, tensorboard: bool = True):
         """`resume_from`: the last result kept (iteration, env_steps_total) when continuing a run."""
-        from marl.algorithms.sections import LoggersSection, update_section
 
         self.dir = Path(run_dir)
         settings = LoggersSection()
@@ -127,12 +129,8 @@ class RunLogger:
         ids = json.loads(ids_file.read_text()) if ids_file.is_file() else {}
         remote = {}
         if settings.mlflow:
-            from marl.logging.mlflow_logger import MLflowLogger
-
             remote["mlflow"] = MLflowLogger(self.dir, config_dict, settings, run_id=ids.get("mlflow"))
         if settings.wandb:
-            from marl.logging.wandb_logger import WandbLogger
-
             remote["wandb"] = WandbLogger(self.dir, config_dict, settings, run_id=ids.get("wandb"))
         if remote:
             ids.update({name: logger.run_id for name, logger in remote.items()})

@@ -44,6 +44,7 @@ from torch import nn
 
 from marl.modules.activations import Tanh
 from marl.modules.spaces import as_image_box, image_layout, image_shape, observation_part
+from marl.modules.parts import PartsLayout
 
 ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 ENCODER_KEYS = {"conv_filters", "conv_activation"}
@@ -193,7 +194,6 @@ class PartsEncoder(nn.Module):
 
     def __init__(self, space: gym.spaces.Dict | gym.spaces.Tuple, model_config: dict):
         super().__init__()
-        from marl.modules.parts import PartsLayout
 
         self.layout = PartsLayout(space)
         self.parts = nn.ModuleList(encoder_for(leaf, model_config) for _, leaf, _ in self.layout.leaves)

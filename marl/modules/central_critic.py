@@ -21,16 +21,11 @@ from marl.modules.catalog import (
     ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, core_for, encoder_for, gaussian_log_std,
     policy_head, value_head,
 )
-from marl.modules.mlp import _functional
+from marl.modules.functional import as_float_state, run_sequential
 from marl.modules.numpy_acting import NumpyActor
 from marl.modules.rl_module import RLModule
 
 MODEL_KEYS = {"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id"} | ENCODER_KEYS
-
-
-def as_float_state(state: torch.Tensor) -> torch.Tensor:
-    """The critic's float input: a uint8 state (frames: `marl.runners.global_state`) scaled to [0, 1]."""
-    return state if state.is_floating_point() else state.float() * (1.0 / 255.0)
 
 
 class CentralCriticMLP(RLModule):
@@ -105,22 +100,22 @@ class CentralCriticMLP(RLModule):
     # addmm kernels nn.Linear calls, so the same numbers and gradients, without nn.Module call overhead).
     def forward_train(self, batch):
         ids = self._ids(batch)
-        logits = _functional(self.pi, self._actor_in(batch, ids))
+        logits = run_sequential(self.pi, self._actor_in(batch, ids))
         return {"action_dist_inputs": self._dist_inputs(logits, batch),
-                "vf_preds": _functional(self.vf, self._state(batch, ids)).squeeze(-1)}
+                "vf_preds": run_sequential(self.vf, self._state(batch, ids)).squeeze(-1)}
 
     def forward_exploration(self, batch):
         with torch.inference_mode():
             ids = self._ids(batch)
-            logits = _functional(self.pi, self._actor_in(batch, ids))
+            logits = run_sequential(self.pi, self._actor_in(batch, ids))
             out = {"action_dist_inputs": self._dist_inputs(logits, batch)}
             if "state" in batch:  # bootstrapping passes only what the critic needs too
-                out["vf_preds"] = _functional(self.vf, self._state(batch, ids)).squeeze(-1)
+                out["vf_preds"] = run_sequential(self.vf, self._state(batch, ids)).squeeze(-1)
             return out
 
     def forward_inference(self, batch):
         with torch.inference_mode():
-            logits = _functional(self.pi, self._actor_in(batch, self._ids(batch)))
+            logits = run_sequential(self.pi, self._actor_in(batch, self._ids(batch)))
             return {"action_dist_inputs": self._dist_inputs(logits, batch)}
 
     def numpy_actor(self):

@@ -10,10 +10,8 @@ from operator import itemgetter
 
 import gymnasium as gym
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from marl.modules.activations import Tanh, tanh
+from marl.modules.functional import run_sequential
 from marl.modules.catalog import (
     ACTIVATIONS,
     ENCODER_KEYS,
@@ -80,11 +78,11 @@ class ActorCriticMLP(RLModule):
         out = {"action_dist_inputs": self._fast_inputs(batch, h)}
         vf = self._modules.get("vf")  # (one dict read: `self.vf` goes through nn.Module.__getattr__)
         if vf is not None:
-            out["vf_preds"] = _functional(vf, h).squeeze(-1)
+            out["vf_preds"] = run_sequential(vf, h).squeeze(-1)
         return out
 
     def _fast_inputs(self, batch, h):
-        out = _functional(self._modules["pi"], h)
+        out = run_sequential(self._modules["pi"], h)
         if self.continuous:
             return torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         return out if batch.get("action_mask") is None else self.apply_action_mask(out, batch)
@@ -109,21 +107,3 @@ class ActorCriticMLP(RLModule):
             return None
         obs = itemgetter("obs")
         return NumpyActor.of(self.pi, self.vf, self.action_space, self.log_std if self.continuous else None, obs, obs)
-
-
-_FUNCTIONAL_ACTIVATIONS = {Tanh: tanh, nn.Tanh: tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}
-
-
-def _functional(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    # F.linear is the addmm(bias, x, weight.t()) nn.Linear runs, in one call (no Python-side transpose), and the
-    # parameters are read from the layer's own table (nn.Module.__getattr__ is a Python function per lookup).
-    # Anything else (a parametrised or custom layer) is called as a module.
-    for layer in seq._modules.values():
-        kind = type(layer)
-        if kind is nn.Linear:
-            params = layer._parameters
-            x = F.linear(x, params["weight"], params["bias"])
-        else:
-            activation = _FUNCTIONAL_ACTIVATIONS.get(kind)
-            x = activation(x) if activation is not None else layer(x)
-    return x

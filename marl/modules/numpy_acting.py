@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from marl.modules.activations import Tanh
-from marl.modules.rl_module import MASKED_LOGIT
+from marl.modules.functional import MASKED_LOGIT
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 

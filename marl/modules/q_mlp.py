@@ -21,8 +21,8 @@ from marl.modules.catalog import (
     ACTIVATIONS, ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, core_for, encoder_for, q_head,
     q_trunk,
 )
-from marl.modules.mlp import _functional
-from marl.modules.rl_module import MASKED_LOGIT, RLModule
+from marl.modules.functional import MASKED_LOGIT, run_sequential
+from marl.modules.rl_module import RLModule
 
 MODEL_KEYS = {"hiddens", "activation", "dueling", "epsilon"} | ENCODER_KEYS
 
@@ -69,7 +69,7 @@ class QMLP(RLModule):
         self.epsilon = float(piecewise_linear(self.epsilon_schedule, env_steps))
 
     def q_values(self, obs: torch.Tensor, fast: bool = False, extra: torch.Tensor | None = None) -> torch.Tensor:
-        run = _functional if fast else (lambda seq, x: seq(x))
+        run = run_sequential if fast else (lambda seq, x: seq(x))
         h = obs if self._direct else self.core(self.encoder(obs))
         if extra is not None:
             h = torch.cat([h, extra.to(h.dtype)], dim=-1)

@@ -33,6 +33,8 @@ from torch import nn
 from marl.errors import ConfigError
 from marl.modules.catalog import ACTIVATIONS, ENCODER_KEYS, FlatEncoder, check_activation, check_hiddens, encoder_for, linear
 from marl.modules.rl_module import RLModule
+from marl.import_paths import import_object
+from marl.modules.functional import as_float_state
 
 RECURRENT_KINDS = ("lstm", "gru")
 RECURRENT_KEYS = {"recurrent", "cell_size", "max_seq_len"}
@@ -64,7 +66,6 @@ def sequence_chunking(config, policy_id: str) -> tuple[int, int]:
 
 def check_recurrent_support(module_class, what: str) -> None:
     """A built-in module class that has no recurrent variant yet (the Q modules of DQN, VDN, QMIX): one clear line."""
-    from marl.modules.rl_module import import_object
 
     cls = module_class
     if isinstance(cls, str):
@@ -289,6 +290,4 @@ class RecurrentCentralCritic(RecurrentActorCritic):
         return check_hiddens(self.model_config.get("critic_hiddens") or hiddens, "critic_hiddens")
 
     def critic_input(self, batch):
-        from marl.modules.central_critic import as_float_state
-
         return as_float_state(batch["state"]) if "state" in batch else None

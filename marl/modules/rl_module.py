@@ -42,7 +42,6 @@ The contract runners rely on (one screen):
 
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import gymnasium as gym
@@ -51,9 +50,9 @@ import torch
 from torch import nn
 
 from marl.modules.distributions import distribution_factory
+from marl.modules.functional import MASKED_LOGIT
 from marl.modules.spaces import action_input_dim, flat_obs_dim
 
-MASKED_LOGIT = -1e9
 # What runners can pass to a module (`RLModule.inputs` names a subset); stateful modules get state_in/episode_start too.
 MODULE_INPUTS = ("obs", "action_mask", "agent_index", "state")
 
@@ -123,55 +122,6 @@ def load_network_state(network: nn.Module, state: dict[str, np.ndarray]) -> None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
-
-
-def import_object(path: str):
-    """The object an import path names: 'pkg.mod:Name' or 'pkg.mod.Name'."""
-    mod_name, _, attr = path.replace(":", ".").rpartition(".")
-    return getattr(importlib.import_module(mod_name), attr)
-
-
-def build_module(module_class, observation_space, action_space, model_config: dict | None) -> RLModule:
-    """Instantiates a policy's module; `module_class` is None (default MLP), a class or 'pkg.mod:Class'."""
-    from marl.modules.mlp import ActorCriticMLP
-
-    cls = ActorCriticMLP if module_class is None else module_class
-    if isinstance(cls, str):
-        try:
-            cls = import_object(cls)
-        except (ImportError, AttributeError, ValueError) as err:
-            raise ValueError(f"module_class '{module_class}' cannot be imported: {err}") from None
-    if isinstance(cls, type):
-        cls, model_config = _builtin_class(cls, model_config)
-    if not (isinstance(cls, type) and issubclass(cls, RLModule)):
-        raise ValueError(f"module_class {cls!r} is not a subclass of marl.RLModule")
-    return cls(observation_space, action_space, model_config)
-
-
-def _builtin_class(cls, model_config: dict | None):
-    """A built-in memoryless module class and `model.recurrent`: the class to build, and its options."""
-    from marl.modules.central_critic import CentralCriticMLP
-    from marl.modules.mlp import ActorCriticMLP
-    from marl.modules.recurrent import RECURRENT_KEYS, RecurrentActorCritic, RecurrentCentralCritic, recurrent_options
-
-    from marl.modules.joint_q import JointQModule
-    from marl.modules.q_mlp import QMLP
-    from marl.modules.recurrent_q import RecurrentJointQ, RecurrentQ
-
-    model = dict(model_config or {})
-    variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic, JointQModule: RecurrentJointQ, QMLP: RecurrentQ}
-    builtin = cls.__module__.startswith("marl.modules.")
-    if not builtin or not RECURRENT_KEYS & set(model):
-        return cls, model
-    kind, _, _ = recurrent_options(model)
-    if kind is None:  # memoryless: the recurrent keys mean nothing to it
-        return cls, {k: v for k, v in model.items() if k not in RECURRENT_KEYS}
-    if cls in variants.values():
-        return cls, model
-    if cls not in variants:
-        raise ValueError(f"model.recurrent: {kind} is not available for {cls.__name__} yet; the recurrent defaults "
-                         f"are {sorted(c.__name__ for c in variants)}")
-    return variants[cls], model
 
 
 class MultiRLModule(nn.Module):

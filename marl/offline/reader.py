@@ -36,6 +36,7 @@ from marl.data import MultiAgentBatch, SampleBatch
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 from marl.offline.schema import AGENT_ID, SEGMENT_END, OfflineFormatError, check_version, to_columns, to_sample_batch
+from marl.execution.ray_init import ensure_ray
 
 SHUFFLES = ("rows", "files", "none")
 
@@ -107,7 +108,6 @@ class OfflineStream:
                  shuffle_buffer_rows: int = 50_000, seed: int | None = None, cache_mb: float = 0.0):
         import ray.data
 
-        from marl.execution.ray_init import ensure_ray
 
         if shuffle not in SHUFFLES:
             raise ConfigError(f"'offline.shuffle' must be one of {list(SHUFFLES)}, got {shuffle!r}")

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from marl.data import SampleBatch
 from marl.offline.schema import to_table
+from marl.envs import make_env
 
 
 class _PolicyFile:
@@ -97,7 +98,6 @@ class OfflineWriter:
 
 def agent_names(config) -> list[str]:
     """The env's possible agents (what `agent_index` indexes), from a probe env."""
-    from marl.envs import make_env
 
     env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
     try:

@@ -25,6 +25,9 @@ import random
 from dataclasses import dataclass
 
 from marl.policies.mapping import MappingError, PolicySpec
+from marl.modules.random_policy import RandomPolicy
+from marl.import_paths import import_object
+from marl.modules.rl_module import RLModule
 
 
 @dataclass
@@ -103,8 +106,6 @@ class SelfPlay:
 
 def opponent_module_class(name, where: str = "opponent"):
     """The module class an evaluation opponent names: "random", an RLModule class path 'pkg.mod:Class' or the class."""
-    from marl.modules.random_policy import RandomPolicy
-    from marl.modules.rl_module import RLModule, import_object
 
     if name == "random":
         return RandomPolicy

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from marl.envs import make_env
 from marl.errors import ConfigError
 from marl.population import members as mb
 from marl.population.meta_solvers import META_SOLVERS, solve
@@ -191,8 +192,6 @@ class PSRO:
 
     def _openspiel_game(self):
         if self._game is None:
-            from marl.envs import make_env
-
             env = make_env(self.config.environment_cfg.env, dict(self.config.environment_cfg.env_config))
             self._game = getattr(env, "game", None)
             env.close()

@@ -4,7 +4,7 @@
 
 Every `interval`-th iteration it plays episodes with the current weights on
 the evaluation runners (`ctx.evaluation`: runners of their own, built on
-first use, see `marl.algorithms.evaluation`); the other iterations it emits
+first use, see `marl.runtime.evaluation`); the other iterations it emits
 SKIP. The report pulls it when an iteration starts and reads the
 `EvaluationRun` when the iteration's training is done: with parallel=true
 the episodes start at the pull, so they play the previous iteration's

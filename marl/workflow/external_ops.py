@@ -24,6 +24,8 @@ from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.external.server import TOKEN_ENV, ExperienceServer
 from marl.workflow.protocol import Operator
+from marl.envs import make_env
+from marl.policies import resolve_policies
 
 
 class Serve(Operator):
@@ -54,9 +56,6 @@ class Serve(Operator):
             self.server = None
 
     def build(self, ctx, inputs):
-        from marl.envs import make_env
-        from marl.policies import resolve_policies
-
         config = ctx.config
         env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
         try:

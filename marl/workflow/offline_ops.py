@@ -17,6 +17,9 @@ from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.offline.writer import agent_names
 from marl.workflow.protocol import Operator
+from marl.offline.writer import OfflineWriter
+from marl.offline.reader import SHUFFLES
+from marl.offline.reader import OfflineStream
 
 ROWS_WRITTEN = "offline/rows_written"
 FILES_WRITTEN = "offline/files_written"
@@ -37,8 +40,6 @@ class Record(Operator):
         self._published = 0  # files published by checkpoints (informational)
 
     def build(self, ctx, inputs):
-        from marl.offline.writer import OfflineWriter
-
         (upstream,) = inputs
         off = ctx.config.offline_cfg
         output = self.output or off.output
@@ -89,8 +90,6 @@ class ReadOffline(Operator):
     op_name, consumes, produces = "read_offline", (), BATCH
 
     def __init__(self, rows: int | None = None, shuffle: str | None = None):
-        from marl.offline.reader import SHUFFLES
-
         if rows is not None and int(rows) < 1:
             raise ValueError(f"read_offline.rows must be >= 1, got {rows}")
         if shuffle is not None and shuffle not in SHUFFLES:
@@ -116,8 +115,6 @@ class ReadOffline(Operator):
             self._stream = None
 
     def build(self, ctx, inputs):
-        from marl.offline.reader import OfflineStream
-
         config = ctx.config
         off = config.offline_cfg
         if not off.input:

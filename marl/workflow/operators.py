@@ -14,6 +14,7 @@ from marl.data.records import ANY, BATCH, EVALUATION, REPORT, RESULTS, SKIP, Lea
 from marl.execution import GatherAhead, LocalIterator, SharedMetrics, gather_async, gather_sync, union
 from marl.execution import metrics as m
 from marl.workflow.protocol import ExecutionContext, Operator, policy_list
+from marl.workflow.report import ResultBuilder
 
 __all__ = ["ConcatBatches", "Concurrently", "ExecutionContext", "Learn", "LearnResults", "Operator", "Report", "Sample",
            "SyncWeights", "BATCH", "RESULTS", "ANY"]
@@ -314,8 +315,6 @@ class Report(Operator):
         self._builder.set_state(state)
 
     def build(self, ctx, inputs):
-        from marl.workflow.report import ResultBuilder
-
         upstream, evaluation = inputs[0], (inputs[1] if len(inputs) > 1 else None)
         builder = self._builder = ResultBuilder(ctx)
         counters = ctx.metrics.counters

@@ -41,7 +41,7 @@ class ExecutionContext:
     learners: object  # LearnerGroup
     metrics: SharedMetrics
     replay_buffers: dict = field(default_factory=dict)  # policy id -> ReplayBuffer (off-policy algorithms)
-    evaluation: object = None  # marl.algorithms.evaluation.Evaluation: the evaluation runners, built on first use
+    evaluation: object = None  # marl.runtime.evaluation.Evaluation: the evaluation runners, built on first use
     # name -> object with get_state()/set_state(state) that checkpoints keep (replay buffers, operator state, ...).
     # State trees hold dicts, lists, numbers, strings and arrays (see state_files).
     checkpointables: dict = field(default_factory=dict)

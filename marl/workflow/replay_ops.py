@@ -17,6 +17,9 @@ from marl.execution import metrics as m
 from marl.replay import nstep_transitions
 from marl.replay.joint import joint_transitions
 from marl.workflow.protocol import Operator, policy_list
+from marl.modules.recurrent import sequence_chunking
+from marl.replay.sequences import agent_sequences
+from marl.replay.sequences import joint_sequences
 
 
 class StoreToReplay(Operator):
@@ -45,8 +48,6 @@ class StoreToReplay(Operator):
         names = chunk_state_names(policy_batch)
         if not self.joint:
             if names:  # a recurrent Q network: chunks of each agent's steps with their starting states
-                from marl.modules.recurrent import sequence_chunking
-                from marl.replay.sequences import agent_sequences
 
                 max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
                 return agent_sequences(policy_batch, max_seq_len, names, burn_in=burn_in)
@@ -56,8 +57,6 @@ class StoreToReplay(Operator):
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")
         if names:  # recurrent agents: chunks of joint steps with their starting states (marl.replay.sequences)
-            from marl.modules.recurrent import sequence_chunking
-            from marl.replay.sequences import joint_sequences
 
             max_seq_len, burn_in = sequence_chunking(ctx.config, pid)
             return joint_sequences(policy_batch, groups, max_seq_len, names, burn_in=burn_in)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from marl.data.records import RESULTS, SKIP
 from marl.workflow.protocol import Operator
+from marl.policies.self_play import EloTracker
 
 
 class SnapshotOpponents(Operator):
@@ -33,8 +34,6 @@ class SnapshotOpponents(Operator):
         self._elo.rating, self._elo.pool = float(state["rating"]), dict(state["pool"])
 
     def build(self, ctx, inputs):
-        from marl.policies.self_play import EloTracker
-
         (upstream,) = inputs
         sp = ctx.config.self_play()
         if sp is None:

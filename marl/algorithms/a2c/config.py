@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
+from marl.workflow import synchronous_workflow
 
 ROLLOUT_FRAGMENT_LENGTH = 16  # env steps per env copy in one sampling round (one update with the default batch)
 
@@ -70,6 +71,5 @@ class A2CConfig(AlgorithmConfig):
         sample(sync) --batch--> concat(train_batch_size) --batch--> learn
             --results--> sync_weights(all) --results--> report(min_env_steps_per_iteration)
         """
-        from marl.workflow import synchronous_workflow
 
         return synchronous_workflow(self, "a2c", report_min_env_steps=self.training_cfg.min_env_steps_per_iteration)

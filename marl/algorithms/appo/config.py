@@ -9,7 +9,8 @@ from marl.algorithms.appo.loss import appo_loss, appo_prepare
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
 from marl.algorithms.impala.loss import LOSS_COLUMNS
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
+from marl.algorithms.impala.workflow import async_actor_learner_workflow
 
 
 @dataclass
@@ -59,7 +60,5 @@ class APPOConfig(IMPALAConfig):
         return APPOParts(uses_target_network=self.training_cfg.target_network_update_freq is not None)
 
     def default_workflow(self):
-        from marl.algorithms.impala.workflow import async_actor_learner_workflow
-
         t = self.training_cfg
         return async_actor_learner_workflow(self, "appo", target_update_every=t.target_network_update_freq)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.bc.loss import LOSS_COLUMNS, bc_loss
 from marl.algorithms.canonical import CanonicalTask
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
+from marl.algorithms.bc.workflow import offline_workflow
 
 
 @dataclass
@@ -59,6 +60,4 @@ class BCConfig(OfflineConfig):
         return BCParts()
 
     def default_workflow(self):
-        from marl.algorithms.bc.workflow import offline_workflow
-
         return offline_workflow(self, "bc")

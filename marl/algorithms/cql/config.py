@@ -16,7 +16,11 @@ from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
+from marl.envs import make_env
+from marl.policies import resolve_policies
+from marl.algorithms.cql.continuous import ContinuousCQLParts
+from marl.algorithms.bc.workflow import offline_workflow
 
 
 @dataclass
@@ -79,9 +83,6 @@ class CQLConfig(OfflineConfig):
         """True when the policies act in Box spaces (SAC's learner), False for Discrete (DQN's)."""
         key = (self.environment_cfg.env, repr(sorted(dict(self.environment_cfg.env_config).items())))
         if self._continuous is None or self._continuous[:2] != key:
-            from marl.envs import make_env
-            from marl.policies import resolve_policies
-
             env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
             try:
                 specs, _ = resolve_policies(env, self.policy_specs(), self.policy_mapping())
@@ -116,14 +117,10 @@ class CQLConfig(OfflineConfig):
 
     def algorithm_parts(self):
         if self.continuous():
-            from marl.algorithms.cql.continuous import ContinuousCQLParts
-
             return ContinuousCQLParts()
         return CQLParts()
 
     def default_workflow(self):
-        from marl.algorithms.bc.workflow import offline_workflow
-
         t = self.training_cfg
         if self.continuous():  # Polyak after every batch read: its SGD steps' worth of tau
             steps = t.num_epochs * math.ceil(t.train_batch_size / t.minibatch_size)

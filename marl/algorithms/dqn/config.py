@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
-from marl.algorithms.sections import doc, schedule_of_probabilities
+from marl.config.sections import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
 from marl.replay import buffer_settings
+from marl.algorithms.dqn.workflow import dqn_workflow
 
 
 @dataclass
@@ -89,6 +90,4 @@ class DQNConfig(AlgorithmConfig):
         return DQNParts()
 
     def default_workflow(self):
-        from marl.algorithms.dqn.workflow import dqn_workflow
-
         return dqn_workflow(self)

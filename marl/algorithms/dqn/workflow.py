@@ -26,6 +26,7 @@ from marl.workflow import (
     Workflow,
 )
 from marl.workflow.graphs import sample_node
+from marl.modules.recurrent import recurrent_options
 
 
 def round_robin_weights(config) -> list[int]:
@@ -43,7 +44,6 @@ def round_robin_weights(config) -> list[int]:
 def _steps_per_replayed_row(config) -> int:
     """Transitions in one replayed row: 1, or `max_seq_len` for a recurrent Q network's sequence rows (so
     `training_intensity` counts transitions either way)."""
-    from marl.modules.recurrent import recurrent_options
 
     longest = 1
     for pid in config.policy_specs():

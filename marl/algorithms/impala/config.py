@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.impala.loss import LOSS_COLUMNS, impala_loss, vtrace_prepare
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.data import sample_batch as sb
+from marl.algorithms.impala.workflow import async_actor_learner_workflow
 
 
 @dataclass
@@ -77,6 +78,4 @@ class IMPALAConfig(AlgorithmConfig):
         return IMPALAParts()
 
     def default_workflow(self):
-        from marl.algorithms.impala.workflow import async_actor_learner_workflow
-
         return async_actor_learner_workflow(self, "impala")

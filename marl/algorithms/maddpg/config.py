@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.masac.config import CentralisedGroups, GroupTraining
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.algorithms.td3.config import TD3Config, TD3Training
 
 

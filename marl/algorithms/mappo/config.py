@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.data import sample_batch as sb
+from marl.algorithms.mappo.workflow import mappo_workflow
 
 
 @dataclass
@@ -66,6 +67,4 @@ class MAPPOConfig(PPOConfig):
         return MAPPOParts(decoupled=self.env_runners_cfg.overlap)
 
     def default_workflow(self):
-        from marl.algorithms.mappo.workflow import mappo_workflow
-
         return mappo_workflow(self)

@@ -8,7 +8,8 @@ from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.marwil.loss import LOSS_COLUMNS, marwil_loss, prepare_returns
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
+from marl.algorithms.bc.workflow import offline_workflow
 
 
 @dataclass
@@ -55,6 +56,4 @@ class MARWILConfig(OfflineConfig):
         return MARWILParts()
 
     def default_workflow(self):
-        from marl.algorithms.bc.workflow import offline_workflow
-
         return offline_workflow(self, "marwil")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mixing.config import MixingConfig
 from marl.algorithms.sac.config import SACConfig, SACTraining
-from marl.algorithms.sections import EnvRunnersSection, doc
+from marl.config.sections import EnvRunnersSection, doc
 from marl.data import sample_batch as sb
 
 JOINT_OBS, GLOBAL_STATE = "joint_obs", "global_state"

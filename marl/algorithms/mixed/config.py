@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.algorithms.canonical import CanonicalTask
-from marl.algorithms.registry import config_class, discovered
-from marl.algorithms.sections import ConfigError, doc, update_section
+from marl.config.registry import config_class, discovered
+from marl.config.sections import ConfigError, doc, update_section
 from marl.data import sample_batch as sb
+from marl.algorithms.mixed.workflow import mixed_workflow
 
 FAMILIES = ("on_policy", "replay")  # the branches of the MIXED graph (see workflow.py)
 
@@ -167,6 +168,4 @@ class MixedConfig(AlgorithmConfig):
         raise ConfigError("a MIXED run has no single algorithm: each policy's parts come from parts_for(policy_id)")
 
     def default_workflow(self):
-        from marl.algorithms.mixed.workflow import mixed_workflow
-
         return mixed_workflow(self)

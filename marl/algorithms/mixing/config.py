@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
 from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
-from marl.algorithms.sections import EnvRunnersSection, doc, schedule_of_probabilities
+from marl.config.sections import EnvRunnersSection, doc, schedule_of_probabilities
+from marl.envs import make_env
+from marl.policies import resolve_policies
+from marl.algorithms.mixing.workflow import mixing_workflow
 
 
 @dataclass
@@ -73,9 +76,6 @@ class MixingConfig(DQNConfig):
         key = repr((env_cfg.env, sorted(env_cfg.env_config.items()), sorted(self.policy_specs()), self.policy_mapping().description))
         groups = self._groups_cache.get(key)
         if groups is None:
-            from marl.envs import make_env
-            from marl.policies import resolve_policies
-
             env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
             try:
                 _, agents_of = resolve_policies(env, self.policy_specs(), self.policy_mapping())
@@ -99,6 +99,4 @@ class MixingConfig(DQNConfig):
         return MixingParts()
 
     def default_workflow(self):
-        from marl.algorithms.mixing.workflow import mixing_workflow
-
         return mixing_workflow(self, self.algo_name.lower())

@@ -15,9 +15,10 @@ from functools import partial
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.pg.loss import LOSS_COLUMNS, pg_loss, returns_to_go
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import StandardizeAdvantages
 from marl.data import sample_batch as sb
+from marl.workflow import synchronous_workflow
 
 
 @dataclass
@@ -71,6 +72,5 @@ class PGConfig(AlgorithmConfig):
 
     def default_workflow(self):
         """sample(sync) --batch--> concat(train_batch_size) --batch--> learn --> sync_weights(all) --> report"""
-        from marl.workflow import synchronous_workflow
 
         return synchronous_workflow(self, "pg")

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss, proximal_log_probs
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
+from marl.algorithms.ppo.workflow import ppo_workflow
 
 
 @dataclass
@@ -57,6 +58,4 @@ class PPOConfig(AlgorithmConfig):
         return PPOParts(decoupled=self.env_runners_cfg.overlap)
 
     def default_workflow(self):
-        from marl.algorithms.ppo.workflow import ppo_workflow
-
         return ppo_workflow(self)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mixing import MixingConfig, MixingTraining
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 
 
 @dataclass

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, alpha_loss, critic_loss
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.sections import ConfigError, doc
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import ParamGroup, TargetCopy
 from marl.modules.q_mlp import piecewise_linear
 from marl.replay import buffer_settings
+from marl.algorithms.sac.workflow import polyak_per_round
+from marl.algorithms.sac.workflow import sac_workflow
 
 
 @dataclass
@@ -139,7 +141,6 @@ class SACConfig(AlgorithmConfig):
 
     def target_update(self, updates_per_round: float) -> tuple[int, float]:
         """Once per sampling round, the compound of the round's per-update Polyak steps (as in SAC's own graph)."""
-        from marl.algorithms.sac.workflow import polyak_per_round
 
         return 1, min(1.0, max(polyak_per_round(self.training_cfg.tau, updates_per_round), 1e-6))
 
@@ -151,8 +152,6 @@ class SACConfig(AlgorithmConfig):
         return False
 
     def default_workflow(self):
-        from marl.algorithms.sac.workflow import sac_workflow
-
         return sac_workflow(self, self.algo_name.lower(), joint=self.joint_replay())
 
 

@@ -13,7 +13,7 @@ from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.sac.config import ReplayActorCriticTraining, SACConfig, check_schedule, group_lr
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.algorithms.td3.loss import ACTOR_TARGET, actor_loss, critic_loss
 from marl.learners.param_groups import ParamGroup, TargetCopy
 

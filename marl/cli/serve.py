@@ -15,13 +15,16 @@ from marl.errors import ConfigError
 from marl.external.server import TOKEN_ENV, check_host
 from marl.runners.user_code import add_import_option, import_user_modules
 from marl.workflow.external_ops import Serve
+from marl.runtime.algorithm import workflow_for
+from marl.algorithms import load_scenario
+from marl.logging import make_run_dir
+from marl.runtime.run_loop import train_run
 
 
 def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episode_timeout_s: float = 60.0,
                    max_episodes: int = 1000, end_grace_s: float = 5.0, on_listening=None):
     """The config with its workflow's one `sample` node replaced by `serve` (same edges); `on_listening(server)`
     is called once the server's socket is bound."""
-    from marl.algorithms.algorithm import workflow_for
 
     wf = workflow_for(config)
     g = wf.graph
@@ -43,10 +46,6 @@ def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episod
 
 
 def cmd_serve(args) -> int:
-    from marl.algorithms import load_scenario
-    from marl.logging import make_run_dir
-    from marl.run import train_run
-
     if args.token:
         os.environ[TOKEN_ENV] = args.token
     # Everything that can refuse the start is checked before anything is printed or created.

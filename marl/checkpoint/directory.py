@@ -34,7 +34,18 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from marl.algorithms.state_files import StateFileError, fsync_dir, read_tree, write_json, write_tree
+from marl.checkpoint.state_files import StateFileError, fsync_dir, read_tree, write_json, write_tree
+from marl.connectors import build_policy_module
+from marl.policies import PolicySpec
+from marl.config.scenario import config_from_dict
+from marl.config.sections import ConfigError
+from marl.connectors import PolicyConnectors
+from marl.config.sections import plain_data as _plain
+from marl.checkpoint.state_files import fsync_file
+from importlib.metadata import version
+from safetensors.numpy import load_file
+import torch
+from safetensors.numpy import save_file
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +183,6 @@ MIGRATIONS: dict[int, Callable[[dict, Path], dict]] = {1: _migrate_1_to_2}
 
 def marl_version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("marl")
     except Exception:
         return "0+unknown"
@@ -217,8 +226,6 @@ def space_from_json(data: dict) -> gym.Space:
 
 # -- loading weights ------------------------------------------------------------------
 def load_policy_weights(path: Path, manifest: dict, policy_id: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
-
     entry = manifest["policies"].get(policy_id)
     if entry is None:
         raise CheckpointError(f"checkpoint '{path}' has no policy '{policy_id}'; it has {sorted(manifest['policies'])}")
@@ -245,10 +252,7 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
     manifest) returns `state_out`: pass it back as `state_in` at the agent's next
     step (no `state_in`: the initial state, an episode start).
     """
-    import torch
 
-    from marl.connectors import build_policy_module
-    from marl.policies import PolicySpec
 
     path = Path(path)
     manifest = read_manifest(path)
@@ -276,8 +280,6 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
 
 def _saved_config(path: Path, manifest: dict):
     """The run's config as the manifest records it (what the policies' modules and connectors were built from)."""
-    from marl.algorithms.scenario import config_from_dict
-    from marl.algorithms.sections import ConfigError
 
     try:
         return config_from_dict(dict(manifest["config"]), where=f"checkpoint '{path}'")
@@ -288,8 +290,6 @@ def _saved_config(path: Path, manifest: dict):
 def load_connectors(path: str | os.PathLike, policy_id: str = "default_policy", num_envs: int = 1, num_agents: int = 1):
     """A policy's connector pipelines (`PolicyConnectors`) as the run used them, with the learner's central
     statistics (mean/std filter) loaded: `to_module(raw_obs, ctx)` gives what `load_module`'s module reads."""
-    from marl.connectors import PolicyConnectors
-    from marl.policies import PolicySpec
 
     path = Path(path)
     manifest = read_manifest(path)
@@ -303,8 +303,6 @@ def load_connectors(path: str | os.PathLike, policy_id: str = "default_policy", 
 
 
 def _central_state(path: Path, manifest: dict) -> dict:
-    from marl.algorithms.state_files import read_tree
-
     if "v1" in manifest:
         return {pid: {"mean_std": {k: (float(v) if k == "count" else np.asarray(v)) for k, v in s.items()}}
                 for pid, s in manifest["v1"]["connectors"].items()}
@@ -337,10 +335,7 @@ def save_algorithm(algo, path: str | os.PathLike, *, skip: tuple[str, ...] | lis
     in '/', e.g. "replay/" for every replay buffer); they keep their fresh
     state at restore.
     """
-    from safetensors.numpy import save_file
 
-    from marl.algorithms.algorithm_config import _plain
-    from marl.algorithms.state_files import fsync_file
 
     path = Path(path)
     tmp = new_temp_directory(path)
@@ -381,7 +376,6 @@ def save_algorithm(algo, path: str | os.PathLike, *, skip: tuple[str, ...] | lis
         write_tree(component.get_state(), tmp / "extra", stem)
         extra[name] = stem
     save_step("extra_written")
-    import torch
 
     write_tree(
         {
@@ -450,8 +444,6 @@ def _load_learner(algo, path: Path, learner: dict) -> None:
 
 
 def _restore_v2(algo, path: Path, manifest: dict) -> None:
-    import torch
-
     learner = read_tree(path / "learner", "state")
     learner["weights"]["modules"] = {pid: load_policy_weights(path, manifest, pid) for pid in manifest["policies"]}
     # A fresh compile: operators start from clean buffers; their counters and the report's totals are set below.
@@ -483,7 +475,6 @@ def _restore_v2(algo, path: Path, manifest: dict) -> None:
 
 def _restore_v1(algo, path: Path, manifest: dict) -> None:
     """Schema 1: weights, optimisers, connectors and counters; runners start new episodes."""
-    import torch
 
     modules = {pid: load_policy_weights(path, manifest, pid) for pid in manifest["policies"]}
     connectors = {

@@ -20,14 +20,24 @@ import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping
 
+from marl.errors import ConfigError
+from marl.import_paths import import_object
+
+ALGORITHMS_PACKAGE = "marl.algorithms"  # its sub-packages are the algorithms
 ABSTRACT = "?"  # the algo_name of a config class that is a base for others, not an algorithm
+
+
+class NamedConfig:
+    """What the registry finds: a config class naming its algorithm (`AlgorithmConfig` derives from it, so
+    finding algorithms does not import the builder, which imports the runtime it builds)."""
+
+    algo_name = ABSTRACT  # `algo:` in scenarios, upper case; ABSTRACT: a shared base, not an algorithm
 
 
 @functools.cache
 def discovered() -> dict[str, type]:
     """algo name -> config class of every algorithm folder, sorted by name."""
-    import marl.algorithms as package
-    from marl.algorithms.algorithm_config import AlgorithmConfig
+    package = importlib.import_module(ALGORITHMS_PACKAGE)  # found at call time: the folders sit above this layer
 
     found: dict[str, type] = {}
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
@@ -35,7 +45,7 @@ def discovered() -> dict[str, type]:
             continue
         folder = importlib.import_module(info.name)
         for value in vars(folder).values():
-            if not (isinstance(value, type) and issubclass(value, AlgorithmConfig)):
+            if not (isinstance(value, type) and issubclass(value, NamedConfig)):
                 continue
             inside = value.__module__ == info.name or value.__module__.startswith(info.name + ".")
             if not inside or value.__dict__.get("algo_name", ABSTRACT) == ABSTRACT:
@@ -72,7 +82,6 @@ ALGORITHMS: Mapping[str, type] = _Discovered()
 def config_class(name: str):
     """The config class `algo:` names: a discovered algorithm's name, or an import path
     (`my_pkg.algos:MyConfig`) to an AlgorithmConfig subclass kept outside marl."""
-    from marl.errors import ConfigError
 
     if ":" in str(name):
         return _imported_config_class(str(name))
@@ -85,15 +94,11 @@ def config_class(name: str):
 
 
 def _imported_config_class(path: str) -> type:
-    from marl.algorithms.algorithm_config import AlgorithmConfig
-    from marl.errors import ConfigError
-    from marl.modules.rl_module import import_object
-
     try:
         cls = import_object(path)
     except (ImportError, AttributeError, ValueError) as err:
         raise ConfigError(f"algo '{path}' cannot be imported: {err}") from None
-    if not (isinstance(cls, type) and issubclass(cls, AlgorithmConfig)) or cls.__dict__.get("algo_name", ABSTRACT) == ABSTRACT:
+    if not (isinstance(cls, type) and issubclass(cls, NamedConfig)) or cls.__dict__.get("algo_name", ABSTRACT) == ABSTRACT:
         raise ConfigError(f"algo '{path}' is not an AlgorithmConfig subclass with an algo_name of its own")
     return cls
 

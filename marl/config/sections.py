@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from marl.errors import ConfigError  # noqa: F401  (the config layer's error; re-exported here)
+import torch
 
 
 CHECKS = frozenset({"min", "max", "choices", "check", "at_most"})
@@ -228,6 +230,20 @@ class StopSection:
     iterations: int | None = doc("stop after this many iterations", None, min=1)
 
 
+def stop_reason(stop_cfg, result: dict) -> str | None:
+    """The stop rule: which criterion of a `stop` section an iteration's result meets, if any (the first, in this order)."""
+    ret = result.get("episode_return_mean", math.nan)
+    if stop_cfg.episode_return_mean is not None and not math.isnan(ret) and ret >= stop_cfg.episode_return_mean:
+        return f"episode_return_mean {ret:.2f} >= {stop_cfg.episode_return_mean}"
+    if stop_cfg.env_steps_total is not None and result["env_steps_total"] >= stop_cfg.env_steps_total:
+        return f"env_steps_total {result['env_steps_total']} >= {stop_cfg.env_steps_total}"
+    if stop_cfg.time_total_s is not None and result["time_total_s"] >= stop_cfg.time_total_s:
+        return f"time_total_s {result['time_total_s']:.1f} >= {stop_cfg.time_total_s}"
+    if stop_cfg.iterations is not None and result["iteration"] >= stop_cfg.iterations:
+        return f"iterations {result['iteration']} >= {stop_cfg.iterations}"
+    return None
+
+
 @dataclass
 class CheckpointingSection:
     checkpoint_frequency: int = doc(
@@ -268,7 +284,6 @@ class LoggersSection:
 
 def device_problem(value: str) -> str | None:
     """Why `value` is not a torch device this machine has (None: it is)."""
-    import torch
 
     try:
         device = torch.device(value)
@@ -397,3 +412,21 @@ def schedule_of_probabilities(value) -> str | None:
     if not value:
         return "must have at least one [env_step, value] pair"
     return None
+
+
+def plain_data(value):
+    """A config value as plain data (config.yaml, the checkpoint manifest): classes become their import paths,
+    other callables their names."""
+    if isinstance(value, dict):
+        return {str(k): plain_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, type):
+        return f"{value.__module__}:{value.__qualname__}"
+    if callable(value):
+        return f"<callable {getattr(value, '__qualname__', repr(value))}>"
+    if dataclasses.is_dataclass(value):
+        return plain_data(dataclasses.asdict(value))
+    return repr(value)

@@ -17,35 +17,21 @@ The run loop owns the stop criteria (`stop_reason`, the config's `stop` section)
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import threading
 from pathlib import Path
 from typing import Callable
 
-from marl.algorithms.sections import ConfigError
+from marl.config.sections import ConfigError, stop_reason  # noqa: F401  (stop_reason: also imported from here)
 from marl.logging.progress import progress_line
 from marl.logging.run_dir import CHECKPOINT_DIR, CONFIG_FILE, RunLogger
-
-
-def stop_reason(stop_cfg, result: dict) -> str | None:
-    """Which criterion of a `stop` section an iteration's result meets, if any (the first, in this order)."""
-    ret = result.get("episode_return_mean", math.nan)
-    if stop_cfg.episode_return_mean is not None and not math.isnan(ret) and ret >= stop_cfg.episode_return_mean:
-        return f"episode_return_mean {ret:.2f} >= {stop_cfg.episode_return_mean}"
-    if stop_cfg.env_steps_total is not None and result["env_steps_total"] >= stop_cfg.env_steps_total:
-        return f"env_steps_total {result['env_steps_total']} >= {stop_cfg.env_steps_total}"
-    if stop_cfg.time_total_s is not None and result["time_total_s"] >= stop_cfg.time_total_s:
-        return f"time_total_s {result['time_total_s']:.1f} >= {stop_cfg.time_total_s}"
-    if stop_cfg.iterations is not None and result["iteration"] >= stop_cfg.iterations:
-        return f"iterations {result['iteration']} >= {stop_cfg.iterations}"
-    return None
+from marl.config.scenario import load_scenario
+from marl.execution import metrics as m
 
 
 def config_for_resume(run_dir: str | os.PathLike, overrides: list[str] | None = None):
     """The config a run directory was trained with (its config.yaml), plus `key=value` overrides."""
-    from marl.algorithms.scenario import load_scenario
 
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
@@ -90,8 +76,6 @@ def train_run(
     try:
         resume_from = None
         if resume:
-            from marl.execution import metrics as m
-
             algo.restore(run_dir / CHECKPOINT_DIR)
             resume_from = {"iteration": algo.iteration, "env_steps_total": algo.metrics.counters.get(m.ENV_STEPS_SAMPLED, 0)}
             say(f"resumed from {run_dir / CHECKPOINT_DIR} at iteration {algo.iteration}, {resume_from['env_steps_total']} env steps")

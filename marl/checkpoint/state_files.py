@@ -20,6 +20,9 @@ import os
 from pathlib import Path
 
 import numpy as np
+import torch
+from safetensors.numpy import save_file
+from safetensors.numpy import load_file
 
 INLINE_MAX_BYTES = 512
 
@@ -34,7 +37,6 @@ def _is_plain_key(key) -> bool:
 
 def encode_tree(tree, arrays: dict[str, np.ndarray], path: str = ""):
     """JSON-able form of `tree`; large arrays are moved into `arrays` (key = tree path)."""
-    import torch
 
     if tree is None or isinstance(tree, (bool, str)):
         return tree
@@ -76,8 +78,6 @@ def _encode_array(array: np.ndarray, arrays: dict, path: str) -> dict:
 
 
 def decode_tree(node, arrays: dict[str, np.ndarray]):
-    import torch
-
     if isinstance(node, list):
         return [decode_tree(v, arrays) for v in node]
     if not isinstance(node, dict):
@@ -113,7 +113,6 @@ def _decode_array(body: dict, arrays: dict) -> np.ndarray:
 
 def write_tree(tree, directory: Path, stem: str) -> list[str]:
     """Writes `stem.json` (+ `stem.safetensors` for large arrays); returns the file names written."""
-    from safetensors.numpy import save_file
 
     arrays: dict[str, np.ndarray] = {}
     encoded = encode_tree(tree, arrays)
@@ -129,8 +128,6 @@ def write_tree(tree, directory: Path, stem: str) -> list[str]:
 
 
 def read_tree(directory: Path, stem: str):
-    from safetensors.numpy import load_file
-
     file = directory / f"{stem}.json"
     try:
         data = json.loads(file.read_text())

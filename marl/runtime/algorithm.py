@@ -4,7 +4,7 @@
 hand-written training loop here. PPO, and any later algorithm, differ only in
 the graph and the loss their config supplies. Evaluation is a node of the
 graph (`evaluate`, added by `workflow_for` when the config asks for it);
-stop criteria belong to the run loop (`marl.run`); checkpoint I/O to
+stop criteria belong to the run loop (`marl.runtime.run_loop`); checkpoint I/O to
 `checkpoint.py`. This class composes the parts and keeps the public API.
 
 Checkpoints (`save`, `restore`, `from_checkpoint`; layout and I/O in `checkpoint.py`)
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from marl.algorithms import checkpoint as ckpt
-from marl.algorithms import resources
-from marl.algorithms.evaluation import Evaluation
-from marl.algorithms.sections import ConfigError
+from marl.checkpoint import directory as ckpt
+from marl.runtime import resources
+from marl.runtime.evaluation import Evaluation
+from marl.config.sections import ConfigError, stop_reason
 from marl.envs import make_env
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
@@ -44,6 +44,11 @@ from marl.policies import resolve_policies
 from marl.runners import EnvRunnerGroup
 from marl.runners.user_code import job_runtime_env
 from marl.workflow import Evaluate, ExecutionContext, Workflow
+from marl.workflow.offline_ops import Record
+from marl.connectors import build_policy_module
+from marl.replay import make_replay_buffer
+from marl.config.scenario import config_from_dict
+import torch
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +79,6 @@ def workflow_for(config) -> Workflow:
 
 def record_after_samples(wf: Workflow) -> None:
     """`offline.output`: a `record` node right after every `sample` node (what it fed, `record` feeds now)."""
-    from marl.workflow.offline_ops import Record
 
     g = wf.graph
     if any(data.get("op") == "record" for _, data in g.nodes(data=True)):
@@ -131,9 +135,7 @@ class Algorithm:
 
     def _check_models(self) -> None:
         """Builds each policy's module once, so a bad model option is a ConfigError before any actor starts."""
-        import torch
 
-        from marl.connectors import build_policy_module
 
         for pid, spec in self.policy_specs.items():
             model = self.config.model_for(pid)
@@ -148,7 +150,6 @@ class Algorithm:
 
     def _make_replay_buffers(self) -> dict:
         """One buffer per trained policy (off-policy algorithms); each holds only its own policy's transitions."""
-        from marl.replay import make_replay_buffer
 
         seed = self.config.debugging_cfg.seed
         trained = self.config.trained_policy_ids(list(self.policy_specs))
@@ -196,9 +197,7 @@ class Algorithm:
         return evaluator.collect()
 
     def stop_reason(self, result: dict) -> str | None:
-        """Which `stop` criterion the result meets, if any (the run loop's rule, `marl.run.stop_reason`)."""
-        from marl.run import stop_reason
-
+        """Which `stop` criterion the result meets, if any (the stop section's rule, `sections.stop_reason`)."""
         return stop_reason(self.config.stop_cfg, result)
 
     def get_weights(self) -> dict:
@@ -237,7 +236,6 @@ class Algorithm:
         first, e.g. `["env_runners.num_env_runners=4"]`; or pass a whole
         `config` (needed when the policy mapping is a Python callable).
         """
-        from marl.algorithms.scenario import config_from_dict
 
         path = Path(path)
         manifest = ckpt.read_manifest(path)

@@ -1,4 +1,4 @@
-"""The `marl experiment` and `marl report` commands (registered in marl/cli.py)."""
+"""The `marl experiment` and `marl report` commands (registered in marl/cli/main.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from pathlib import Path
 
 from marl import path_checks
 from marl.runners.user_code import add_import_option, import_user_modules
+from marl.errors import ConfigError
+from marl.experiment.runner import _save_suite, pending_runs, run_local, run_tune
+from marl.experiment.suite import load_suite
+from marl.logging.live import ProgressDisplay
+from marl.logging.run_dir import runs_root
+from marl.experiment.report import write_report
 
 
 def cmd_experiment(args) -> int:
-    from marl.errors import ConfigError
-    from marl.experiment.runner import _save_suite, pending_runs, run_local, run_tune
-    from marl.experiment.suite import load_suite
-    from marl.logging.live import ProgressDisplay
-    from marl.logging.run_dir import runs_root
-
     if args.address:
         os.environ["RAY_ADDRESS"] = args.address
     overrides = list(args.overrides) + list(getattr(args, "extra_positionals", []))
@@ -58,8 +58,6 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from marl.experiment.report import write_report
-
     path_checks.input_dir(args.runs_dir, "RUNS_DIR", what="runs directory")
     if args.output:
         path_checks.output_dir(args.output, "--output")

@@ -20,16 +20,15 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from marl.algorithms.registry import config_class
-from marl.algorithms.sections import ConfigError
+from marl.config.registry import config_class
+from marl.config.sections import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
+import difflib
 
 TOP_LEVEL = ("algo", "name", "imports", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow")
 
 
 def _check_top_level(data: dict, where: str) -> None:
-    import difflib
-
     for key in data:
         if key not in TOP_LEVEL:
             near = difflib.get_close_matches(str(key), TOP_LEVEL, n=1)

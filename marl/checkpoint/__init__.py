@@ -1,0 +1,11 @@
+"""Checkpoints: the directory format (`directory`: layout, atomic writing, manifest and schema migrations,
+deploy-time loading of a policy's module and connectors, saving and restoring an Algorithm's parts) and the
+state files it is made of (`state_files`: JSON structure plus safetensors arrays, nothing pickled)."""
+
+from marl.checkpoint.directory import (
+    CheckpointError, load_connector_state, load_connectors, load_module, read_manifest, restore_algorithm, save_algorithm,
+)
+from marl.checkpoint.state_files import StateFileError, read_tree, write_tree
+
+__all__ = ["CheckpointError", "StateFileError", "load_connector_state", "load_connectors", "load_module", "read_manifest",
+           "read_tree", "restore_algorithm", "save_algorithm", "write_tree"]

@@ -1,0 +1,71 @@
+"""The arguments that name a config, shared by `marl train` and `marl graph`: a scenario file with key=value
+overrides, or --algo/--env, and --import."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from marl import path_checks
+from marl.algorithms import config_from_dict, load_scenario
+from marl.config.registry import discovered
+from marl.config.sections import ConfigError
+from marl.runners.user_code import add_import_option, import_user_modules
+
+
+def algorithm_names() -> list[str]:
+    return list(discovered())
+
+
+def split_positionals(args) -> tuple[str | None, list[str]]:
+    """The scenario file and the key=value overrides, in whatever order they came (options between them
+    too): an item with '=' that is not a file is an override, the one other item is the scenario."""
+    items = ([args.scenario] if args.scenario is not None else []) + list(args.overrides) + list(args.extra_positionals)
+    overrides = [item for item in items if "=" in item and not Path(item).is_file()]
+    scenarios = [item for item in items if item not in overrides]
+    if len(scenarios) > 1:
+        raise ConfigError(
+            f"one scenario file at most, got {scenarios}; overrides look like key=value (training.lr=1e-4)"
+        )
+    return (scenarios[0] if scenarios else None), overrides
+
+
+def import_modules_of(args) -> list[str]:
+    """`--import MODULE`: modules that register envs (marl.register_env) or define classes a scenario names."""
+    return import_user_modules(getattr(args, "imports", []) or [])
+
+
+def config_from_args(args):
+    """(config, name for the run directory) from a scenario file or from --algo/--env."""
+
+    scenario, overrides = split_positionals(args)
+    env = getattr(args, "env", None)
+    if scenario is not None:
+        if args.algo:
+            raise ConfigError("give either a scenario file or --algo, not both (the scenario names its algo)")
+        if env:
+            overrides = [f"environment.env={env}"] + overrides
+        path_checks.input_file(scenario, "scenario")
+        return load_scenario(scenario, overrides), Path(scenario).stem
+    if not args.algo:
+        raise ConfigError("give a scenario file (marl train scenarios/cartpole_ppo.yaml) or --algo NAME --env ENV")
+    data = {"algo": args.algo, "environment": {"env": env} if env else {}}
+    name = f"{args.algo}-{env}" if env else args.algo
+    return config_from_dict(data, overrides, where="command line"), re.sub(r"[^\w.-]+", "_", name)
+
+
+def add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("scenario", nargs="?", help="scenario YAML file (or use --algo/--env)")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value",
+        help="config overrides on top of the scenario, e.g. training.lr=1e-4 stop.iterations=5 "
+             "(every key: docs/scenario_reference.md)",
+    )
+    parser.add_argument(
+        "--algo", choices=algorithm_names(), type=str.upper,
+        help=f"{what} this algorithm with its defaults instead of a scenario file (one of: {', '.join(algorithm_names())})",
+    )
+    parser.add_argument("--env", help="environment.env: a Gymnasium id (module:Id imports its module first), "
+                        "PettingZoo module path, vmas.<scenario> or registered name (see `marl envs`)")
+    add_import_option(parser)

@@ -1,0 +1,9 @@
+"""The config layer: the typed sections with their checks and the stop rule (`sections`), finding an algorithm's
+config class by name (`registry`), and scenario files in YAML (`scenario`). The builder every algorithm's
+config derives from, `AlgorithmConfig`, sits with the algorithm folders: its `build()` makes the runtime."""
+
+from marl.config.registry import ALGORITHMS, NamedConfig, config_class
+from marl.config.scenario import config_from_dict, load_scenario
+from marl.config.sections import ConfigError, plain_data, stop_reason
+
+__all__ = ["ALGORITHMS", "ConfigError", "NamedConfig", "config_class", "config_from_dict", "load_scenario", "plain_data", "stop_reason"]
