@@ -1,0 +1,123 @@
+"""The league (multi_agent.league): PFSP, members and mapping, snapshot rules, checkpoint/resume, bad config, learning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from marl import PPOConfig
+from marl.data.episode import Episode
+from marl.policies import MappingError
+from marl.policies.league import League, LeagueMapping, pfsp_probabilities
+
+C4 = "pettingzoo.classic.connect_four_v3"
+
+
+def test_pfsp_favours_the_opponents_the_learner_beats_least():
+    np.testing.assert_allclose(pfsp_probabilities([0.0, 0.5, 1.0], "squared"), [0.8, 0.2, 0.0])
+    np.testing.assert_allclose(pfsp_probabilities([0.5, 0.9, np.nan], "variance"), np.array([0.25, 0.09, 0.25]) / 0.59)
+    np.testing.assert_allclose(pfsp_probabilities([0.2, 0.6], "linear"), [2 / 3, 1 / 3])
+    np.testing.assert_allclose(pfsp_probabilities([0.2, 0.6], "uniform"), [0.5, 0.5])
+    np.testing.assert_allclose(pfsp_probabilities([1.0, 1.0], "squared"), [0.5, 0.5])  # beats everyone: uniform
+    with pytest.raises(MappingError, match="no members to draw from"):
+        pfsp_probabilities([], "squared")
+
+
+def test_league_members_and_a_mapping_that_seats_one_drawn_pair_per_episode():
+    league = League(main_agents=2, main_exploiters=1, league_exploiters=1, max_snapshots=3)
+    assert league.roles() == {"main": "main_agent", "main1": "main_agent", "main_exploiter0": "main_exploiter",
+                              "league_exploiter0": "league_exploiter"}
+    assert league.snapshot_ids == ["main@0", "main@1", "main@2"]
+    mapping = LeagueMapping(league)
+    mapping.set_state({"learners": ["main", "league_exploiter0"],
+                       "opponents": {"main": [["main@0", 0.9], ["main@1", 0.1]], "league_exploiter0": [["main@2", 1.0]]}})
+    pairs, firsts = [], set()
+    for eid in range(2000):
+        episode = Episode(id=eid, env_index=0)
+        for agent in ("player_0", "player_1"):
+            episode.bind(agent, mapping(agent, episode))
+        seats = (episode.policy_of["player_0"], episode.policy_of["player_1"])
+        learner = next(p for p in seats if p in ("main", "league_exploiter0"))
+        pairs.append((learner, next(p for p in seats if p != learner)))
+        firsts.add(seats[0] == learner)
+    assert firsts == {True, False}
+    mains = [o for learner, o in pairs if learner == "main"]
+    assert 0.85 < mains.count("main@0") / len(mains) < 0.95  # the table's probabilities, drawn on the runner
+    assert {o for learner, o in pairs if learner == "league_exploiter0"} == {"main@2"}
+
+
+def small_league(**league) -> PPOConfig:
+    return (
+        PPOConfig().environment(C4)
+        .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=16, batch_mode="complete_episodes")
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
+        .multi_agent(policies={"main": {"model": {"hiddens": [16]}}},
+                     league={"max_snapshots": 3, "snapshot_every": 3, "min_games": 5, **league})
+        .debugging(seed=3)
+    )
+
+
+def test_snapshots_after_a_budget_or_a_win_rate_fill_the_slots_with_copies():
+    # snapshot_win_rate within reach of a fresh member after 5 games (about half won), a budget of 3 updates
+    algo = small_league(snapshot_win_rate=1.0, main_exploiters=0, league_exploiters=0).build()
+    try:
+        for name in ("league_matches", "league_snapshot", "matchmaking"):
+            assert name in algo.workflow.graph
+        weights = algo.learners.get_weights()["modules"]
+        for k, v in weights["main"].items():  # the league starts with main's initial weights in slot 0
+            np.testing.assert_array_equal(weights["main@0"][k], v)
+        sizes = [algo.train()["league/size"] for _ in range(3)]
+        assert sizes == [1, 1, 2]  # win rate 1.0 is out of reach: only the budget (3 updates) snapshots
+        result = algo.train()
+        assert result["league/snapshots"] == 2 and not any(k.startswith("losses/main@") for k in result)
+        weights = algo.learners.get_weights()["modules"]
+        assert any(not np.array_equal(weights["main@1"][k], weights["main"][k]) for k in weights["main"])  # main moved on
+        assert "league/rating/main.v1" in result and "league/win_rate/main_agent" in result
+    finally:
+        algo.stop()
+    algo = small_league(snapshot_win_rate=0.05, snapshot_every=100, main_exploiters=0, league_exploiters=0).build()
+    try:  # a threshold every member passes after min_games: a snapshot as soon as 5 games are in
+        sizes = [algo.train()["league/size"] for _ in range(3)]
+        assert sizes[-1] > 1
+    finally:
+        algo.stop()
+
+
+def test_league_state_survives_save_and_restore(tmp_path):
+    algo = small_league().build()
+    try:
+        for _ in range(4):
+            algo.train()
+        path = algo.save(tmp_path / "ckpt")
+        saved = algo.context.checkpointables["league"].get_state()
+        after = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    restored = small_league().build()
+    try:
+        restored.restore(path)
+        book = restored.context.checkpointables["league"]
+        assert book.get_state() == saved
+        assert restored.runners.local.mapping._fn.table == saved["table"]  # the runners draw from the restored table
+        again = [restored.train() for _ in range(2)]
+        for a, b in zip(after, again):
+            for key in ("league/size", "league/snapshots", "league/games", "league/rating/main", "league/elo/main"):
+                assert a[key] == b[key], key
+    finally:
+        restored.stop()
+
+
+@pytest.mark.parametrize("league, message", [
+    ({"snapshot_win_rate": 1.5}, r"multi_agent.league.snapshot_win_rate must be a number in \(0, 1\], got 1.5"),
+    ({"self_play": -0.1}, r"multi_agent.league.self_play must be a number in \[0, 1\], got -0.1"),
+    ({"max_snapshots": 0}, "multi_agent.league.max_snapshots must be an integer >= 1, got 0"),
+    ({"pfsp": "cubic"}, r"multi_agent.league.pfsp must be one of \['squared', 'variance', 'linear', 'uniform'\], got 'cubic'"),
+    ({"roles": 3}, r"multi_agent.league: unknown key\(s\) \['roles'\]"),
+    ({"policy": "nope"}, "multi_agent.league.policy 'nope' is not a declared policy"),
+])
+def test_bad_league_config_is_one_line(league, message):
+    with pytest.raises(MappingError, match=message) as err:
+        small_league(**league).policy_specs()
+    assert "\n" not in str(err.value)
+    with pytest.raises(MappingError, match="alternatives"):
+        PPOConfig().multi_agent(policies={"main": {}}, league={}, self_play={}).league()
