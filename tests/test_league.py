@@ -121,3 +121,28 @@ def test_bad_league_config_is_one_line(league, message):
     assert "\n" not in str(err.value)
     with pytest.raises(MappingError, match="alternatives"):
         PPOConfig().multi_agent(policies={"main": {}}, league={}, self_play={}).league()
+
+
+@pytest.mark.slow
+def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
+    """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.78 of sampled games
+    against random (0.49 untrained; measured 0.84 and 0.825 at 100k for two snapshot budgets), the league grows and
+    main's rating rises. The issue's 0.95 within 200k is not reached: 0.83-0.90 from 70k to 120k (docs/population.md)."""
+    from marl.algorithms.scenario import load_scenario
+
+    config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
+    algo = config.build()
+    try:
+        def win_rate() -> float:
+            return algo.evaluate(num_episodes=400, explore=True, opponent="random")["evaluation/self_play/win_rate"]
+
+        before = win_rate()
+        first = result = algo.train()
+        while result["env_steps_total"] < config.stop_cfg.env_steps_total:
+            result = algo.train()
+        after = win_rate()
+        assert first["league/size"] == 1 and result["league/size"] >= 4
+        assert result["league/rating/main"] > first["league/rating/main"]
+        assert before <= 0.65 and after >= 0.78, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+    finally:
+        algo.stop()
