@@ -51,7 +51,7 @@ class LeagueBook:
 
     def push(self) -> None:
         if self.runners is not None and self.table:
-            self.runners.call_all("set_mapping_state", self.table)
+            self.runners.set_mapping_state(self.table)
 
     def get_state(self) -> dict:
         return {"ratings": self.ratings.get_state(), "slots": list(self.slots), "next_slot": self.next_slot,
