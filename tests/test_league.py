@@ -120,7 +120,7 @@ def test_bad_league_config_is_one_line(league, message):
         small_league(**league).policy_specs()
     assert "\n" not in str(err.value)
     with pytest.raises(MappingError, match="alternatives"):
-        PPOConfig().multi_agent(policies={"main": {}}, league={}, self_play={}).league()
+        PPOConfig().multi_agent(policies={"main": {}}, league={}, self_play={}).policy_specs()
 
 
 @pytest.mark.slow

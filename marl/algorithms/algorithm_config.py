@@ -342,7 +342,8 @@ class AlgorithmConfig:
 
     def seated_pool(self) -> SelfPlay | League | None:
         """The self-play pool or the league, whichever is declared: the trained `policy` against seated opponents."""
-        return self.self_play() or self.league()
+        sp, league = self.self_play(), self.league()  # league() refuses both at once
+        return sp or league
 
     def policy_specs(self) -> dict[str, PolicySpec]:
         policies = self.multi_agent_cfg.policies or {DEFAULT_POLICY_ID: None}
