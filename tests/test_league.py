@@ -29,7 +29,11 @@ def test_league_members_and_a_mapping_that_seats_one_drawn_pair_per_episode():
                               "league_exploiter0": "league_exploiter"}
     assert league.snapshot_ids == ["main@0", "main@1", "main@2"]
     mapping = LeagueMapping(league)
-    mapping.set_state({"learners": ["main", "league_exploiter0"],
+    assert league.learner_weights() == [["main", 0.25], ["main1", 0.25], ["main_exploiter0", 0.25], ["league_exploiter0", 0.25]]
+    weighted = League(main_exploiters=2, main_share=0.6).learner_weights()  # 0.4 over the three exploiters
+    assert [m for m, _ in weighted] == ["main", "main_exploiter0", "main_exploiter1", "league_exploiter0"]
+    assert [w for _, w in weighted] == pytest.approx([0.6, 0.4 / 3, 0.4 / 3, 0.4 / 3])
+    mapping.set_state({"learners": [["main", 0.5], ["league_exploiter0", 0.5]],
                        "opponents": {"main": [["main@0", 0.9], ["main@1", 0.1]], "league_exploiter0": [["main@2", 1.0]]}})
     pairs, firsts = [], set()
     for eid in range(2000):
@@ -111,6 +115,8 @@ def test_league_state_survives_save_and_restore(tmp_path):
     ({"snapshot_win_rate": 1.5}, r"multi_agent.league.snapshot_win_rate must be a number in \(0, 1\], got 1.5"),
     ({"self_play": -0.1}, r"multi_agent.league.self_play must be a number in \[0, 1\], got -0.1"),
     ({"max_snapshots": 0}, "multi_agent.league.max_snapshots must be an integer >= 1, got 0"),
+    ({"main_share": 0}, r"multi_agent.league.main_share must be null or a number in \(0, 1\], got 0"),
+    ({"main_share": 0.5, "main_exploiters": 0, "league_exploiters": 0}, "leaves episodes to exploiters, but the league has none"),
     ({"pfsp": "cubic"}, r"multi_agent.league.pfsp must be one of \['squared', 'variance', 'linear', 'uniform'\], got 'cubic'"),
     ({"roles": 3}, r"multi_agent.league: unknown key\(s\) \['roles'\]"),
     ({"policy": "nope"}, "multi_agent.league.policy 'nope' is not a declared policy"),
@@ -125,9 +131,9 @@ def test_bad_league_config_is_one_line(league, message):
 
 @pytest.mark.slow
 def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
-    """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.78 of sampled games
-    against random (0.49 untrained; measured 0.84 and 0.825 at 100k for two snapshot budgets), the league grows and
-    main's rating rises. The issue's 0.95 within 200k is not reached: 0.83-0.90 from 70k to 120k (docs/population.md)."""
+    """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.85 of sampled games
+    against random (0.49 untrained; measured 0.88-0.93 from 60k to 120k), the league grows and main's rating rises.
+    The issue's 0.95 within 200k is not reached with exploiters in the league (docs/population.md)."""
     from marl.algorithms.scenario import load_scenario
 
     config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
@@ -143,6 +149,6 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
         after = win_rate()
         assert first["league/size"] == 1 and result["league/size"] >= 4
         assert result["league/rating/main"] > first["league/rating/main"]
-        assert before <= 0.65 and after >= 0.78, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+        assert before <= 0.65 and after >= 0.85, f"win rate against random: {before:.3f} before, {after:.3f} after training"
     finally:
         algo.stop()

@@ -1,7 +1,7 @@
 """A league (AlphaStar, Vinyals et al. 2019): trained members in three roles plus frozen snapshots.
 
 Declared as `multi_agent.league: {policy, main_agents, main_exploiters, league_exploiters, max_snapshots,
-snapshot_win_rate, min_games, snapshot_every, self_play, pfsp, elo_k, evaluation_opponent}`.
+snapshot_win_rate, min_games, snapshot_every, self_play, main_share, pfsp, elo_k, evaluation_opponent}`.
 
 Every member copies the declared policy `policy` (module and model). The trained members are
 `<policy>` (the first main agent), `<policy><i>` (more main agents), `main_exploiter<i>`
@@ -9,8 +9,9 @@ and `league_exploiter<i>`; the snapshots live in `max_snapshots` frozen slots `<
 filled one after the other (the oldest is overwritten once all are full). The league starts with
 one snapshot, the main agent's initial weights.
 
-Matchmaking (each episode: one learner, drawn uniformly among the trained members, seated first
-or second at random, and one opponent):
+Matchmaking (each episode: one learner, seated first or second at random, and one opponent; the
+learner is a main agent with probability `main_share`, an exploiter otherwise, drawn uniformly
+within the group; `main_share: null` draws uniformly among all trained members):
 
 - main agent: with probability `self_play` the current main agents (self-play), otherwise a snapshot
   drawn by prioritised fictitious self-play (PFSP);
@@ -61,6 +62,7 @@ class League:
     min_games: int = 50
     snapshot_every: int = 20
     self_play: float = 0.35
+    main_share: float | None = None
     pfsp: str = "squared"
     elo_k: float = 16.0
     evaluation_opponent: str | type | None = None
@@ -89,6 +91,11 @@ class League:
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 <= v <= 1 if closed else 0 < v <= 1):
                 allowed_range = "[0, 1]" if closed else "(0, 1]"
                 raise MappingError(f"multi_agent.league.{key} must be a number in {allowed_range}, got {v!r}")
+        share = league.main_share
+        if share is not None and (not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1):
+            raise MappingError(f"multi_agent.league.main_share must be null or a number in (0, 1], got {share!r}")
+        if share is not None and share < 1 and league.main_exploiters + league.league_exploiters == 0:
+            raise MappingError(f"multi_agent.league.main_share={share} leaves episodes to exploiters, but the league has none")
         if league.pfsp not in PFSP_WEIGHTINGS:
             raise MappingError(f"multi_agent.league.pfsp must be one of {list(PFSP_WEIGHTINGS)}, got {league.pfsp!r}")
         if league.evaluation_opponent is not None:
@@ -130,8 +137,14 @@ class League:
             out.setdefault(pid, PolicySpec(main.module_class, dict(main.model), main.observation_space, main.action_space, self.policy))
         return out
 
-    def mapping(self) -> "LeagueMapping":
-        return LeagueMapping(self)
+    def learner_weights(self) -> list[list]:
+        """[[trained member, probability of being an episode's learner], ...]."""
+        roles = self.roles()
+        if self.main_share is None:
+            return [[m, 1.0 / len(roles)] for m in roles]
+        exploiters = [m for m, role in roles.items() if role != "main_agent"]
+        return [[m, self.main_share / self.main_agents] for m in self.main_ids] + [
+            [m, (1.0 - self.main_share) / len(exploiters)] for m in exploiters]
 
     # -- evaluation against a fixed opponent (the same interface as SelfPlay's) ----------------------
     def with_opponent(self, opponent) -> "League":
@@ -157,13 +170,13 @@ class League:
 class LeagueMapping:
     """The runners' side of matchmaking: (learner, opponent) per episode from the table `set_state` gives.
 
-    The table: {"learners": [trained ids], "opponents": {learner: [[policy id, probability], ...]}}.
+    The table: {"learners": [[trained id, probability], ...], "opponents": {learner: [[policy id, probability], ...]}}.
     Before the first table arrives every learner plays the main agents.
     """
 
     def __init__(self, league: League, seed: int = 0):
         self.league, self.seed = league, seed
-        self.table = {"learners": league.trained_ids,
+        self.table = {"learners": league.learner_weights(),
                       "opponents": {m: [[p, 1.0 / league.main_agents] for p in league.main_ids] for m in league.trained_ids}}
         self._pairs: dict = {}  # episode id -> (first seat's policy, second's), until both are seated
 
@@ -176,7 +189,8 @@ class LeagueMapping:
     def draw(self, episode_id) -> tuple[str, str]:
         """(learner, opponent) of an episode: the same for every call with this episode id and table."""
         rng = random.Random(f"{self.seed}/{episode_id}")
-        learner = rng.choice(self.table["learners"])
+        learners, shares = zip(*self.table["learners"])
+        learner = rng.choices(learners, weights=shares)[0]
         ids, probs = zip(*self.table["opponents"][learner])
         return learner, rng.choices(ids, weights=probs)[0]
 

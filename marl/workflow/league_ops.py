@@ -184,7 +184,7 @@ class Matchmaking(Operator):
                 share = league.self_play if role == "main_agent" else 0.0
                 opponents[member] = [[m, p * share] for m, p in mains if share > 0] + [
                     [s, float(p) * (1.0 - share)] for s, p in zip(snapshots, pfsp)]
-            return {"learners": league.trained_ids, "opponents": opponents}
+            return {"learners": league.learner_weights(), "opponents": opponents}
 
         def matchmake(results):
             if results is SKIP:
