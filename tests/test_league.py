@@ -152,3 +152,20 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
         assert before <= 0.65 and after >= 0.85, f"win rate against random: {before:.3f} before, {after:.3f} after training"
     finally:
         algo.stop()
+
+
+def test_matchmaking_reaches_ray_runners_and_a_replacement_runner(ray_session):
+    algo = small_league().env_runners(num_env_runners=2).build()
+    try:
+        for _ in range(2):
+            algo.train()
+        table = algo.context.checkpointables["league"].table
+        assert len(table["opponents"]["league_exploiter0"]) >= 1
+        mapping_table = lambda runner: runner.mapping._fn.table  # noqa: E731
+        assert ray_session.get([a.__ray_call__.remote(mapping_table) for a in algo.runners.remote]) == [table, table]
+        ray_session.kill(algo.runners.remote[0])
+        algo.runners.call_all("ping")  # finds the dead runner and replaces it, with no matchmaking push since
+        assert algo.runners.restarts == 1
+        assert ray_session.get(algo.runners.remote[0].__ray_call__.remote(mapping_table)) == table
+    finally:
+        algo.stop()
