@@ -77,6 +77,8 @@ def test_snapshots_after_a_budget_or_a_win_rate_fill_the_slots_with_copies():
         weights = algo.learners.get_weights()["modules"]
         assert any(not np.array_equal(weights["main@1"][k], weights["main"][k]) for k in weights["main"])  # main moved on
         assert "league/rating/main.v1" in result and "league/win_rate/main_agent" in result
+        evaluation = algo.evaluate(num_episodes=6, opponent="random")  # main against a fixed opponent, not the league
+        assert evaluation["evaluation/self_play/games"] == 6
     finally:
         algo.stop()
     algo = small_league(snapshot_win_rate=0.05, snapshot_every=100, main_exploiters=0, league_exploiters=0).build()
