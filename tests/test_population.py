@@ -11,7 +11,7 @@ import pytest
 from marl.cli import main
 from marl.errors import ConfigError
 from marl.population.meta_solvers import nash, prd, solve, uniform
-from marl.population.ratings import Ratings
+from marl.policies.ratings import Ratings
 from marl.algorithms.ppo import PPOConfig
 from marl.population.psro import PSRO
 

@@ -439,7 +439,8 @@ def test_the_built_in_operator_table_is_explicit_and_users_register_their_own():
     from marl.workflow import BUILTIN_OPERATORS, OPERATORS, register_operator
 
     assert {"sample", "concat", "learn", "sync_weights", "concurrently", "report", "store_to_replay", "replay",
-            "update_priorities", "update_target", "snapshot_opponents", "evaluate", "record", "read_offline",
+            "update_priorities", "update_target", "snapshot_opponents", "league_matches", "league_snapshot", "matchmaking",
+            "evaluate", "record", "read_offline",
             "serve"} == set(BUILTIN_OPERATORS)
     register_operator(_Counter)
     assert OPERATORS["counter"] is _Counter and "counter" not in BUILTIN_OPERATORS

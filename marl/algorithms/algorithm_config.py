@@ -36,7 +36,8 @@ from marl.config.sections import (
 )
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatching, ParamGroup, TargetCopy
-from marl.policies import DEFAULT_POLICY_ID, PolicyMapping, PolicySpec
+from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
+from marl.policies.league import League, LeagueMapping
 from marl.policies.self_play import SelfPlay
 from marl.connectors.build import check_section
 from marl.config.registry import NamedConfig, algo_reference
@@ -328,7 +329,7 @@ class AlgorithmConfig(NamedConfig):
                 values["env_config"] = {**cfg.environment_cfg.env_config, **values["env_config"]}
             update_section(getattr(cfg, name + "_cfg"), where, values)  # errors name 'evaluation.evaluation_config.<section>.<key>'
         cfg.env_runners_cfg.num_env_runners = ev.evaluation_num_env_runners
-        sp = cfg.self_play()
+        sp = cfg.seated_pool()
         if sp is not None and sp.evaluation_opponent is not None:  # self-play judged against a fixed yardstick
             ma = cfg.multi_agent_cfg
             ma.policies = sp.evaluation_policies(dict(ma.policies or {}))
@@ -338,23 +339,38 @@ class AlgorithmConfig(NamedConfig):
     def self_play(self) -> SelfPlay | None:
         return SelfPlay.from_any(self.multi_agent_cfg.self_play)
 
+    def league(self) -> League | None:
+        league = League.from_any(self.multi_agent_cfg.league)
+        if league is not None and self.multi_agent_cfg.self_play is not None:
+            raise MappingError("multi_agent.self_play and multi_agent.league are alternatives; declare one of them")
+        return league
+
+    def seated_pool(self) -> SelfPlay | League | None:
+        """The self-play pool or the league, whichever is declared: the trained `policy` against seated opponents."""
+        sp, league = self.self_play(), self.league()  # league() refuses both at once
+        return sp or league
+
     def policy_specs(self) -> dict[str, PolicySpec]:
         policies = self.multi_agent_cfg.policies or {DEFAULT_POLICY_ID: None}
         specs = {str(pid): PolicySpec.from_any(str(pid), spec) for pid, spec in policies.items()}
-        sp = self.self_play()
+        sp = self.seated_pool()
         return sp.add_pool(specs) if sp is not None else specs
 
     def policy_mapping(self) -> PolicyMapping:
-        mapping, sp = self.multi_agent_cfg.policy_mapping, self.self_play()
+        mapping, sp, league = self.multi_agent_cfg.policy_mapping, self.self_play(), self.league()
         if mapping is None and sp is not None:
             mapping = sp.mapping
+        if mapping is None and league is not None:  # stateful: the matchmaking node sends it its table
+            mapping = LeagueMapping(league, self.debugging_cfg.seed or 0)
         return PolicyMapping(mapping, list(self.policy_specs()))
 
     def trained_policy_ids(self, all_ids: list[str]) -> list[str]:
         wanted = self.multi_agent_cfg.policies_to_train
-        sp = self.self_play()
+        sp, league = self.self_play(), self.league()
         if wanted is None and sp is not None:  # the snapshots are frozen
             wanted = [p for p in all_ids if p not in sp.opponent_ids]
+        if wanted is None and league is not None:
+            wanted = league.trained_ids
         return list(all_ids) if wanted is None else [p for p in all_ids if p in wanted]
 
     def model_for(self, policy_id: str) -> dict:

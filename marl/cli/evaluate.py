@@ -35,8 +35,9 @@ def cmd_evaluate(args) -> int:
         return _record_evaluation(algo, args)
     try:
         if args.opponent is not None:  # checked before any episode runs: one line naming what is wrong
-            if algo.config.self_play() is None:
-                raise MappingError(f"--opponent {args.opponent!r} needs a self-play run (multi_agent.self_play); this checkpoint has none")
+            if algo.config.seated_pool() is None:
+                raise MappingError(f"--opponent {args.opponent!r} needs a self-play run (multi_agent.self_play or "
+                                   "multi_agent.league); this checkpoint has none")
             opponent_module_class(args.opponent, "--opponent")
         result = algo.evaluate(args.episodes, unit="episodes", explore=args.explore or None, opponent=args.opponent)
     except MappingError as err:

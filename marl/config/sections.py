@@ -131,6 +131,12 @@ class MultiAgentSection:
         "elo_k, evaluation_opponent ('random' or an RLModule class path: evaluation plays it instead of the pool)}; "
         "adds the pool's policies and, unless given, the mapping and policies_to_train", None,
     )
+    league: dict | None = doc(
+        "AlphaStar-style league around `policy` (marl.policies.league): {policy, main_agents, main_exploiters, "
+        "league_exploiters, max_snapshots, snapshot_win_rate, min_games, snapshot_every (learner updates), self_play, main_share, "
+        "pfsp (squared, variance, linear, uniform), elo_k, evaluation_opponent}; adds the members' policies and, "
+        "unless given, the mapping and policies_to_train", None,
+    )
 
 
 @dataclass

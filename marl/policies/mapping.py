@@ -99,6 +99,12 @@ class PolicyMapping:
             f"({[p for p, _ in self._patterns]}); add one, e.g. '\"*\": {self.policy_ids[0]}'"
         )
 
+    def set_state(self, state) -> None:
+        """Hands state to a stateful mapping (a league's matchmaking table); other mappings take none."""
+        if not hasattr(self._fn, "set_state"):
+            raise MappingError(f"policy mapping {self.description!r} keeps no state, but was given some")
+        self._fn.set_state(state)
+
     def __call__(self, agent_id: str, episode: Any = None) -> str:
         pid = self._fn(agent_id, episode)
         if pid not in self.policy_ids:

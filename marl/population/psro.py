@@ -11,7 +11,7 @@ A symmetric two-player population: every member plays either seat. One epoch:
    evaluation matches against every member (half in each seat; `payoffs="matches"`), or exactly
    from the members' OpenSpiel tabular policies (`payoffs="exact"`, small OpenSpiel games; the
    matches are still played, for the ratings); every match moves the members' Elo and openskill
-   ratings (`marl.population.ratings`);
+   ratings (`marl.policies.ratings`);
 4. **meta-solve**: `meta_solver` (`nash` LP, `prd`, `uniform`) over the payoff table;
 5. **NashConv**: for OpenSpiel games with information states, OpenSpiel's
    `exploitability.nash_conv` of the meta-strategy mixture of the members' tabular policies.
@@ -41,7 +41,7 @@ from marl.envs import make_env
 from marl.errors import ConfigError
 from marl.population import members as mb
 from marl.population.meta_solvers import META_SOLVERS, solve
-from marl.population.ratings import Ratings
+from marl.policies.ratings import Ratings
 
 PAYOFF_SOURCES = ("matches", "exact")
 BEST_RESPONSES = ("train", "exact")

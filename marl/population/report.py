@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marl.population.ratings import Ratings
+from marl.policies.ratings import Ratings
 
 
 def population_file(path) -> Path:

@@ -412,6 +412,10 @@ class EnvRunner(LockstepSteps, ActorBasics):  # the step loop; ping, getpid, nod
             agent_returns=dict(e["agent_returns"]),
         )
 
+    def set_mapping_state(self, state) -> None:
+        """The policy mapping's state (a league's matchmaking table), sent by the driver between samples."""
+        self.mapping.set_state(state)
+
     def set_weights(self, weights: dict) -> int:
         """Loads modules (and observation-filter state); skipped when the version is already loaded."""
         version = weights["version"]

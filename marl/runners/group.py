@@ -50,6 +50,7 @@ class EnvRunnerGroup:
         self._incarnations = [0] * max(1, self.num_remote)  # per runner slot: restarts get fresh seeds
         self._weights_ref = None  # latest weights in the object store (for restarts)
         self._last_weights = None  # the same, for the in-process runner
+        self._mapping_state = None  # the latest state a stateful mapping was sent (a league's matchmaking table)
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
         self.versions = [0] * self.num_remote  # weights version last sent to each runner (it acts with it next)
         # Env steps each runner slot has delivered: a replacement goes on with its exploration schedule from there.
@@ -98,6 +99,8 @@ class EnvRunnerGroup:
                 self.local = self._runner_cls(self.config, self.first_index, self._incarnations[0])
                 if self._last_weights is not None:
                     self.local.set_weights(self._last_weights)
+                if self._mapping_state is not None:
+                    self.local.set_mapping_state(self._mapping_state)
                 self.local.set_steps_sampled(self.steps_sampled[0])
 
     def call_remote(self, index: int, method: str, *args):
@@ -152,6 +155,8 @@ class EnvRunnerGroup:
             try:
                 if self._weights_ref is not None:
                     self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
+                if self._mapping_state is not None:
+                    ray.get(self.remote[index].set_mapping_state.remote(self._mapping_state))
                 ray.get(self.remote[index].set_steps_sampled.remote(self.steps_sampled[index]))
                 return
             except ray.exceptions.RayActorError as again:  # the replacement died too (e.g. its env cannot be made)
@@ -194,6 +199,11 @@ class EnvRunnerGroup:
             except ray.exceptions.RayActorError as err:
                 if self.remote[index] is actor:  # not yet replaced by a failed sample call
                     self._restart(index, f"its process died: {_first_line(err)}", err)
+
+    def set_mapping_state(self, state) -> None:
+        """Sends every runner the policy mapping's state; a restarted runner gets it too."""
+        self._mapping_state = state
+        self.call_all("set_mapping_state", state)
 
     # -- checkpoints ----------------------------------------------------------
     def get_states(self) -> list[dict]:

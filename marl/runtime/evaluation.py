@@ -48,7 +48,7 @@ class Evaluator:
     def __init__(self, config, policy_ids: list[str]):
         self.cfg = config.evaluation_cfg
         self.policy_ids = list(policy_ids)
-        self.self_play = config.self_play()
+        self.self_play = config.seated_pool()  # self-play's pool or a league: its `policy` is scored
         self.group = EnvRunnerGroup(config.evaluation_runner_config(), first_index=EVALUATION_FIRST_INDEX)
         self._launched = None
 
@@ -135,13 +135,13 @@ class Evaluation:
 
     def evaluator(self, opponent: str | None = None) -> Evaluator:
         """The evaluation runners; with `opponent` (self-play runs): runners whose opponent is that fixed policy."""
-        sp = self.config.self_play()
+        sp = self.config.seated_pool()
         if opponent is not None and (sp is None or opponent != sp.evaluation_opponent):
             if sp is None:
-                raise ValueError(f"evaluate(opponent={opponent!r}) needs a self-play run (multi_agent.self_play)")
+                raise ValueError(f"evaluate(opponent={opponent!r}) needs a self-play run (multi_agent.self_play or multi_agent.league)")
             if opponent not in self._opponents:  # runners of its own, kept for the next call
                 config = self.config.copy()
-                config.multi_agent_cfg.self_play = dataclasses.asdict(sp.with_opponent(opponent))
+                setattr(config.multi_agent_cfg, getattr(sp, "section", "self_play"), dataclasses.asdict(sp.with_opponent(opponent)))
                 self._opponents[opponent] = Evaluator(config, self.policy_ids)
             return self._opponents[opponent]
         if self.built is None:

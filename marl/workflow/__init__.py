@@ -7,6 +7,7 @@ from marl.workflow.graphs import synchronous_workflow
 from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
 from marl.workflow.protocol import ExecutionContext, Operator
 from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
+from marl.workflow.league_ops import LeagueMatches, LeagueSnapshot, Matchmaking
 from marl.workflow.self_play_ops import SnapshotOpponents
 from marl.workflow.table import BUILTIN_OPERATORS, OPERATORS, register_operator
 
@@ -27,6 +28,9 @@ __all__ = [
     "Sample",
     "SampledBatch",
     "SnapshotOpponents",
+    "LeagueMatches",
+    "LeagueSnapshot",
+    "Matchmaking",
     "StoreToReplay",
     "Stored",
     "SyncWeights",

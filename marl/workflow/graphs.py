@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from marl.workflow.graph import Workflow
 from marl.workflow.operators import ConcatBatches, Learn, Report, Sample, SyncWeights
+from marl.workflow.league_ops import LeagueMatches, LeagueSnapshot, Matchmaking
 from marl.workflow.self_play_ops import SnapshotOpponents
 
 
@@ -36,5 +37,10 @@ def synchronous_workflow(config, name: str, report_min_env_steps: int = 0) -> Wo
     if sp is not None:
         wf.add("snapshot_opponents", SnapshotOpponents(every=sp.snapshot_every), after="learn")
         last = "snapshot_opponents"
+    if config.league() is not None:  # matchmaking -> sample -> learn -> rate the matches -> snapshot
+        wf.add("league_matches", LeagueMatches(), after=last)
+        wf.add("league_snapshot", LeagueSnapshot(), after="league_matches")
+        wf.add("matchmaking", Matchmaking(), after="league_snapshot")
+        last = "matchmaking"
     wf.add("sync_weights", SyncWeights(scope="all"), after=last)
     return wf.add("report", Report(min_env_steps=report_min_env_steps), after="sync_weights")

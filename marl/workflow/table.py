@@ -12,6 +12,7 @@ from marl.workflow.offline_ops import ReadOffline, Record
 from marl.workflow.operators import ConcatBatches, Concurrently, Learn, Report, Sample, SyncWeights
 from marl.workflow.protocol import Operator
 from marl.workflow.replay_ops import Replay, StoreToReplay, UpdatePriorities, UpdateTarget
+from marl.workflow.league_ops import LeagueMatches, LeagueSnapshot, Matchmaking
 from marl.workflow.self_play_ops import SnapshotOpponents
 
 BUILTIN_OPERATORS: dict[str, type[Operator]] = {
@@ -19,7 +20,7 @@ BUILTIN_OPERATORS: dict[str, type[Operator]] = {
     for cls in (
         Sample, ConcatBatches, Learn, SyncWeights, Concurrently, Report,
         StoreToReplay, Replay, UpdatePriorities, UpdateTarget,
-        SnapshotOpponents, Evaluate, Record, ReadOffline, Serve,
+        SnapshotOpponents, LeagueMatches, LeagueSnapshot, Matchmaking, Evaluate, Record, ReadOffline, Serve,
     )
 }
 

@@ -1,0 +1,210 @@
+"""A league (AlphaStar, Vinyals et al. 2019): trained members in three roles plus frozen snapshots.
+
+Declared as `multi_agent.league: {policy, main_agents, main_exploiters, league_exploiters, max_snapshots,
+snapshot_win_rate, min_games, snapshot_every, self_play, main_share, pfsp, elo_k, evaluation_opponent}`.
+
+Every member copies the declared policy `policy` (module and model). The trained members are
+`<policy>` (the first main agent), `<policy><i>` (more main agents), `main_exploiter<i>`
+and `league_exploiter<i>`; the snapshots live in `max_snapshots` frozen slots `<policy>@k`,
+filled one after the other (the oldest is overwritten once all are full). The league starts with
+one snapshot, the main agent's initial weights.
+
+Matchmaking (each episode: one learner, seated first or second at random, and one opponent; the
+learner is a main agent with probability `main_share`, an exploiter otherwise, drawn uniformly
+within the group; `main_share: null` draws uniformly among all trained members):
+
+- main agent: with probability `self_play` the current main agents (self-play), otherwise a snapshot
+  drawn by prioritised fictitious self-play (PFSP);
+- main exploiter: the current main agents;
+- league exploiter: a snapshot drawn by PFSP.
+
+PFSP draws snapshot j with probability proportional to f(p_j), p_j the learner's mean score
+against j (0.5 before they met): `pfsp="squared"` f = (1 - p)^2 (hard opponents first),
+`"variance"` f = p (1 - p) (opponents of similar strength), `"linear"` f = 1 - p, `"uniform"`.
+The draws are made on the runners by `LeagueMapping`, seeded by the episode id, from a table the
+`matchmaking` workflow node computes on the driver and sends them after every update.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from marl.policies.mapping import MappingError, PolicySpec
+from marl.policies.self_play import SelfPlay, opponent_module_class
+
+PFSP_WEIGHTINGS = ("squared", "variance", "linear", "uniform")
+ROLES = ("main_agent", "main_exploiter", "league_exploiter")
+
+
+def pfsp_probabilities(win_rates, weighting: str = "squared") -> np.ndarray:
+    """Probabilities of drawing each opponent from the learner's win rates against them (NaN: never met = 0.5)."""
+    if weighting not in PFSP_WEIGHTINGS:
+        raise MappingError(f"multi_agent.league.pfsp must be one of {list(PFSP_WEIGHTINGS)}, got {weighting!r}")
+    p = np.nan_to_num(np.asarray(win_rates, dtype=float), nan=0.5)
+    if p.size == 0:
+        raise MappingError("PFSP needs at least one opponent; the league has no members to draw from")
+    f = {"squared": (1 - p) ** 2, "variance": p * (1 - p), "linear": 1 - p, "uniform": np.ones_like(p)}[weighting]
+    total = f.sum()
+    return f / total if total > 0 else np.full(p.size, 1.0 / p.size)  # beats (or loses to) everyone: uniform
+
+
+@dataclass
+class League:
+    policy: str = "main"
+    main_agents: int = 1
+    main_exploiters: int = 1
+    league_exploiters: int = 1
+    max_snapshots: int = 16
+    snapshot_win_rate: float = 0.7
+    min_games: int = 50
+    snapshot_every: int = 20
+    self_play: float = 0.35
+    main_share: float | None = None
+    pfsp: str = "squared"
+    elo_k: float = 16.0
+    evaluation_opponent: str | type | None = None
+
+    section = "league"  # where this lives under multi_agent (evaluation rebuilds it with another opponent)
+    OPPONENT_ID = SelfPlay.OPPONENT_ID
+
+    @staticmethod
+    def from_any(value) -> "League | None":
+        if value is None or isinstance(value, League):
+            return value
+        allowed = sorted(League.__dataclass_fields__)
+        if not isinstance(value, dict):
+            raise MappingError(f"multi_agent.league must be a mapping with keys {allowed} or null, got {value!r}")
+        unknown = set(value) - set(allowed)
+        if unknown:
+            raise MappingError(f"multi_agent.league: unknown key(s) {sorted(unknown)}; allowed: {allowed}")
+        league = League(**value)
+        for key, low in (("main_agents", 1), ("main_exploiters", 0), ("league_exploiters", 0), ("max_snapshots", 1),
+                         ("min_games", 1), ("snapshot_every", 1)):
+            v = getattr(league, key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise MappingError(f"multi_agent.league.{key} must be an integer >= {low}, got {v!r}")
+        for key, closed in (("snapshot_win_rate", False), ("self_play", True)):
+            v = getattr(league, key)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 <= v <= 1 if closed else 0 < v <= 1):
+                allowed_range = "[0, 1]" if closed else "(0, 1]"
+                raise MappingError(f"multi_agent.league.{key} must be a number in {allowed_range}, got {v!r}")
+        share = league.main_share
+        if share is not None and (not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1):
+            raise MappingError(f"multi_agent.league.main_share must be null or a number in (0, 1], got {share!r}")
+        if share is not None and share < 1 and league.main_exploiters + league.league_exploiters == 0:
+            raise MappingError(f"multi_agent.league.main_share={share} leaves episodes to exploiters, but the league has none")
+        if league.pfsp not in PFSP_WEIGHTINGS:
+            raise MappingError(f"multi_agent.league.pfsp must be one of {list(PFSP_WEIGHTINGS)}, got {league.pfsp!r}")
+        if league.evaluation_opponent is not None:
+            opponent_module_class(league.evaluation_opponent, "multi_agent.league.evaluation_opponent")
+        return league
+
+    # -- members --------------------------------------------------------------
+    def roles(self) -> dict[str, str]:
+        """Trained member id -> its role, main agents first."""
+        p = self.policy
+        out = {p if i == 0 else f"{p}{i}": "main_agent" for i in range(self.main_agents)}
+        out.update({f"main_exploiter{i}": "main_exploiter" for i in range(self.main_exploiters)})
+        out.update({f"league_exploiter{i}": "league_exploiter" for i in range(self.league_exploiters)})
+        return out
+
+    @property
+    def trained_ids(self) -> list[str]:
+        return list(self.roles())
+
+    @property
+    def main_ids(self) -> list[str]:
+        return [m for m, role in self.roles().items() if role == "main_agent"]
+
+    @property
+    def snapshot_ids(self) -> list[str]:
+        return [f"{self.policy}@{k}" for k in range(self.max_snapshots)]
+
+    @property
+    def opponent_ids(self) -> list[str]:  # what evaluation replaces by its fixed opponent (as self-play's pool)
+        return [m for m in self.trained_ids + self.snapshot_ids if m != self.policy]
+
+    def add_pool(self, specs: dict[str, PolicySpec]) -> dict[str, PolicySpec]:
+        """The declared specs plus every other member's: copies of `policy`'s module and model."""
+        main = specs.get(self.policy)
+        if main is None:
+            raise MappingError(f"multi_agent.league.policy '{self.policy}' is not a declared policy; declared: {list(specs)}")
+        out = dict(specs)
+        for pid in self.trained_ids[1:] + self.snapshot_ids:
+            out.setdefault(pid, PolicySpec(main.module_class, dict(main.model), main.observation_space, main.action_space, self.policy))
+        return out
+
+    def learner_weights(self) -> list[list]:
+        """[[trained member, probability of being an episode's learner], ...]."""
+        roles = self.roles()
+        if self.main_share is None:
+            return [[m, 1.0 / len(roles)] for m in roles]
+        exploiters = [m for m, role in roles.items() if role != "main_agent"]
+        return [[m, self.main_share / self.main_agents] for m in self.main_ids] + [
+            [m, (1.0 - self.main_share) / len(exploiters)] for m in exploiters]
+
+    # -- evaluation against a fixed opponent (the same interface as SelfPlay's) ----------------------
+    def with_opponent(self, opponent) -> "League":
+        if opponent is not None:
+            opponent_module_class(opponent, "opponent")
+        return League(**{**asdict(self), "evaluation_opponent": opponent})
+
+    def evaluation_policies(self, policies: dict) -> dict:
+        spec = {"module_class": opponent_module_class(self.evaluation_opponent), "spaces_from": self.policy}
+        return {**policies, self.OPPONENT_ID: spec}
+
+    def evaluation_mapping(self, agent_id: str, episode) -> str:
+        """The first main agent in one seat (first or second at random), the fixed opponent in the other."""
+        if episode is None:
+            return self.policy
+        main_first = random.Random(episode.id).random() < 0.5
+        bound = episode.policy_of
+        if not bound:
+            return self.policy if main_first else self.OPPONENT_ID
+        return self.OPPONENT_ID if self.policy in bound.values() else self.policy
+
+
+class LeagueMapping:
+    """The runners' side of matchmaking: (learner, opponent) per episode from the table `set_state` gives.
+
+    The table: {"learners": [[trained id, probability], ...], "opponents": {learner: [[policy id, probability], ...]}}.
+    Before the first table arrives every learner plays the main agents.
+    """
+
+    def __init__(self, league: League, seed: int = 0):
+        self.league, self.seed = league, seed
+        self.table = {"learners": league.learner_weights(),
+                      "opponents": {m: [[p, 1.0 / league.main_agents] for p in league.main_ids] for m in league.trained_ids}}
+        self._pairs: dict = {}  # episode id -> (first seat's policy, second's), until both are seated
+
+    def set_state(self, table: dict) -> None:
+        self.table = table
+
+    def get_state(self) -> dict:
+        return self.table
+
+    def draw(self, episode_id) -> tuple[str, str]:
+        """(learner, opponent) of an episode: the same for every call with this episode id and table."""
+        rng = random.Random(f"{self.seed}/{episode_id}")
+        learners, shares = zip(*self.table["learners"])
+        learner = rng.choices(learners, weights=shares)[0]
+        ids, probs = zip(*self.table["opponents"][learner])
+        return learner, rng.choices(ids, weights=probs)[0]
+
+    def __call__(self, agent_id: str, episode) -> str:
+        if episode is None:  # resolving spaces before any episode
+            return self.league.policy
+        if episode.policy_of:  # the second seat: the other half of the pair drawn for the first
+            pair = self._pairs.pop(episode.id, None) or self.seats(episode.id)
+            return pair[1]
+        pair = self._pairs[episode.id] = self.seats(episode.id)
+        if len(self._pairs) > 10_000:  # episodes that never seated a second agent
+            self._pairs.pop(next(iter(self._pairs)))
+        return pair[0]
+
+    def seats(self, episode_id) -> tuple[str, str]:
+        learner, opponent = self.draw(episode_id)
+        return (learner, opponent) if random.Random(f"seat/{episode_id}").random() < 0.5 else (opponent, learner)

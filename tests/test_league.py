@@ -1,0 +1,173 @@
+"""The league (multi_agent.league): PFSP, members and mapping, snapshot rules, checkpoint/resume, bad config, learning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from marl import PPOConfig
+from marl.data.episode import Episode
+from marl.policies import MappingError
+from marl.policies.league import League, LeagueMapping, pfsp_probabilities
+
+C4 = "pettingzoo.classic.connect_four_v3"
+
+
+def test_pfsp_favours_the_opponents_the_learner_beats_least():
+    np.testing.assert_allclose(pfsp_probabilities([0.0, 0.5, 1.0], "squared"), [0.8, 0.2, 0.0])
+    np.testing.assert_allclose(pfsp_probabilities([0.5, 0.9, np.nan], "variance"), np.array([0.25, 0.09, 0.25]) / 0.59)
+    np.testing.assert_allclose(pfsp_probabilities([0.2, 0.6], "linear"), [2 / 3, 1 / 3])
+    np.testing.assert_allclose(pfsp_probabilities([0.2, 0.6], "uniform"), [0.5, 0.5])
+    np.testing.assert_allclose(pfsp_probabilities([1.0, 1.0], "squared"), [0.5, 0.5])  # beats everyone: uniform
+    with pytest.raises(MappingError, match="no members to draw from"):
+        pfsp_probabilities([], "squared")
+
+
+def test_league_members_and_a_mapping_that_seats_one_drawn_pair_per_episode():
+    league = League(main_agents=2, main_exploiters=1, league_exploiters=1, max_snapshots=3)
+    assert league.roles() == {"main": "main_agent", "main1": "main_agent", "main_exploiter0": "main_exploiter",
+                              "league_exploiter0": "league_exploiter"}
+    assert league.snapshot_ids == ["main@0", "main@1", "main@2"]
+    mapping = LeagueMapping(league)
+    assert league.learner_weights() == [["main", 0.25], ["main1", 0.25], ["main_exploiter0", 0.25], ["league_exploiter0", 0.25]]
+    weighted = League(main_exploiters=2, main_share=0.6).learner_weights()  # 0.4 over the three exploiters
+    assert [m for m, _ in weighted] == ["main", "main_exploiter0", "main_exploiter1", "league_exploiter0"]
+    assert [w for _, w in weighted] == pytest.approx([0.6, 0.4 / 3, 0.4 / 3, 0.4 / 3])
+    mapping.set_state({"learners": [["main", 0.5], ["league_exploiter0", 0.5]],
+                       "opponents": {"main": [["main@0", 0.9], ["main@1", 0.1]], "league_exploiter0": [["main@2", 1.0]]}})
+    pairs, firsts = [], set()
+    for eid in range(2000):
+        episode = Episode(id=eid, env_index=0)
+        for agent in ("player_0", "player_1"):
+            episode.bind(agent, mapping(agent, episode))
+        seats = (episode.policy_of["player_0"], episode.policy_of["player_1"])
+        learner = next(p for p in seats if p in ("main", "league_exploiter0"))
+        pairs.append((learner, next(p for p in seats if p != learner)))
+        firsts.add(seats[0] == learner)
+    assert firsts == {True, False}
+    mains = [o for learner, o in pairs if learner == "main"]
+    assert 0.85 < mains.count("main@0") / len(mains) < 0.95  # the table's probabilities, drawn on the runner
+    assert {o for learner, o in pairs if learner == "league_exploiter0"} == {"main@2"}
+
+
+def small_league(**league) -> PPOConfig:
+    return (
+        PPOConfig().environment(C4)
+        .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=16, batch_mode="complete_episodes")
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
+        .multi_agent(policies={"main": {"model": {"hiddens": [16]}}},
+                     league={"max_snapshots": 3, "snapshot_every": 3, "min_games": 5, **league})
+        .debugging(seed=3)
+    )
+
+
+def test_snapshots_after_a_budget_or_a_win_rate_fill_the_slots_with_copies():
+    # snapshot_win_rate within reach of a fresh member after 5 games (about half won), a budget of 3 updates
+    algo = small_league(snapshot_win_rate=1.0, main_exploiters=0, league_exploiters=0).build()
+    try:
+        for name in ("league_matches", "league_snapshot", "matchmaking"):
+            assert name in algo.workflow.graph
+        weights = algo.learners.get_weights()["modules"]
+        for k, v in weights["main"].items():  # the league starts with main's initial weights in slot 0
+            np.testing.assert_array_equal(weights["main@0"][k], v)
+        sizes = [algo.train()["league/size"] for _ in range(3)]
+        assert sizes == [1, 1, 2]  # win rate 1.0 is out of reach: only the budget (3 updates) snapshots
+        result = algo.train()
+        assert result["league/snapshots"] == 2 and not any(k.startswith("losses/main@") for k in result)
+        weights = algo.learners.get_weights()["modules"]
+        assert any(not np.array_equal(weights["main@1"][k], weights["main"][k]) for k in weights["main"])  # main moved on
+        assert "league/rating/main.v1" in result and "league/win_rate/main_agent" in result
+        evaluation = algo.evaluate(num_episodes=6, opponent="random")  # main against a fixed opponent, not the league
+        assert evaluation["evaluation/self_play/games"] == 6
+    finally:
+        algo.stop()
+    algo = small_league(snapshot_win_rate=0.05, snapshot_every=100, main_exploiters=0, league_exploiters=0).build()
+    try:  # a threshold every member passes after min_games: a snapshot as soon as 5 games are in
+        sizes = [algo.train()["league/size"] for _ in range(3)]
+        assert sizes[-1] > 1
+    finally:
+        algo.stop()
+
+
+def test_league_state_survives_save_and_restore(tmp_path):
+    algo = small_league().build()
+    try:
+        for _ in range(4):
+            algo.train()
+        path = algo.save(tmp_path / "ckpt")
+        saved = algo.context.checkpointables["league"].get_state()
+        after = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    restored = small_league().build()
+    try:
+        restored.restore(path)
+        book = restored.context.checkpointables["league"]
+        assert book.get_state() == saved
+        assert restored.runners.local.mapping._fn.table == saved["table"]  # the runners draw from the restored table
+        again = [restored.train() for _ in range(2)]
+        for a, b in zip(after, again):
+            for key in ("league/size", "league/snapshots", "league/games", "league/rating/main", "league/elo/main"):
+                assert a[key] == b[key], key
+    finally:
+        restored.stop()
+
+
+@pytest.mark.parametrize("league, message", [
+    ({"snapshot_win_rate": 1.5}, r"multi_agent.league.snapshot_win_rate must be a number in \(0, 1\], got 1.5"),
+    ({"self_play": -0.1}, r"multi_agent.league.self_play must be a number in \[0, 1\], got -0.1"),
+    ({"max_snapshots": 0}, "multi_agent.league.max_snapshots must be an integer >= 1, got 0"),
+    ({"main_share": 0}, r"multi_agent.league.main_share must be null or a number in \(0, 1\], got 0"),
+    ({"main_share": 0.5, "main_exploiters": 0, "league_exploiters": 0}, "leaves episodes to exploiters, but the league has none"),
+    ({"pfsp": "cubic"}, r"multi_agent.league.pfsp must be one of \['squared', 'variance', 'linear', 'uniform'\], got 'cubic'"),
+    ({"roles": 3}, r"multi_agent.league: unknown key\(s\) \['roles'\]"),
+    ({"policy": "nope"}, "multi_agent.league.policy 'nope' is not a declared policy"),
+])
+def test_bad_league_config_is_one_line(league, message):
+    with pytest.raises(MappingError, match=message) as err:
+        small_league(**league).policy_specs()
+    assert "\n" not in str(err.value)
+    with pytest.raises(MappingError, match="alternatives"):
+        PPOConfig().multi_agent(policies={"main": {}}, league={}, self_play={}).policy_specs()
+
+
+@pytest.mark.slow
+def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
+    """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.85 of sampled games
+    against random (0.49 untrained; measured 0.88-0.93 from 60k to 120k), the league grows and main's rating rises.
+    The issue's 0.95 within 200k is not reached with exploiters in the league (docs/population.md)."""
+    from marl.algorithms.scenario import load_scenario
+
+    config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
+    algo = config.build()
+    try:
+        def win_rate() -> float:
+            return algo.evaluate(num_episodes=400, explore=True, opponent="random")["evaluation/self_play/win_rate"]
+
+        before = win_rate()
+        first = result = algo.train()
+        while result["env_steps_total"] < config.stop_cfg.env_steps_total:
+            result = algo.train()
+        after = win_rate()
+        assert first["league/size"] == 1 and result["league/size"] >= 4
+        assert result["league/rating/main"] > first["league/rating/main"]
+        assert before <= 0.65 and after >= 0.85, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+    finally:
+        algo.stop()
+
+
+def test_matchmaking_reaches_ray_runners_and_a_replacement_runner(ray_session):
+    algo = small_league().env_runners(num_env_runners=2).build()
+    try:
+        for _ in range(2):
+            algo.train()
+        table = algo.context.checkpointables["league"].table
+        assert len(table["opponents"]["league_exploiter0"]) >= 1
+        mapping_table = lambda runner: runner.mapping._fn.table  # noqa: E731
+        assert ray_session.get([a.__ray_call__.remote(mapping_table) for a in algo.runners.remote]) == [table, table]
+        ray_session.kill(algo.runners.remote[0])
+        algo.runners.call_all("ping")  # finds the dead runner and replaces it, with no matchmaking push since
+        assert algo.runners.restarts == 1
+        assert ray_session.get(algo.runners.remote[0].__ray_call__.remote(mapping_table)) == table
+    finally:
+        algo.stop()
