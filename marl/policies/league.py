@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from marl.policies.mapping import MappingError, PolicySpec
-from marl.policies.self_play import SelfPlay, opponent_module_class
+from marl.policies.self_play import SelfPlay, opponent_module_class, with_copies, with_fixed_opponent
 
 PFSP_WEIGHTINGS = ("squared", "variance", "linear", "uniform")
 ROLES = ("main_agent", "main_exploiter", "league_exploiter")
@@ -129,13 +129,7 @@ class League:
 
     def add_pool(self, specs: dict[str, PolicySpec]) -> dict[str, PolicySpec]:
         """The declared specs plus every other member's: copies of `policy`'s module and model."""
-        main = specs.get(self.policy)
-        if main is None:
-            raise MappingError(f"multi_agent.league.policy '{self.policy}' is not a declared policy; declared: {list(specs)}")
-        out = dict(specs)
-        for pid in self.trained_ids[1:] + self.snapshot_ids:
-            out.setdefault(pid, PolicySpec(main.module_class, dict(main.model), main.observation_space, main.action_space, self.policy))
-        return out
+        return with_copies(specs, self.policy, self.trained_ids[1:] + self.snapshot_ids, "multi_agent.league")
 
     def learner_weights(self) -> list[list]:
         """[[trained member, probability of being an episode's learner], ...]."""
@@ -153,8 +147,7 @@ class League:
         return League(**{**asdict(self), "evaluation_opponent": opponent})
 
     def evaluation_policies(self, policies: dict) -> dict:
-        spec = {"module_class": opponent_module_class(self.evaluation_opponent), "spaces_from": self.policy}
-        return {**policies, self.OPPONENT_ID: spec}
+        return with_fixed_opponent(policies, self.policy, self.evaluation_opponent)
 
     def evaluation_mapping(self, agent_id: str, episode) -> str:
         """The first main agent in one seat (first or second at random), the fixed opponent in the other."""

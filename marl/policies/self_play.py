@@ -68,13 +68,7 @@ class SelfPlay:
 
     def add_pool(self, specs: dict[str, PolicySpec]) -> dict[str, PolicySpec]:
         """The declared specs plus the pool's: copies of the trained policy's module and model."""
-        main = specs.get(self.policy)
-        if main is None:
-            raise MappingError(f"multi_agent.self_play.policy '{self.policy}' is not a declared policy; declared: {list(specs)}")
-        out = dict(specs)
-        for pid in self.opponent_ids:
-            out.setdefault(pid, PolicySpec(main.module_class, dict(main.model), main.observation_space, main.action_space, self.policy))
-        return out
+        return with_copies(specs, self.policy, self.opponent_ids, "multi_agent.self_play")
 
     def mapping(self, agent_id: str, episode) -> str:
         if episode is None:  # resolving spaces before any episode: every seat is the trained policy's
@@ -95,13 +89,30 @@ class SelfPlay:
 
     def evaluation_policies(self, policies: dict) -> dict:
         """The declared policies plus the fixed evaluation opponent (no weights to sync: it is never trained)."""
-        spec = {"module_class": opponent_module_class(self.evaluation_opponent), "spaces_from": self.policy}
-        return {**policies, self.OPPONENT_ID: spec}
+        return with_fixed_opponent(policies, self.policy, self.evaluation_opponent)
 
     def evaluation_mapping(self, agent_id: str, episode) -> str:
         """Like `mapping`, with the fixed opponent in every seat the trained policy does not take."""
         pid = self.mapping(agent_id, episode)
         return self.OPPONENT_ID if pid in self.opponent_ids else pid
+
+
+def with_copies(specs: dict[str, PolicySpec], policy: str, ids: list[str], section: str) -> dict[str, PolicySpec]:
+    """`specs` plus a copy of `policy`'s module and model under each of `ids` (a pool's or a league's members)."""
+    main = specs.get(policy)
+    if main is None:
+        raise MappingError(f"{section}.policy '{policy}' is not a declared policy; declared: {list(specs)}")
+    out = dict(specs)
+    for pid in ids:
+        out.setdefault(pid, PolicySpec(main.module_class, dict(main.model), main.observation_space, main.action_space, policy))
+    return out
+
+
+def with_fixed_opponent(policies: dict, policy: str, opponent) -> dict:
+    """The declared policies plus the fixed evaluation opponent (no weights to sync: it is never trained), with
+    `policy`'s spaces."""
+    spec = {"module_class": opponent_module_class(opponent), "spaces_from": policy}
+    return {**policies, SelfPlay.OPPONENT_ID: spec}
 
 
 def opponent_module_class(name, where: str = "opponent"):
