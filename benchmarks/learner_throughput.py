@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import _common as C
@@ -34,6 +37,7 @@ import torch
 
 import marl
 from marl.data.records import SampledBatch
+from marl.learners import learner as learner_module
 from marl.modules import activations
 
 SCENARIOS = {"PPO": "scenarios/simple_spread_ppo.yaml", "MAPPO": "scenarios/simple_spread_mappo.yaml"}
@@ -99,9 +103,6 @@ def tanh_ab(algo: str, minibatch: int, batch, repeats: int) -> tuple[list[float]
 def alloc_side(algo: str, minibatch: int, size: int, repeats: int, keep: bool) -> dict:
     """One process's updates, with marl's heap setting (`marl.learners.memory`) or glibc's defaults: CPU seconds and
     minor page faults per update."""
-    import resource
-
-    from marl.learners import learner as learner_module
     if not keep:
         learner_module.keep_freed_memory = lambda: False
     pool = sample_pool(algo, max(1, round(size / ROWS_PER_FRAGMENT)))
@@ -123,8 +124,6 @@ def alloc_side(algo: str, minibatch: int, size: int, repeats: int, keep: bool) -
 
 def alloc_ab(algos: list[str], sizes: list[int], minibatches: list[int], repeats: int) -> None:
     """glibc's default heap against marl's kept heap: fresh processes alternating (off, on, on, off), CPU time per update."""
-    import subprocess
-    import sys
     rows = []
     for algo in algos:
         for size in sizes:

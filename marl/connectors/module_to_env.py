@@ -50,9 +50,9 @@ class ActionAdapter:
         return self._convert(actions)
 
 
-def unsquash(a: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """[-1, 1] -> [low, high] (values outside [-1, 1] clipped first)."""
-    return low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+def unsquash(a, low, high):
+    """[-1, 1] -> [low, high] (values outside [-1, 1] clipped first): NumPy arrays, or torch tensors with tensor bounds."""
+    return low + (a.clip(-1.0, 1.0) + 1.0) * 0.5 * (high - low)
 
 
 class _BoxBounds(ConnectorPiece):
@@ -92,7 +92,7 @@ class ClipActions(_BoxBounds):
 
     @staticmethod
     def _in_torch(low, high):
-        return lambda actions: torch.maximum(torch.minimum(actions, high), low)
+        return lambda actions: actions.clip(low, high)
 
 
 class UnsquashActions(_BoxBounds):
@@ -106,7 +106,7 @@ class UnsquashActions(_BoxBounds):
 
     @staticmethod
     def _in_torch(low, high):
-        return lambda actions: low + (actions.clamp(-1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return lambda actions: unsquash(actions, low, high)
 
 
 class ModuleToEnvPipeline:
