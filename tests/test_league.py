@@ -9,6 +9,7 @@ from marl import PPOConfig
 from marl.data.episode import Episode
 from marl.policies import MappingError
 from marl.policies.league import League, LeagueMapping, pfsp_probabilities
+from tests.actor_kill import kill_and_wait
 
 C4 = "pettingzoo.classic.connect_four_v3"
 
@@ -165,9 +166,10 @@ def test_matchmaking_reaches_ray_runners_and_a_replacement_runner(ray_session):
         assert len(table["opponents"]["league_exploiter0"]) >= 1
         mapping_table = lambda runner: runner.mapping._fn.table  # noqa: E731
         assert ray_session.get([a.__ray_call__.remote(mapping_table) for a in algo.runners.remote]) == [table, table]
-        ray_session.kill(algo.runners.remote[0])
+        kill_and_wait(ray_session, algo.runners.remote[0])
         algo.runners.call_all("ping")  # finds the dead runner and replaces it, with no matchmaking push since
         assert algo.runners.restarts == 1
         assert ray_session.get(algo.runners.remote[0].__ray_call__.remote(mapping_table)) == table
     finally:
         algo.stop()
+

@@ -9,6 +9,7 @@ import pytest
 
 import marl
 from marl.data import sample_batch as sb
+from tests.actor_kill import kill_and_wait
 
 RANDOM_SIMPLE_SPREAD = -79.0  # a uniform random policy's episode return, summed over the 3 agents (measured)
 
@@ -202,7 +203,7 @@ def test_killed_runner_is_restarted_with_current_weights(ray_session):
     algo = tag_config().env_runners(num_env_runners=2).build()
     try:
         algo.train()
-        ray_session.kill(algo.runners.remote[0], no_restart=True)
+        kill_and_wait(ray_session, algo.runners.remote[0])
         r = algo.train()  # the dead runner's sample fails, it is recreated, synced and asked again
         assert r["fault/runner_restarts"] == 1
         assert r["env_steps_total"] == 200
