@@ -270,3 +270,10 @@ class LoggersSection:
         "`wandb sync`)", "online", choices=("online", "offline"),
     )
     log_checkpoint: bool = doc("upload the final checkpoint as an artifact (MLflow, W&B)", True)
+
+
+# The sections of an algorithm's config, in the order config.yaml writes them (`training`: each algorithm's own).
+SECTION_NAMES = (
+    "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
+    "connectors", "loggers", "offline",
+)
