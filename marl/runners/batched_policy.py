@@ -70,6 +70,12 @@ class BatchedPolicy:
         mask_dim = self.module.action_dim if runner.masked else None
         self.fragment = PolicyFragment(runner.fragment_length, runner.num_worlds, index, self.obs_shape, torch.float32,
                                        action_shape, action_dtype, self.columns, mask_dim, device)
+        # On the CPU, the module's NumPy copy of its acting pass where it offers one (`env_runners.numpy_acting`):
+        # the same draws from the same generator, and faster at every size measured here (simple_spread's 64x64
+        # actor-critic: 45 against 81-107 us at 48 rows, 2.0-2.2 against 2.8-4.0 ms at 3,072; NumPy's tanh is
+        # vectorised where torch's CPU tanh is not).
+        use_numpy = config.env_runners_cfg.numpy_acting and device.type == "cpu"
+        self.numpy_actor = self.module.numpy_actor() if use_numpy else None
 
     def stack(self, per_agent: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
         """[W, A, ...] of this policy's agents' tensors (from a stacked env's [W, N, ...]: its agents' columns)."""
@@ -94,7 +100,23 @@ class BatchedPolicy:
             actions = fn(actions)
         return actions
 
+    def act(self, inputs: dict, rng: torch.Generator, explore: bool, want_logp: bool):
+        """(actions, their log-probs or None unless `want_logp`, the value predictions or None) for the rows."""
+        module = self.module
+        if self.numpy_actor is not None and (explore or not module.greedy_is_sampled):
+            act, logp, values = self.numpy_actor.act({k: v.numpy() for k, v in inputs.items()}, rng, explore)
+            return torch.from_numpy(act), torch.from_numpy(logp), None if values is None else torch.from_numpy(values)
+        out = module.forward_exploration(inputs) if explore else module.forward_inference(inputs)
+        dist = module.action_dist(out["action_dist_inputs"])
+        # (a random baseline's greedy action is still a draw, from the runner's seeded stream)
+        act = dist.sample(rng) if explore or module.greedy_is_sampled else dist.deterministic_sample()
+        return act, dist.logp(act) if want_logp else None, out.get("vf_preds")
+
     def values(self, inputs: dict) -> torch.Tensor:
+        if self.numpy_actor is not None:
+            values = self.numpy_actor.values({k: v.numpy() for k, v in inputs.items()})
+            if values is not None:
+                return torch.from_numpy(values)
         out = self.module.forward_exploration(inputs)
         if "vf_preds" not in out:
             raise ConfigError(f"policy '{self.pid}': its algorithm records value predictions, but module "

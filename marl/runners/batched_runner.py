@@ -124,13 +124,7 @@ class BatchedEnvRunner(ActorBasics):
             obs_p = p.stack(obs)
             mask_p = p.stack(masks) if masks is not None else None
             inputs = p.inputs(obs_p, state, mask_p)
-            module = p.module
-            if explore:
-                out = module.forward_exploration(inputs)
-            else:
-                out = module.forward_inference(inputs)
-            dist = module.action_dist(out["action_dist_inputs"])
-            act = dist.sample(self.torch_rng) if explore or module.greedy_is_sampled else dist.deterministic_sample()
+            act, logp, vf = p.act(inputs, self.torch_rng, explore, want_logp=collect and frag.logp is not None)
             rows = act.view(self.num_worlds, len(p.agents), *act.shape[1:])
             env_act = p.to_env(rows)
             if self.env.stacked:
@@ -143,11 +137,10 @@ class BatchedEnvRunner(ActorBasics):
                 if frag.mask is not None:
                     frag.mask[t] = mask_p
                 if frag.logp is not None:
-                    frag.logp[t] = dist.logp(act).view(frag.shape[1:])
+                    frag.logp[t] = logp.view(frag.shape[1:])
                 if frag.vf is not None:
-                    if "vf_preds" not in out:
-                        p.values(inputs)  # raises, naming the module
-                    frag.vf[t] = out["vf_preds"].view(frag.shape[1:])
+                    frag.vf[t] = (vf if vf is not None else p.values(inputs)).view(frag.shape[1:])  # (raises, naming
+                    # the module, where it has no value pass)
         world.eps_id[t] = self._eps_id  # (evaluation too: finished episodes are read from them)
         world.t[t] = self._ep_len
         if collect and state is not None and world.state is not None:
