@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from marl.cli import main
+from marl.envs.base import EnvError
 from marl.errors import ConfigError
 from marl.population.meta_solvers import nash, prd, solve, uniform
 from marl.policies.ratings import Ratings
@@ -157,11 +158,45 @@ def test_marl_league_on_a_folder_without_a_population_is_one_line(tmp_path, caps
     ({"payoffs": "guess"}, r"psro.payoffs must be one of \['matches', 'exact'\], got 'guess'"),
     ({"iterations_per_epoch": 0}, r"psro.iterations_per_epoch must be an integer >= 1, got 0"),
     ({"match_episodes": 1}, r"psro.match_episodes must be an integer >= 2, got 1"),
+    ({"match_episodes": 41}, r"psro.match_episodes must be even \(half the matches in each seat\), got 41"),
+    ({"warm_start": "yes"}, r"psro.warm_start must be true or false, got 'yes'"),
     ({"policy": "hero"}, r"psro trains one declared policy, psro.policy='hero'; multi_agent.policies declares \['main'\]"),
 ])
 def test_bad_psro_settings_are_one_line(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PSRO(kuhn_config(), **kwargs)
+
+
+def test_psro_refuses_an_unknown_game_and_a_general_sum_game_for_the_nash_lp_before_training():
+    def config(env):
+        return PPOConfig().environment(env).multi_agent(policies={"main": {}})
+
+    with pytest.raises(EnvError, match=r"^unknown OpenSpiel game 'kuhn_pokr' \(env 'openspiel.kuhn_pokr'\); did you mean kuhn_poker") as err:
+        PSRO(config("openspiel.kuhn_pokr"))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"^psro.meta_solver 'nash' solves two-player zero-sum games; 'openspiel.matrix_pd' "
+                                          r"is general-sum with 2 players: use meta_solver 'prd' or 'uniform'$"):
+        PSRO(config("openspiel.matrix_pd"))
+    assert PSRO(config("openspiel.matrix_pd"), meta_solver="prd").meta_solver == "prd"  # its own solvers are fine
+
+
+def test_an_empty_population_is_one_line(tmp_path, capsys):
+    from marl.population.psro import MixtureMapping
+
+    with pytest.raises(ConfigError, match=r"^the population is empty: a best response needs at least one member to play against$"):
+        MixtureMapping("main", [], [])
+    with pytest.raises(ConfigError, match=r"a meta-strategy gives each of the 2 members a weight >= 0, not all 0; got \[0.0, 0.0\]"):
+        MixtureMapping("main", ["main@0", "main@1"], [0.0, 0.0])
+    with pytest.raises(ConfigError, match=r"meta-strategy gives each of the 2 members .*got \[1.0\]"):
+        MixtureMapping("main", ["main@0", "main@1"], [1.0])
+    psro = PSRO(kuhn_config())
+    with pytest.raises(ConfigError, match=r"^the population is empty: NashConv is of its members' mixture \(run a PSRO epoch first\)$"):
+        psro.nash_conv()
+    psro.save(tmp_path)  # a population saved before its first epoch: `marl league` says so
+    assert main(["league", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"marl: error: {tmp_path / 'population.json'} holds an empty population (saved before its first PSRO epoch): "
+                   "nothing to report")
 
 
 def test_the_mixture_mapping_seats_the_policy_once_and_draws_opponents_by_the_meta_strategy():
