@@ -1,11 +1,13 @@
 """PSRO on an OpenSpiel poker game: NashConv of the meta-strategy mixture per epoch.
 
-Best responses by PPO (one policy for both seats, fresh initialisation each epoch), payoffs exact from the
-members' tabular policies (or from matches), Nash meta-solver by default. Baseline in the same run: the
-untrained first member (a near-uniform random policy; uniform random scores 0.917 on kuhn_poker).
+Best responses by PPO (one policy for both seats, relu, fresh initialisation each epoch), payoffs exact from
+the members' tabular policies (or from matches), Nash meta-solver by default. Baseline in the same run: the
+untrained first member (a near-uniform random policy; uniform random scores 0.917 on kuhn_poker, 4.75 on
+leduc_poker). Each row also says how good the epoch's learned best response was: its exact payoff against the
+mixture it trained against, and the most any policy gains there (the previous NashConv / 2).
 
-    python benchmarks/psro_openspiel.py --game kuhn_poker --epochs 14 --iterations 20
-    python benchmarks/psro_openspiel.py --game leduc_poker --epochs 10 --iterations 20 --payoffs matches
+    python benchmarks/psro_openspiel.py --game kuhn_poker --epochs 14 --iterations 20    # 0.038 at epoch 6, ~90 s
+    python benchmarks/psro_openspiel.py --game leduc_poker --epochs 35 --iterations 20 --meta-solver uniform  # ~10 min
 
 Writes the population (population.json, members.safetensors) and `marl league`'s files under --out.
 """
