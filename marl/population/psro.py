@@ -19,6 +19,10 @@ A symmetric two-player population: every member plays either seat. One epoch:
 `best_response="exact"` (OpenSpiel games, `payoffs="exact"`) takes OpenSpiel's exact best response to the
 mixture instead of training one: the PSRO loop alone, the limit a learned best response approaches.
 
+The `nash` meta-solver on an OpenSpiel game that is not two-player zero-sum is refused at construction,
+before any best response trains. With PPO best responses use a relu network: tanh ones saturate into a
+pure action before the card matters and plateau (docs/population.md has the measurements).
+
 The population starts with one member, the policy's untrained initialisation. `warm_start`
 starts each best response from the previous member's weights (off by default: on kuhn_poker a warm start
 from a near-deterministic member stays near it, and PSRO degenerates into iterated best response).
