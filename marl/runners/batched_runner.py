@@ -25,6 +25,8 @@ runner and the dict-API runner over the same worlds act alike (tests compare the
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
@@ -42,6 +44,22 @@ from marl.runners.batched_fragment import WorldColumns
 from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
+
+
+_FROZEN = False
+
+
+def _freeze_startup_objects() -> None:
+    """After the first fragment, once per process: what exists then (modules, env, compiled steps, imports: ~200k
+    objects) moves out of the cyclic garbage collector's sight (`gc.freeze`). Thousands of worlds end episodes
+    together and each ending leaves a few dicts, so full collections come often, and each walked every one of those
+    objects: frozen, 10% less time per step at 1,024 worlds of simple_spread (A/B in one process). Garbage is collected
+    first; what is frozen is alive then (the run's own objects) and is freed by reference counting as ever."""
+    global _FROZEN
+    if not _FROZEN:
+        gc.collect()
+        gc.freeze()
+        _FROZEN = True
 
 
 class BatchedEnvRunner(ActorBasics):
@@ -207,6 +225,7 @@ class BatchedEnvRunner(ActorBasics):
             for t in range(steps):
                 self._step(t, explore, collect=True)
             batches = self._build()
+        _freeze_startup_objects()
         env_steps = steps * self.num_worlds
         self._steps_sampled += env_steps
         return SampledBatch(MultiAgentBatch(batches, env_steps), episodes=self._episodes(steps),
