@@ -36,6 +36,7 @@ from marl.experiment.runner import DONE_FILE, RUN_FILE
 from marl.logging.run_dir import RESULT_FILE, read_results
 from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
 from marl.experiment.runner import SUITE_FILE
+from marl.experiment.targets import targets_report
 import warnings
 from omegaconf import OmegaConf
 
@@ -368,7 +369,9 @@ def write_report(runs_dir: str | os.PathLike, output: str | os.PathLike | None =
     numbers["grid_env_steps"] = [int(x) for x in report.grid]
     title = f"Suite `{suite.get('name', runs_dir.name)}`"
     paths = [out / "results.md", out / "aggregates.json", out / "marl_eval.json"]
-    paths[0].write_text(markdown(report, numbers, unfinished, title, budget))
+    target_lines, numbers["targets"] = targets_report(runs_dir, suite, read_results)
+    text = markdown(report, numbers, unfinished, title, None if target_lines else budget)
+    paths[0].write_text(text.replace("\n## Per task", "\n" + "\n".join(target_lines) + "\n## Per task", 1) if target_lines else text)
     paths[1].write_text(json.dumps(numbers, indent=1))
     paths[2].write_text(json.dumps(marl_eval_json(report), indent=1))
     paths += plots(report, out, reps)
