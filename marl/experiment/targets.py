@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 from marl.errors import ConfigError
 
@@ -123,8 +124,6 @@ def suite_targets(suite: dict) -> dict[tuple[str, str], Target]:
 
 def targets_report(runs_dir, suite: dict, read_rows) -> tuple[list[str], list[dict]]:
     """(markdown lines, JSON rows) of the targets table; `read_rows(run_dir)` gives a run's result rows."""
-    from pathlib import Path
-
     targets = suite_targets(suite)
     reached, rows_out = {}, []
     for (task, algorithm), target in targets.items():
