@@ -254,8 +254,11 @@ def markdown(report: Report, numbers: dict, unfinished: list[str], title: str, b
         lines.append(f"| {a} | {e['runs']} x {e['tasks']} | {_fmt(e['iqm'], 3)} | {_fmt(e['mean'], 3)} |")
     lines += ["", "Normalisation bounds (min, max return per task): "
               + ", ".join(f"{t} [{lo:.2f}, {hi:.2f}]" for t, (lo, hi) in numbers["normalisation"].items()), ""]
-    lines += ["![IQM vs env steps](sample_efficiency.png)", "", "![performance profile](performance_profile.png)", "",
-              "![aggregates](aggregates.png)", ""]
+    lines += ["![IQM vs env steps](sample_efficiency.png)", ""]
+    if numbers["overall"]:
+        lines += ["![performance profile](performance_profile.png)", "", "![aggregates](aggregates.png)", ""]
+    else:
+        lines.insert(lines.index("## Overall (scores min-max normalised per task)") + 1, "\nNo algorithm ran every task.")
     if unfinished:
         lines += [f"Not included (unfinished): {', '.join(unfinished)}", ""]
     return "\n".join(lines)
@@ -293,7 +296,8 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
 
     paths = []
     iqm_per_point = lambda s: np.array([metrics.aggregate_iqm(s[..., p]) for p in range(s.shape[-1])])  # noqa: E731
-    panels = [("overall (normalised)", report.overall_curves(), "IQM normalised return")]
+    overall = report.overall_curves()  # empty where no algorithm ran every task (a suite of `targets:` rows)
+    panels = [("overall (normalised)", overall, "IQM normalised return")] if overall else []
     panels += [(task, report.task_curves(task), "IQM return") for task in report.tasks]
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -307,13 +311,16 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
         ax.set_title(title)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8, loc="best")
+    for ax in list(axes.flat)[:len(panels) if len({tuple(c) for _, c, _ in panels}) > 1 else 1]:
+        ax.legend(fontsize=8, loc="best")  # every panel where panels show different algorithms
     fig.tight_layout()
     paths.append(out / "sample_efficiency.png")
     fig.savefig(paths[-1])
     plt.close(fig)
 
     scores = report.overall_scores()
+    if not scores:
+        return paths
     taus = np.linspace(0.0, 1.0, 41)
 
     saved = np.random.get_state()
