@@ -378,6 +378,9 @@ def write_report(runs_dir: str | os.PathLike, output: str | os.PathLike | None =
     paths = [out / "results.md", out / "aggregates.json", out / "marl_eval.json"]
     target_lines, numbers["targets"] = targets_report(runs_dir, suite, read_results)
     text = markdown(report, numbers, unfinished, title, None if target_lines else budget)
+    if target_lines:  # the runs are the targets' rows, not a tasks x algorithms grid
+        grid = text.splitlines()[2].split(",")[0]
+        text = text.replace(grid, f"{len(numbers['targets'])} target rows ({len(runs)} runs: each to its target or its budget)", 1)
     paths[0].write_text(text.replace("\n## Per task", "\n" + "\n".join(target_lines) + "\n## Per task", 1) if target_lines else text)
     paths[1].write_text(json.dumps(numbers, indent=1))
     paths[2].write_text(json.dumps(marl_eval_json(report), indent=1))
