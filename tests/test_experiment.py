@@ -48,6 +48,12 @@ def test_ready_suites_load_and_build_every_run():
     config = next(r for r in mpe.runs if r.algorithm == "QMIX" and r.seed == 3).config()
     assert config.algo_name == "QMIX" and config.debugging_cfg.seed == 3
     assert config.stop_cfg.env_steps_total == mpe.env_steps and config.stop_cfg.episode_return_mean is None
+    rllib = load_suite(ROOT / "suites/rllib_targets.yaml")  # RLlib's targets, each in half its budget
+    rows = {(r.task, r.algorithm): (r.target, r.budget) for r in rllib.runs}
+    assert len(rllib.runs) == 18 and rows[("cartpole_2", "PPO")] == (800.0, 150_000)
+    assert rows[("cartpole_4", "APPO")] == (600.0, 100_000) and rows[("pendulum_2", "SAC")] == (-900.0, 250_000)
+    sac = next(r for r in rllib.runs if r.algorithm == "SAC").config()
+    assert sac.stop_cfg.episode_return_window == 5 and sac.environment_cfg.env == "copies.Pendulum-v1"
 
 
 @pytest.mark.parametrize("text, message", [
