@@ -18,7 +18,8 @@ MPELogWrapper logs the reward times the number of agents, which for this shared-
 sum; JaxMARL's MPE episodes last 26 steps, VMAS's 25), and ratios marl/JaxMARL. `--json OUT` writes the rows.
 Known differences not matched: JaxMARL IPPO trains on the reward times 3, and treats the time limit
 as termination; marl bootstraps at truncation. VMAS's simple_spread is VMAS's port (its own reward
-scale), so its return ratio is indicative only.
+scale), so its return ratio is indicative only. `--compile-loss` sets marl's `learners.compile_loss` (its PPO
+loss through torch.compile, as JaxMARL's update is XLA-compiled; the compilation falls in marl's start-up).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32)}
 SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas")
 
 
-def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int) -> dict:
+def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool) -> dict:
     """One marl run (in this process: started by `--side`)."""
     t0 = time.time()
     import marl
@@ -52,11 +53,11 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
             .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
                       gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
                       grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
-            .learners(num_threads=threads).debugging(seed=seed).build())
+            .learners(num_threads=threads, compile_loss=compile_loss).debugging(seed=seed).build())
     returns, env_steps, first = [], 0, None
     while env_steps < budget or first is None or len(returns) < 2:
         result = algo.train()
-        if first is None:  # the first iteration compiles the JaxMARL step: start-up, as JaxMARL's compile is
+        if first is None:  # the first iteration compiles the JaxMARL step (and the loss): start-up, as JaxMARL's compile is
             first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
         env_steps = int(result["env_steps_total"])
         returns.append(float(result.get("episode_return_mean", float("nan"))))
@@ -66,7 +67,8 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
             "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns}
 
 
-def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int) -> dict:
+def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int,
+             compile_loss: bool) -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
         per_update = worlds * steps
@@ -76,7 +78,7 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
         cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(overrides)]
     else:
         env = "jaxmarl.MPE_simple_spread_v3" if side == "marl jaxmarl" else "vmas.simple_spread"
-        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads)]
+        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads), str(int(compile_loss))]
     # One thread: XLA's Eigen pool off and one OpenMP thread. More: both sides use that many (XLA takes every core).
     flags = {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
         "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
@@ -86,7 +88,8 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
     row = json.loads(p.stdout.strip().splitlines()[-1])
     tail = row["returns"][int(len(row["returns"]) * 0.8):] or row["returns"][-1:]
     timed = row.get("timed_env_steps", row["env_steps"])
-    return {"side": side, "setting": setting, "seed": seed, "threads": threads, **row, "env_steps_per_s": timed / row["train_s"],
+    return {"side": side, "setting": setting, "seed": seed, "threads": threads,
+            "compile_loss": compile_loss and side != "JaxMARL", **row, "env_steps_per_s": timed / row["train_s"],
             "env_steps_per_cpu_s": timed / row["cpu_s"],
             "final_return": statistics.fmean(tail)}
 
@@ -100,12 +103,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="threads per side: 1 (default) turns XLA's Eigen pool off and gives marl's learner one "
                              "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads")
+    parser.add_argument("--compile-loss", action="store_true", help="marl sides: learners.compile_loss (torch.compile)")
     parser.add_argument("--json", help="write the rows here")
-    parser.add_argument("--side", nargs=5, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--side", nargs=6, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a marl run in this fresh process
-        env, setting, budget, seed, threads = args.side
-        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads))))
+        env, setting, budget, seed, threads, compile_loss = args.side
+        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads), compile_loss == "1")))
         return
     venv = Path(args.jaxmarl_venv)
     if not (venv / "JAXMARL_SRC").is_file():
@@ -116,7 +121,8 @@ def main() -> None:
         for seed in range(args.seeds):
             order = SIDES[seed % 3:] + SIDES[:seed % 3]  # alternate who runs first (the machine drifts)
             for side in order:
-                row = run_side(side, setting, args.env_steps, seed, venv / "bin" / "python", src, args.threads)
+                row = run_side(side, setting, args.env_steps, seed, venv / "bin" / "python", src, args.threads,
+                               args.compile_loss)
                 rows.append(row)
                 print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
                       f"({row['env_steps_per_cpu_s']:,.0f} per CPU-s, load {os.getloadavg()[0]:.1f}), start-up "
@@ -133,7 +139,8 @@ def main() -> None:
                           f"{m['startup_s']:.1f} s", f"{m['startup_s'] / base['startup_s']:.2f}", f"{m['final_return']:.2f}"])
     C.print_table(["settings", "side", "env steps/s incl. learning", "/ JaxMARL", "per CPU-second", "/ JaxMARL",
                    "start-up", "/ JaxMARL", "return at the budget"], table,
-                  title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side)")
+                  title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side"
+                        f"{', marl learners.compile_loss' if args.compile_loss else ''})")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))

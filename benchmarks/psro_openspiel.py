@@ -1,11 +1,13 @@
 """PSRO on an OpenSpiel poker game: NashConv of the meta-strategy mixture per epoch.
 
-Best responses by PPO (one policy for both seats, fresh initialisation each epoch), payoffs exact from the
-members' tabular policies (or from matches), Nash meta-solver by default. Baseline in the same run: the
-untrained first member (a near-uniform random policy; uniform random scores 0.917 on kuhn_poker).
+Best responses by PPO (one policy for both seats, relu, fresh initialisation each epoch), payoffs exact from
+the members' tabular policies (or from matches), Nash meta-solver by default. Baseline in the same run: the
+untrained first member (a near-uniform random policy; uniform random scores 0.917 on kuhn_poker, 4.75 on
+leduc_poker). Each row also says how good the epoch's learned best response was: its exact payoff against the
+mixture it trained against, and the most any policy gains there (the previous NashConv / 2).
 
-    python benchmarks/psro_openspiel.py --game kuhn_poker --epochs 14 --iterations 20
-    python benchmarks/psro_openspiel.py --game leduc_poker --epochs 10 --iterations 20 --payoffs matches
+    python benchmarks/psro_openspiel.py --game kuhn_poker --epochs 14 --iterations 20    # 0.038 at epoch 6, ~90 s
+    python benchmarks/psro_openspiel.py --game leduc_poker --epochs 35 --iterations 20 --meta-solver uniform  # ~10 min
 
 Writes the population (population.json, members.safetensors) and `marl league`'s files under --out.
 """
@@ -27,6 +29,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=20, help="PPO iterations per best response")
     parser.add_argument("--batch", type=int, default=2048, help="PPO train_batch_size")
     parser.add_argument("--hiddens", default="128,128")
+    parser.add_argument("--activation", default="relu", help="relu: tanh's best responses plateau (see docs/population.md)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--gae-lambda", type=float, default=1.0)
     parser.add_argument("--meta-solver", default="nash", choices=["nash", "prd", "uniform"])
@@ -40,7 +43,8 @@ def main() -> None:
               .env_runners(num_envs_per_env_runner=16, rollout_fragment_length=32, batch_mode="complete_episodes")
               .training(train_batch_size=args.batch, minibatch_size=256, num_epochs=4, lr=args.lr, entropy_coeff=0.0,
                         gamma=1.0, gae_lambda=args.gae_lambda)
-              .multi_agent(policies={"main": {"model": {"hiddens": [int(h) for h in args.hiddens.split(",")]}}})
+              .multi_agent(policies={"main": {"model": {"hiddens": [int(h) for h in args.hiddens.split(",")],
+                                                        "activation": args.activation}}})
               .debugging(seed=args.seed))
     psro = PSRO(config, iterations_per_epoch=args.iterations, payoffs=args.payoffs, match_episodes=args.match_episodes,
                 meta_solver=args.meta_solver, warm_start=False)

@@ -3,3 +3,7 @@
 
 class ConfigError(ValueError):
     """A scenario or builder value that cannot work; the message names the key."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be written or read; the message names the directory and what is wrong."""

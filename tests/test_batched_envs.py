@@ -132,6 +132,35 @@ def test_single_world_view_matches_the_batched_env():
             view_obs, _ = view.reset()  # hands out the auto-reset observation
 
 
+@pytest.mark.parametrize("env,env_config", [(MPE, {"max_steps": MPE_STEPS}), (SMAX, {"scenario": "3m"})])
+def test_stacked_form_hands_out_the_per_agent_numbers(env, env_config):
+    """stack=True (what the runner asks for): one [W, N, ...] view per step, the same numbers as the per-agent dicts."""
+    per_agent, stacked = JaxMarlEnv(env, env_config, 4, seed=1), JaxMarlEnv(env, env_config, 4, seed=1, stack=True)
+    assert stacked.stacked and not per_agent.stacked
+    agents = per_agent.agents
+    joined = lambda d: torch.stack([d[a] for a in agents], dim=1)  # noqa: E731
+    np.testing.assert_array_equal(joined(per_agent.reset()).numpy(), stacked.reset().numpy())
+    gen, ended = torch.Generator().manual_seed(0), 0
+    for _ in range(2 * (MPE_STEPS + 1)):
+        masks = stacked.action_masks()
+        if masks is not None:
+            np.testing.assert_array_equal(joined(per_agent.action_masks()).numpy(), masks.numpy())
+            actions = torch.multinomial(masks.reshape(-1, masks.shape[-1]), 1, generator=gen).view(4, len(agents))
+        else:
+            actions = torch.randint(5, (4, len(agents)), generator=gen)
+        a, b = per_agent.step(dict(zip(agents, actions.unbind(1)))), stacked.step(actions)
+        for x, y in ((a.obs, b.obs), (a.rewards, b.rewards)):
+            np.testing.assert_array_equal(joined(x).numpy(), y.numpy())
+        assert torch.equal(a.terminated, b.terminated) and torch.equal(a.truncated, b.truncated)
+        assert (a.final_obs is None) == (b.final_obs is None)
+        if b.final_obs is not None:
+            ended += 1
+            np.testing.assert_array_equal(joined(a.final_obs).numpy(), b.final_obs.numpy())
+            np.testing.assert_array_equal(a.final_state.numpy(), b.final_state.numpy())
+        np.testing.assert_array_equal(per_agent.state().numpy(), stacked.state().numpy())
+    assert env == SMAX or ended == 2  # MPE: two episode ends compared
+
+
 def test_make_env_views_and_bad_input():
     smax = make_env(SMAX, {"scenario": "3m"})
     assert smax.observation_space("ally_0")["action_mask"].shape == (8,)  # PettingZoo's masked Dict convention

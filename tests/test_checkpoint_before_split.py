@@ -21,12 +21,13 @@ def test_the_old_config_yaml_loads_to_the_same_config():
     saved = yaml.safe_load((FIXTURE / "config.yaml").read_text())
     config = marl.load_scenario(FIXTURE / "config.yaml")
     assert type(config).__name__ == "PPOConfig"
-    loaded = config.to_dict()
-    # Every key the old file holds loads to the same value; keys added since come in at their defaults (no value).
+    loaded, defaults = config.to_dict(), type(config)().to_dict()
+    # Every key the old file holds loads to the same value; keys added since come in at their defaults.
     for section, values in saved.items():
         if isinstance(values, dict):
             assert {k: loaded[section][k] for k in values} == values, section
-            assert all(loaded[section][k] is None for k in set(loaded[section]) - set(values)), section
+            added = set(loaded[section]) - set(values)
+            assert {k: loaded[section][k] for k in added} == {k: defaults[section][k] for k in added}, section
         else:
             assert loaded[section] == values, section
 

@@ -190,3 +190,14 @@ def test_old_module_paths_still_import(old, new):
     code = (f"import importlib; old = importlib.import_module({old!r}); new = importlib.import_module({new!r}); "
             f"assert old is new, (old, new); assert new.__name__ == new.__spec__.name == {new!r}, new.__spec__")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+MAX_LINES = 400  # the house rule: one job per file, and a file a reader takes in whole
+
+
+def test_no_file_in_marl_is_over_400_lines():
+    """A file that grows past MAX_LINES holds more than one job: split it by job (an old import path keeps working
+    through a re-export, or marl/moved.py for a whole module)."""
+    long = sorted(f"{path.relative_to(ROOT)}: {n} lines" for path in MODULES.values()
+                  if (n := len(path.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from marl.cli import main
+from marl.envs.base import EnvError
 from marl.errors import ConfigError
 from marl.population.meta_solvers import nash, prd, solve, uniform
 from marl.policies.ratings import Ratings
@@ -98,26 +99,30 @@ def test_bad_meta_solver_input_is_one_line(args, message):
 
 
 
-def kuhn_config(lr: float = 1e-2, seed: int = 0) -> PPOConfig:
+def kuhn_config(lr: float = 1e-2, seed: int = 0, hiddens=(64,), batch: int = 1024) -> PPOConfig:
+    """PPO best responses on kuhn_poker: relu (with tanh the best responses to a mixture plateau, docs/population.md)."""
     return (PPOConfig().environment("openspiel.kuhn_poker")
             .env_runners(num_envs_per_env_runner=16, rollout_fragment_length=32, batch_mode="complete_episodes")
-            .training(train_batch_size=1024, minibatch_size=256, num_epochs=4, lr=lr, entropy_coeff=0.0, gamma=1.0)
-            .multi_agent(policies={"main": {"model": {"hiddens": [64]}}}).debugging(seed=seed))
+            .training(train_batch_size=batch, minibatch_size=256, num_epochs=4, lr=lr, entropy_coeff=0.0, gamma=1.0,
+                      gae_lambda=1.0)
+            .multi_agent(policies={"main": {"model": {"hiddens": list(hiddens), "activation": "relu"}}}).debugging(seed=seed))
 
 
 @pytest.mark.slow
-def test_psro_on_kuhn_poker_lowers_nash_conv_and_a_frozen_best_response_does_not():
-    """Best responses by PPO against the Nash mixture: NashConv from ~0.9 (an untrained network, near uniform
-    random's 0.917) to below 0.4 in three epochs; with lr=0 (the "best response" never learns) it stays near 0.9."""
-    psro = PSRO(kuhn_config(), iterations_per_epoch=5, payoffs="exact", match_episodes=200)
-    curve = [psro.step()["psro/nash_conv"] for _ in range(3)]
+def test_psro_with_learned_best_responses_brings_kuhn_poker_below_nash_conv_0_05_and_a_frozen_one_does_not():
+    """The issue's target with *learned* best responses: PPO (relu [128, 128], 20 iterations x 2048 steps from a fresh
+    initialisation each epoch) against the Nash mixture of exact payoffs, NashConv by OpenSpiel: from ~0.7 to below
+    0.05 within 8 epochs (measured 0.038, seeds 1 and 2: 0.043 and 0.019 at epoch 7). The same with tanh (PPO's default)
+    stays above 0.11, and with lr=0 (a best response that never learns) near uniform random's 0.9."""
+    psro = PSRO(kuhn_config(lr=3e-3, hiddens=[128, 128], batch=2048), iterations_per_epoch=20, payoffs="exact")
+    curve = [psro.step()["psro/nash_conv"] for _ in range(8)]
     frozen = PSRO(kuhn_config(lr=0.0), iterations_per_epoch=5, payoffs="exact")
     frozen_curve = [frozen.step()["psro/nash_conv"] for _ in range(2)]
-    assert min(curve) < 0.4, curve
+    assert curve[0] > 0.5 and curve[-1] < 0.05, curve
     assert min(frozen_curve) > 0.8, frozen_curve
-    assert len(psro.members) == 4 and psro.meta.sum() == pytest.approx(1.0)
+    assert len(psro.members) == 9 and psro.meta.sum() == pytest.approx(1.0)
     assert np.allclose(psro.payoffs, -psro.payoffs.T)  # zero-sum, seats averaged
-    assert psro.ratings.games("main@3", "main@0") == 200  # exact payoffs, and the matches still rate the members
+    assert psro.ratings.games("main@8", "main@0") == 200  # exact payoffs, and the matches still rate the members
 
 
 def test_psro_matches_fill_the_payoff_table_and_rate_members_and_save_restore_goes_on_identically(tmp_path):
@@ -153,11 +158,45 @@ def test_marl_league_on_a_folder_without_a_population_is_one_line(tmp_path, caps
     ({"payoffs": "guess"}, r"psro.payoffs must be one of \['matches', 'exact'\], got 'guess'"),
     ({"iterations_per_epoch": 0}, r"psro.iterations_per_epoch must be an integer >= 1, got 0"),
     ({"match_episodes": 1}, r"psro.match_episodes must be an integer >= 2, got 1"),
+    ({"match_episodes": 41}, r"psro.match_episodes must be even \(half the matches in each seat\), got 41"),
+    ({"warm_start": "yes"}, r"psro.warm_start must be true or false, got 'yes'"),
     ({"policy": "hero"}, r"psro trains one declared policy, psro.policy='hero'; multi_agent.policies declares \['main'\]"),
 ])
 def test_bad_psro_settings_are_one_line(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PSRO(kuhn_config(), **kwargs)
+
+
+def test_psro_refuses_an_unknown_game_and_a_general_sum_game_for_the_nash_lp_before_training():
+    def config(env):
+        return PPOConfig().environment(env).multi_agent(policies={"main": {}})
+
+    with pytest.raises(EnvError, match=r"^unknown OpenSpiel game 'kuhn_pokr' \(env 'openspiel.kuhn_pokr'\); did you mean kuhn_poker") as err:
+        PSRO(config("openspiel.kuhn_pokr"))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"^psro.meta_solver 'nash' solves two-player zero-sum games; 'openspiel.matrix_pd' "
+                                          r"is general-sum with 2 players: use meta_solver 'prd' or 'uniform'$"):
+        PSRO(config("openspiel.matrix_pd"))
+    assert PSRO(config("openspiel.matrix_pd"), meta_solver="prd").meta_solver == "prd"  # its own solvers are fine
+
+
+def test_an_empty_population_is_one_line(tmp_path, capsys):
+    from marl.population.psro import MixtureMapping
+
+    with pytest.raises(ConfigError, match=r"^the population is empty: a best response needs at least one member to play against$"):
+        MixtureMapping("main", [], [])
+    with pytest.raises(ConfigError, match=r"a meta-strategy gives each of the 2 members a weight >= 0, not all 0; got \[0.0, 0.0\]"):
+        MixtureMapping("main", ["main@0", "main@1"], [0.0, 0.0])
+    with pytest.raises(ConfigError, match=r"meta-strategy gives each of the 2 members .*got \[1.0\]"):
+        MixtureMapping("main", ["main@0", "main@1"], [1.0])
+    psro = PSRO(kuhn_config())
+    with pytest.raises(ConfigError, match=r"^the population is empty: NashConv is of its members' mixture \(run a PSRO epoch first\)$"):
+        psro.nash_conv()
+    psro.save(tmp_path)  # a population saved before its first epoch: `marl league` says so
+    assert main(["league", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"marl: error: {tmp_path / 'population.json'} holds an empty population (saved before its first PSRO epoch): "
+                   "nothing to report")
 
 
 def test_the_mixture_mapping_seats_the_policy_once_and_draws_opponents_by_the_meta_strategy():

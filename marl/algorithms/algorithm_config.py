@@ -6,18 +6,24 @@
 A scenario file holds the same sections (see `marl.config.scenario`).
 Each section is a dataclass in `sections.py`; the algorithm adds its own
 `training` section and names its loss, learner connectors and default workflow.
+What an algorithm gives the learner is `AlgorithmParts` (`algorithm_parts.py`); the checks of a
+whole config are `ConfigValidation` (`config_validation.py`), which `AlgorithmConfig` inherits.
+Both stay importable from here.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import os
+import difflib
 from typing import Any, Callable
 
-from marl import path_checks
-from marl.config.sections import plain_data as _plain
+from marl.algorithms.algorithm_parts import AlgorithmParts
+from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
+from marl.config.plain_data import plain_data as _plain
+from marl.config.registry import NamedConfig, algo_reference
 from marl.config.sections import (
+    SECTION_NAMES,
     CheckpointingSection,
     ConfigError,
     ConnectorsSection,
@@ -30,85 +36,23 @@ from marl.config.sections import (
     MultiAgentSection,
     OfflineSection,
     StopSection,
-    check_relations,
     section_fields,
     update_section,
 )
+from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
-from marl.learners.param_groups import DEFAULT_GROUP, DEFAULT_TARGET, Minibatching, ParamGroup, TargetCopy
+from marl.envs import make_env
+from marl.envs.registry import registered_creator
 from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
 from marl.policies.league import League, LeagueMapping
 from marl.policies.self_play import SelfPlay
-from marl.connectors.build import check_section
-from marl.config.registry import NamedConfig, algo_reference
-from marl.envs.wrappers import parse_wrappers
-from marl.connectors.build import check_policies
-from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
-from marl.learners.device import check_gpus_available
-from marl.envs import make_env
 from marl.runners.global_state import probe_global_state
 from marl.runtime.algorithm import Algorithm
-from marl.envs.registry import registered_creator
-import difflib
 
-SECTION_NAMES = (
-    "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing",
-    "connectors", "loggers", "offline",
-)
-EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
+__all__ = ["SECTION_NAMES", "AlgorithmConfig", "AlgorithmParts"]  # the parts and the section names live in their own modules
 
 
-class AlgorithmParts:
-    """What an algorithm contributes to the generic learner, per trained policy (see `marl.learners.learner`).
-
-    The learner asks for `param_groups`, `target_copies` and `minibatching` (the
-    contract, `marl.learners.param_groups`). Their defaults build today's learner from
-    the short form: one group `default` over all parameters, trained on `loss` with the
-    training section's `lr`, `adam_eps` and `grad_clip`, and one whole-module copy
-    named `target` when `uses_target_network`. Override them for several optimisers,
-    schedules or sub-network targets.
-    """
-
-    loss_columns: tuple[str, ...] = ()  # batch columns the losses read (as tensors)
-    uses_target_network = False  # short form: one frozen whole-module copy, `target`
-    per_row_stats: tuple[str, ...] = ()  # loss stats returned per row, in batch order (TD errors)
-
-    @staticmethod
-    def loss(module, batch, cfg, target=None):
-        """The short form's loss term: `target` is the `target` copy (None without one)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def learner_connectors(cfg) -> list[Callable]:
-        return []
-
-    @staticmethod
-    def prepare(module, tensors: dict, cfg) -> dict:
-        """Columns computed with the current network once per update, before the epochs."""
-        return tensors
-
-    def param_groups(self, cfg) -> list[ParamGroup]:
-        """The optimisers, in update order; `cfg` is the policy's training section."""
-        loss = self.loss
-
-        def default_loss(module, minibatch, cfg, targets):
-            return loss(module, minibatch, cfg, target=targets.get(DEFAULT_TARGET))
-
-        return [ParamGroup(DEFAULT_GROUP, default_loss, lr=cfg.lr, eps=cfg.adam_eps, grad_clip=cfg.grad_clip)]
-
-    def target_copies(self, cfg) -> list[TargetCopy]:
-        return [TargetCopy(DEFAULT_TARGET)] if self.uses_target_network else []
-
-    def minibatching(self, cfg) -> Minibatching:
-        """`num_epochs` and `minibatch_size` of the training section where it declares them; else one step per batch."""
-        declared = section_fields(cfg)
-        return Minibatching(
-            num_epochs=cfg.num_epochs if "num_epochs" in declared else 1,
-            minibatch_size=cfg.minibatch_size if "minibatch_size" in declared else None,
-        )
-
-
-class AlgorithmConfig(NamedConfig):
+class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_runner_config()
     algo_name = "?"  # `algo:` in scenarios, upper case; "?": a shared base, not an algorithm (see registry.py)
     training_section_cls: type = object
     default_module_class: type | str | None = None  # None: ActorCriticMLP
@@ -255,87 +199,7 @@ class AlgorithmConfig(NamedConfig):
         out["workflow"] = wf.to_dict() if hasattr(wf, "to_dict") else _plain(wf)
         return out
 
-    # -- what the runtime asks of a config -----------------------------------
-    def validate(self) -> None:
-        for name in SECTION_NAMES:  # keys bounded by other keys, now that every key is set
-            check_relations(getattr(self, name + "_cfg"), name)
-        self._check_paths()
-        if not self.environment_cfg.env:
-            raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
-        if self.environment_cfg.wrappers:
-            parse_wrappers(self.environment_cfg.wrappers)  # unknown wrapper or argument: one line, before any env is made
-        ids = list(self.policy_specs())
-        if self.multi_agent_cfg.policies_to_train is not None:
-            for pid in self.multi_agent_cfg.policies_to_train:
-                if pid not in ids:
-                    raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
-
-        for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
-            where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
-            kind, _, _ = recurrent_options(self.model_for(pid), where)
-            if kind is not None:
-                check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
-        check_policies(self)
-        if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
-
-            check_gpus_available(self.learners_cfg.num_gpus_per_learner)
-        if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
-            raise ConfigError(
-                "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "
-                ">= 1 (1: one sampling process), or overlap=false to sample in-process"
-            )
-        ev = self.evaluation_cfg
-        if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
-            raise ConfigError(
-                "'evaluation.evaluation_parallel_to_training' needs remote evaluation runners: "
-                "set 'evaluation.evaluation_num_env_runners' >= 1 (0 evaluates in-process, between iterations)"
-            )
-        self.evaluation_runner_config()  # names any bad key of evaluation.evaluation_config now, not at the first evaluation
-
-    def _check_paths(self) -> None:
-        """The path-valued keys, as `marl.path_checks` checks every path a user gives: inputs exist, outputs can be
-        written and are not inside the inputs."""
-        off = self.offline_cfg
-        inputs = []
-        if off.input and isinstance(off.input, (str, os.PathLike, list, tuple)):
-            inputs = path_checks.input_pattern(off.input, "offline.input")
-        if off.output:
-            path_checks.output_dir(off.output, "offline.output",
-                                   inside=tuple(("offline.input", p) for p in inputs if p.is_dir()))
-
-    def evaluation_runner_config(self) -> "AlgorithmConfig":
-        """The config of the evaluation runners: this one with `evaluation.evaluation_config` applied.
-
-        `evaluation_config` holds section overrides ({environment: {...}, env_runners: {...}});
-        `environment.env_config` merges key by key into the training env_config.
-        """
-
-        ev = self.evaluation_cfg
-        cfg = self.copy()
-        for name, values in (ev.evaluation_config or {}).items():
-            where = f"evaluation.evaluation_config.{name}"
-            if name not in EVALUATION_OVERRIDE_SECTIONS:
-                near = difflib.get_close_matches(str(name), EVALUATION_OVERRIDE_SECTIONS, n=1)
-                hint = f" (did you mean '{near[0]}'?)" if near else ""
-                raise ConfigError(
-                    f"unknown section '{where}'{hint}; evaluation_config may override {list(EVALUATION_OVERRIDE_SECTIONS)}"
-                )
-            if not isinstance(values, dict):
-                raise ConfigError(f"'{where}' must be a mapping of keys to values, got {type(values).__name__}")
-            values = dict(values)
-            if name == "env_runners" and "num_env_runners" in values:
-                raise ConfigError(f"'{where}.num_env_runners' is not used: set 'evaluation.evaluation_num_env_runners'")
-            if name == "environment" and isinstance(values.get("env_config"), dict):
-                values["env_config"] = {**cfg.environment_cfg.env_config, **values["env_config"]}
-            update_section(getattr(cfg, name + "_cfg"), where, values)  # errors name 'evaluation.evaluation_config.<section>.<key>'
-        cfg.env_runners_cfg.num_env_runners = ev.evaluation_num_env_runners
-        sp = cfg.seated_pool()
-        if sp is not None and sp.evaluation_opponent is not None:  # self-play judged against a fixed yardstick
-            ma = cfg.multi_agent_cfg
-            ma.policies = sp.evaluation_policies(dict(ma.policies or {}))
-            ma.policy_mapping = sp.evaluation_mapping
-        return cfg
-
+    # -- what the runtime asks of a config (validate and evaluation_runner_config: config_validation.py) --
     def self_play(self) -> SelfPlay | None:
         return SelfPlay.from_any(self.multi_agent_cfg.self_play)
 

@@ -16,8 +16,8 @@ import typing
 from collections.abc import Sequence
 
 from marl.algorithms.algorithm_config import SECTION_NAMES, AlgorithmConfig
+from marl.config.checks import _type_name
 from marl.config.registry import config_class
-from marl.config.sections import _type_name
 from marl.modules.catalog import MODEL_INTRO, MODEL_OPTIONS
 import yaml
 

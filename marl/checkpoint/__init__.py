@@ -1,6 +1,7 @@
-"""Checkpoints: the directory format (`directory`: layout, atomic writing, manifest and schema migrations,
-deploy-time loading of a policy's module and connectors, saving and restoring an Algorithm's parts) and the
-state files it is made of (`state_files`: JSON structure plus safetensors arrays, nothing pickled)."""
+"""Checkpoints: the directory format (`directory`: layout, saving and restoring an Algorithm's parts), atomic
+writing (`atomic`), the manifest with its schema versions and migrations (`manifest`), deploy-time loading of a
+policy's module and connectors (`deploy`), and the state files a checkpoint is made of (`state_files`: JSON
+structure plus safetensors arrays, nothing pickled)."""
 
 from marl.checkpoint.directory import (
     CheckpointError, load_connector_state, load_connectors, load_module, read_manifest, restore_algorithm, save_algorithm,

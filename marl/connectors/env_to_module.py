@@ -9,6 +9,9 @@ observations with image parts, packed into one uint8 byte row each (`marl.module
 `MeanStd` (running mean/std normalisation, synced through the learner), `FrameStack`
 (the last k observations of each (env copy, agent)), `PrevActionReward` (the agent's
 previous action and the reward it got since, appended). `EnvToModulePipeline` runs them.
+
+`Flatten` and the space helpers live in `marl.connectors.flatten`, the running statistics behind `MeanStd` in
+`marl.connectors.running_stats`; this module holds the configurable pieces and the pipeline that runs them.
 """
 
 from __future__ import annotations
@@ -16,142 +19,15 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from marl.connectors.piece import CONTEXT_FIELDS, ConnectorPiece, RowContext
-from marl.modules.parts import PartsLayout, has_image_parts
-from marl.modules.spaces import as_image_box, flat_obs_dim, image_layout, image_space, is_masked_space, observation_part
+from marl.connectors.flatten import Flatten, flat_box, image_dtype, with_observation
 from marl.connectors.module_to_env import ActionAdapter
+from marl.connectors.piece import CONTEXT_FIELDS, ConnectorPiece, RowContext
+from marl.connectors.running_stats import MeanStdFilter
+from marl.modules.spaces import as_image_box, flat_obs_dim, image_layout, image_space
 
-
-class MeanStdFilter:
-    """Running mean/std with a synced central part and a local delta.
-
-    Runners normalise with (central + delta) and ship the delta with each batch;
-    the learner side merges every delta into the central statistics and sends
-    them back with the weights, so all runners converge on the same filter.
-    """
-
-    def __init__(self, dim: int, clip: float = 10.0, eps: float = 1e-8):
-        self.dim, self.clip, self.eps = dim, clip, eps
-        self.central = self.empty_stats(dim)
-        self.delta = self.empty_stats(dim)
-        self._combined = None
-
-    @staticmethod
-    def empty_stats(dim: int) -> dict:
-        return {"count": 0.0, "mean": np.zeros(dim, np.float64), "m2": np.zeros(dim, np.float64)}
-
-    @staticmethod
-    def merge(a: dict, b: dict) -> dict:
-        """Chan et al.'s parallel update of (count, mean, M2)."""
-        n = a["count"] + b["count"]
-        if n == 0:
-            return {"count": 0.0, "mean": a["mean"].copy(), "m2": a["m2"].copy()}
-        d = b["mean"] - a["mean"]
-        mean = a["mean"] + d * (b["count"] / n)
-        m2 = a["m2"] + b["m2"] + d * d * (a["count"] * b["count"] / n)
-        return {"count": n, "mean": mean, "m2": m2}
-
-    def __call__(self, x: np.ndarray, update: bool = True) -> np.ndarray:
-        if update and len(x):
-            batch = {"count": float(len(x)), "mean": x.mean(0, dtype=np.float64), "m2": x.var(0, dtype=np.float64) * len(x)}
-            self.delta = self.merge(self.delta, batch)
-            self._combined = None
-        if self._combined is None:
-            self._combined = self.merge(self.central, self.delta)
-        stats = self._combined
-        if stats["count"] < 2:
-            return x
-        std = np.sqrt(stats["m2"] / stats["count"]) + self.eps
-        return np.clip((x - stats["mean"]) / std, -self.clip, self.clip).astype(np.float32)
-
-    def pop_delta(self) -> dict:
-        delta, self.delta = self.delta, self.empty_stats(self.dim)
-        self.central = self.merge(self.central, delta)  # keep normalising with what we have seen
-        self._combined = None
-        return delta
-
-    def set_state(self, central: dict) -> None:
-        self.central = {k: (np.array(v) if k != "count" else float(v)) for k, v in central.items()}
-        self._combined = None
-
-    def get_state(self) -> dict:
-        return self.central
-
-    def snapshot(self) -> dict:
-        """Central statistics and the local delta not yet shipped (what a runner checkpoint keeps)."""
-        return {"central": self.central, "delta": self.delta}
-
-    def load_snapshot(self, snapshot: dict) -> None:
-        self.set_state(snapshot["central"])
-        self.delta = {k: (np.array(v) if k != "count" else float(v)) for k, v in snapshot["delta"].items()}
-        self._combined = None
-
-
-def flat_box(space: gym.Space) -> gym.spaces.Box:
-    """The flat float32 Box of a space's observation part (what pieces after `Flatten` see)."""
-    box = gym.spaces.flatten_space(observation_part(space))
-    return gym.spaces.Box(box.low.astype(np.float32), box.high.astype(np.float32), box.shape, np.float32)
-
-
-def with_observation(space: gym.Space, box: gym.spaces.Box) -> gym.Space:
-    """`space` with its observation part replaced by `box` (an action mask stays beside it)."""
-    if is_masked_space(space):
-        return gym.spaces.Dict({"observation": box, "action_mask": space["action_mask"]})
-    return box
-
-
-def image_dtype(box: gym.spaces.Box):
-    """What an image observation travels as: uint8 stays uint8, anything else float32."""
-    return np.uint8 if box.dtype == np.uint8 else np.float32
-
-
-class Flatten:
-    """The first step of every env->module pipeline: raw observations -> (float32 [m, d], action mask or None).
-
-    Its space is the env's own: modules flatten a space by the same rule (`marl.modules.spaces`).
-    `keep_images`: image observations come out as [m, *shape] in `image_dtype` instead.
-    """
-
-    def __init__(self, space: gym.Space, keep_images: bool = False):
-        self.space = space
-        self.masked = is_masked_space(space)
-        self.obs_space = observation_part(space)
-        self.dim = flat_obs_dim(space)
-        image = image_space(space) if keep_images else None
-        self.image = None if image is None else as_image_box(image)
-        # Dict/Tuple observations with image parts: one packed uint8 row each (marl.modules.parts)
-        self.parts = PartsLayout(self.obs_space) if keep_images and has_image_parts(self.obs_space) else None
-        if self.parts is not None:
-            self._flatten = self.parts.pack
-        elif self.image is not None:
-            self._dtype = image_dtype(self.image)
-            self._flatten = self._stack_images
-        elif isinstance(self.obs_space, gym.spaces.Box):
-            self._flatten = self._flatten_box
-        elif isinstance(self.obs_space, gym.spaces.Discrete):
-            self._flatten = self._flatten_discrete
-        else:
-            self._flatten = self._flatten_generic
-
-    def _flatten_box(self, items: list) -> np.ndarray:
-        return np.asarray(items, dtype=np.float32).reshape(len(items), self.dim)
-
-    def _stack_images(self, items: list) -> np.ndarray:
-        return np.asarray(items, dtype=self._dtype).reshape((len(items),) + self.image.shape)
-
-    def _flatten_discrete(self, items: list) -> np.ndarray:
-        out = np.zeros((len(items), self.dim), np.float32)
-        out[np.arange(len(items)), np.asarray(items, dtype=np.int64) - self.obs_space.start] = 1.0
-        return out
-
-    def _flatten_generic(self, items: list) -> np.ndarray:
-        return np.stack([gym.spaces.flatten(self.obs_space, o) for o in items]).astype(np.float32)
-
-    def __call__(self, raw: list) -> tuple[np.ndarray, np.ndarray | None]:
-        if self.masked:
-            mask = np.asarray([o["action_mask"] for o in raw], dtype=np.float32)
-            return self._flatten([o["observation"] for o in raw]), mask
-        return self._flatten(raw), None
+# Moved to their own modules; still importable from here (tests and user pieces import them from this module).
+__all__ = ["EnvToModulePipeline", "Flatten", "FrameStack", "MeanStd", "MeanStdFilter", "PrevActionReward", "flat_box",
+           "image_dtype", "with_observation"]
 
 
 # -- pieces -------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def make_batched_env(name: str, env_config: dict[str, Any], num_worlds: int, see
     if name.startswith(VMAS_PREFIX):
         return VmasEnv(name, env_config, num_worlds, seed, device)
     if name.startswith(JAXMARL_PREFIX):
-        return JaxMarlEnv(name, env_config, num_worlds, seed, device)
+        return JaxMarlEnv(name, env_config, num_worlds, seed, device, stack=True)
     if is_gymnasium_id(name):
         return GymVectorEnv(name, env_config, num_worlds, seed, device)
     raise EnvError(

@@ -14,6 +14,9 @@ same way (a fresh int32/float32 torch tensor each step: feeding one reused buffe
 World-level done is the env's `__all__`; a world that ended at the env's `max_steps` is truncated
 (it bootstraps), any other end is terminated. Masks: `get_avail_actions` where the env defines it
 (SMAX); the global state: `get_world_state` where the env has it (SMAX), else the observations joined.
+`stack=True` (what the batched runner asks for) hands out the stacked form where the agents are alike
+in spaces: observations [W, N, ...], rewards [W, N], masks [W, N, n] as single views of the packed
+array (each agent's columns sit side by side), actions [W, N] in: no Python object per agent per step.
 `get_state()` saves the env state pytree, the PRNG key and the last packed output as NumPy: a
 restored env continues exactly. Runs on JAX's CPU backend; torch tensors are CPU tensors.
 """
@@ -117,7 +120,8 @@ def _step_count(state):
 class JaxMarlEnv(BatchedEnv):
     """A JaxMARL env over `num_worlds` worlds as a `BatchedEnv` (see the module docstring)."""
 
-    def __init__(self, name: str, env_config: dict[str, Any], num_worlds: int, seed: int | None = None, device=None):
+    def __init__(self, name: str, env_config: dict[str, Any], num_worlds: int, seed: int | None = None, device=None,
+                 stack: bool = False):
         jax, _ = _import_jaxmarl()
         if device is not None and torch.device(device).type != "cpu":
             raise EnvError(f"env {name!r}: the JaxMARL adapter runs on CPU (env_runners.device: cpu); got {device}")
@@ -128,6 +132,9 @@ class JaxMarlEnv(BatchedEnv):
                          {a: to_gymnasium(env.action_space(a)) for a in self.agents})
         self._jax = jax
         self._discrete = {a: isinstance(self._act_spaces[a], gymnasium.spaces.Discrete) for a in self.agents}
+        first = self.agents[0]
+        self.stacked = stack and all(self._obs_spaces[a] == self._obs_spaces[first]
+                                     and self._act_spaces[a] == self._act_spaces[first] for a in self.agents)
         from jaxmarl.environments.multi_agent_env import MultiAgentEnv  # its get_avail_actions only raises
 
         self._masked = type(env).get_avail_actions is not MultiAgentEnv.get_avail_actions and all(self._discrete.values())
@@ -220,7 +227,10 @@ class JaxMarlEnv(BatchedEnv):
     def _view(self, key: str) -> torch.Tensor:
         return self._packed[:, self._slices[key]]
 
-    def _agent_views(self, part: str) -> dict[str, torch.Tensor]:
+    def _agent_views(self, part: str) -> dict[str, torch.Tensor] | torch.Tensor:
+        if self.stacked:  # the agents' blocks are adjacent: one view [W, N, ...]
+            block = slice(self._slices[f"{part}/{self.agents[0]}"].start, self._slices[f"{part}/{self.agents[-1]}"].stop)
+            return self._packed[:, block].view(self.num_worlds, len(self.agents), *self._obs_spaces[self.agents[0]].shape)
         return {a: self._view(f"{part}/{a}").view(self.num_worlds, *self._obs_spaces[a].shape) for a in self.agents}
 
     def _receive(self, packed) -> None:
@@ -235,9 +245,12 @@ class JaxMarlEnv(BatchedEnv):
         self._receive(packed)
         return self._last_obs
 
-    def step(self, actions: dict[str, torch.Tensor]) -> BatchedStep:
+    def step(self, actions: dict[str, torch.Tensor] | torch.Tensor) -> BatchedStep:
         dtype = torch.int32 if all(self._discrete.values()) else torch.float32
-        joint = torch.stack([actions[a].to(dtype) for a in self.agents], dim=1)  # a fresh tensor each step
+        if self.stacked:  # [W, N, ...] as one fresh contiguous tensor
+            joint = actions.to(dtype, copy=True, memory_format=torch.contiguous_format)
+        else:
+            joint = torch.stack([actions[a].to(dtype) for a in self.agents], dim=1)  # a fresh tensor each step
         # On the CPU a NumPy view is the cheaper hand-over (jax's from_dlpack costs ~0.4 ms of Python per call,
         # most of a 16-world step); on an accelerator DLPack keeps the actions on the device.
         jax_actions = joint.numpy() if joint.device.type == "cpu" else self._jax.dlpack.from_dlpack(joint)
@@ -250,8 +263,8 @@ class JaxMarlEnv(BatchedEnv):
         if bool((terminated | truncated).any()):
             final_obs = self._agent_views("final")
             final_state = self._view("final_state") if self._world_state else BatchedEnv.state(self, final_obs)
-        return BatchedStep(self._last_obs, {a: rewards[:, i] for i, a in enumerate(self.agents)},
-                           terminated, truncated, final_obs, final_state)
+        per_agent = rewards if self.stacked else {a: rewards[:, i] for i, a in enumerate(self.agents)}
+        return BatchedStep(self._last_obs, per_agent, terminated, truncated, final_obs, final_state)
 
     def state(self, obs: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """SMAX: `get_world_state` of the worlds as they are now (the runner passes the current obs); else obs joined."""
@@ -261,12 +274,17 @@ class JaxMarlEnv(BatchedEnv):
             return torch.zeros((self.num_worlds, self._slices["state"].stop - self._slices["state"].start))
         return super().state(obs)
 
-    def action_masks(self) -> dict[str, torch.Tensor] | None:
+    def action_masks(self) -> dict[str, torch.Tensor] | torch.Tensor | None:
         if not self._masked:
             return None
         if self._packed is None:
-            return {a: torch.ones((self.num_worlds, self._act_spaces[a].n)) for a in self.agents}
-        return {a: self._view(f"mask/{a}") for a in self.agents}
+            masks = {a: torch.ones((self.num_worlds, self._act_spaces[a].n)) for a in self.agents}
+        elif self.stacked:
+            block = slice(self._slices[f"mask/{self.agents[0]}"].start, self._slices[f"mask/{self.agents[-1]}"].stop)
+            return self._packed[:, block].view(self.num_worlds, len(self.agents), -1)
+        else:
+            masks = {a: self._view(f"mask/{a}") for a in self.agents}
+        return torch.stack(list(masks.values()), dim=1) if self.stacked else masks
 
     def get_state(self) -> dict | None:
         if self._state is None:

@@ -40,70 +40,39 @@ per policy per request.
 
 aiohttp serves (it comes with ray[default], bounds request bodies itself and runs
 in a thread of its own, so training keeps the main thread); the client uses httpx.
+
+The request checks are in `marl.external.request_checks`, the HTTP layer in `marl.external.http_app`
+(`ExperienceServer` inherits both); this module keeps episodes, runs inference, publishes weights and
+assembles the batches.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import math
 import threading
 import time
 import uuid
 
-import gymnasium as gym
 import numpy as np
 import torch
 
+from marl.connectors.build import build_policy_module
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
+from marl.external.http_app import HttpServing
+from marl.external.request_checks import (  # noqa: F401  (also importable from here, as before)
+    FLOAT32_MAX,
+    LOCAL_HOSTS,
+    RequestChecks,
+    RequestError,
+    check_host,
+    check_servable,
+)
 from marl.external.wire import act as sample_actions
-from marl.external.wire import action_to_json
-from marl.modules.spaces import is_masked_space
-from marl.connectors.build import build_policy_module
-from marl.external.wire import class_path, space_to_json
-from marl.external.wire import tensors_to_json
+from marl.external.wire import action_to_json, class_path, space_to_json, tensors_to_json
 
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def check_host(host: str, token: str | None) -> None:
-    """Serving beyond this machine needs a token (checked before anything starts)."""
-    if host not in LOCAL_HOSTS and not token:
-        raise ConfigError(
-            f"serving on {host} (beyond this machine) needs a token: give --token or set MARL_SERVE_TOKEN; "
-            "clients send it as 'Authorization: Bearer <token>'"
-        )
-
-
-def check_servable(config, specs: dict) -> None:
-    """What `marl serve` cannot do yet, each as one line before anything starts: observations are taken as clients
-    send them (flat numbers: no connectors, no observation filter, no action masks, no Dict/Tuple spaces), and
-    there is no global env state (MAPPO's centralised critic) nor recurrent state (checked once modules exist)."""
-
-    if config.connectors_cfg.env_to_module or config.connectors_cfg.policies or config.env_runners_cfg.observation_filter != "none":
-        raise ConfigError("marl serve takes observations as clients send them: remove connectors.env_to_module, "
-                          "connectors.policies and env_runners.observation_filter (it is "
-                          f"'{config.env_runners_cfg.observation_filter}')")
-    for pid, spec in specs.items():
-        if is_masked_space(spec.observation_space):
-            raise ConfigError(f"marl serve: policy '{pid}' observes an action mask ({config.environment_cfg.env}); clients "
-                              "cannot send masks yet: serve an env without action masks")
-        if not isinstance(spec.observation_space, gym.spaces.Box):
-            raise ConfigError(f"marl serve: policy '{pid}' observes a {type(spec.observation_space).__name__} space; "
-                              "clients send flat lists of numbers, so served envs need Box observations")
-        if sb.STATE in config.runner_columns(pid):
-            raise ConfigError(f"marl serve: {config.algo_name} reads the env's global state at every step (centralised "
-                              f"critic of policy '{pid}'), which clients do not send; serve PPO instead")
-
-
-class RequestError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 class _Episode:
@@ -120,7 +89,7 @@ class _Episode:
         self.versions: set[int] = set()  # weights versions of the rows not yet emitted
 
 
-class ExperienceServer:
+class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
     """Episodes, inference and the queue of finished pieces; the HTTP layer is `start()`'s aiohttp app."""
 
     def __init__(self, config, specs: dict, agents_of: dict, possible_agents: list[str], host: str = "127.0.0.1",
@@ -207,33 +176,6 @@ class ExperienceServer:
                                     f"{self.episode_timeout_s:g} s without requests)")
         ep.last_seen = time.monotonic()
         return ep
-
-    def _obs(self, body, key: str = "obs") -> dict[str, np.ndarray]:
-        if not isinstance(body, dict) or not isinstance(body.get(key), dict) or not body[key]:
-            raise RequestError(400, f"body must be a JSON object with '{key}': {{agent id: [float, ...]}}")
-        out = {}
-        unknown = [a for a in body[key] if a not in self.agent_index]
-        if unknown:
-            raise RequestError(400, f"unknown agent id(s) {unknown}; this env's agents: {self.possible_agents}")
-        for agent, value in body[key].items():
-            pid = self.policy_of[agent]
-            try:  # float64 first: a value beyond float32 would silently become inf
-                wide = np.asarray(value, dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError, OverflowError):
-                raise RequestError(400, f"observation of '{agent}' is not a list of numbers") from None
-            if wide.size != self.obs_dim[pid]:
-                raise RequestError(400, f"observation of '{agent}' must be {self.obs_dim[pid]} finite numbers, got {wide.size}")
-            bad = np.flatnonzero(~np.isfinite(wide))
-            if bad.size:
-                raise RequestError(400, f"observation of '{agent}' has a non-finite value ({wide[bad[0]]}) at index "
-                                        f"{bad[0]}: observations must be finite numbers")
-            big = np.flatnonzero(np.abs(wide) > FLOAT32_MAX)
-            if big.size:
-                raise RequestError(400, f"observation of '{agent}' has {wide[big[0]]:g} at index {big[0]}, beyond float32 "
-                                        f"(|x| <= {FLOAT32_MAX:.4g}), which observations are kept in")
-            out[agent] = wide.astype(np.float32)
-        return out
-
     def start_episode(self) -> str:
         if len(self.episodes) >= self.max_episodes:
             self._drop_stale()  # a client that died frees its episodes' places first
@@ -319,46 +261,6 @@ class ExperienceServer:
         self.count("external/local_steps", len(checked))
         self.count("external/actions", sum(len(a) for _, a, _ in checked))
         return {"ok": True}
-
-    def _checked_step(self, i: int, step) -> tuple[dict, dict, dict]:
-        where = f"steps[{i}]"
-        if not isinstance(step, dict):
-            raise RequestError(400, f"{where} must be an object with obs, actions, logp, vf, rewards")
-        try:
-            obs = self._obs(step)
-        except RequestError as err:
-            raise RequestError(400, f"{where}: {err.message}") from None
-        acted = {}
-        for agent in obs:
-            pid = self.policy_of[agent]
-            action = (step.get("actions") or {}).get(agent)
-            logp = (step.get("logp") or {}).get(agent)
-            vf = (step.get("vf") or {}).get(agent, 0.0 if not self.values[pid] else None)
-            space = self.action_spaces[pid]
-            try:
-                if self.discrete[pid] and (isinstance(action, bool) or not isinstance(action, int)):
-                    raise TypeError
-                act = np.asarray(action, dtype=space.dtype if self.discrete[pid] else np.float32)
-                ok = act.shape == space.shape and (not self.discrete[pid] or space.contains(act)) and bool(np.all(np.isfinite(act)))
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                raise RequestError(400, f"{where}: action of '{agent}' must be an element of {space}, got {action!r}")
-            for name, value in (("logp", logp), ("vf", vf)):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise RequestError(400, f"{where}: '{name}' of '{agent}' must be a finite number, got {value!r}"
-                                            + (" (this algorithm records value estimates)" if name == "vf" else ""))
-            acted[agent] = (act, float(logp), float(vf))
-        rewards = step.get("rewards") or {}
-        if not isinstance(rewards, dict):
-            raise RequestError(400, f"{where}: 'rewards' must be {{agent id: float}}")
-        for agent, r in rewards.items():
-            if agent not in acted:
-                raise RequestError(400, f"{where}: reward for '{agent}', which did not act in this step")
-            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
-                raise RequestError(400, f"{where}: reward of '{agent}' must be a finite number, got {r!r}")
-        return obs, acted, {a: float(r) for a, r in rewards.items()}
-
     def log_returns(self, eid: str, body) -> dict:
         ep = self._episode(eid)
         rewards = body.get("rewards") if isinstance(body, dict) else None
@@ -429,125 +331,3 @@ class ExperienceServer:
             batches = {pid: SampleBatch.concat([SampleBatch(c) for c in parts]) for pid, parts in per_policy.items()}
             self.pieces.append((batches, steps, set(ep.versions)))
         ep.versions = set()
-
-    # -- HTTP ----------------------------------------------------------------------------------
-    def _app(self):
-        from aiohttp import web
-
-        server = self
-
-        @web.middleware
-        async def guard(request, handler):
-            try:
-                if server.ended is not None and request.path != "/stats":
-                    with server.lock:
-                        server.count("external/refused/503")
-                    return web.json_response({"error": f"training has ended: {server.ended}; this server takes no more "
-                                                       "requests and exits shortly", "ended": server.ended}, status=503)
-                if server.token is not None:
-                    sent = request.headers.get("Authorization", "")
-                    if not hmac.compare_digest(sent.encode(), f"Bearer {server.token}".encode()):
-                        raise RequestError(401, "missing or wrong token: send 'Authorization: Bearer <token>'")
-                return await handler(request)
-            except RequestError as err:
-                with server.lock:
-                    server.count(f"external/refused/{err.status}")
-                return web.json_response({"error": err.message}, status=err.status)
-            except web.HTTPException as err:  # 413 (body over the limit), 404 (no such route), 405
-                with server.lock:
-                    server.count(f"external/refused/{err.status}")
-                return web.json_response({"error": f"{err.reason}: {err.text}" if err.status != 413 else
-                                          f"request body over the limit of {server.max_body_bytes} bytes"}, status=err.status)
-
-        async def body_of(request):
-            if not request.can_read_body:
-                return {}
-            try:
-                return await request.json()
-            except web.HTTPException:
-                raise
-            except Exception:  # invalid JSON or encoding
-                raise RequestError(400, "body is not valid JSON") from None
-
-        def verb(method):
-            async def handle(request):
-                body = await body_of(request)
-                eid = request.match_info.get("eid")
-                with server.lock:
-                    server.count("external/requests")
-                    result = method(eid, body) if eid is not None else method()
-                return web.json_response(result if isinstance(result, dict) else {"episode_id": result})
-            return handle
-
-        async def stats(request):
-            with server.lock:
-                return web.json_response({**server.counters, "weights_version": server.weights_version,
-                                          "open_episodes": len(server.episodes), "ended": server.ended})
-
-        app = web.Application(middlewares=[guard], client_max_size=self.max_body_bytes)
-        app.router.add_post("/episodes", verb(lambda: server.start_episode()))
-        app.router.add_post("/episodes/{eid}/action", verb(self.get_action))
-        app.router.add_post("/episodes/{eid}/rewards", verb(self.log_returns))
-        app.router.add_post("/episodes/{eid}/end", verb(self.end_episode))
-        app.router.add_post("/episodes/{eid}/steps", verb(self.add_steps))
-        app.router.add_get("/stats", stats)
-
-        async def weights(request):
-            with server.lock:
-                server.count("external/requests")
-                return web.json_response(server.weights(request.query.get("version")))
-
-        app.router.add_get("/weights", weights)
-        return app
-
-    def start(self) -> "ExperienceServer":
-        """Serves in a thread of its own; returns once listening (`self.port` is the bound port)."""
-        from aiohttp import web
-
-        ready, failure = threading.Event(), []
-
-        def run():
-            loop = self._loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            try:
-                self._runner = web.AppRunner(self._app(), access_log=None)
-                loop.run_until_complete(self._runner.setup())
-                site = web.TCPSite(self._runner, self.host, self.port)
-                loop.run_until_complete(site.start())
-                self.port = site._server.sockets[0].getsockname()[1]
-            except Exception as err:  # port taken, bad host: reported to the caller
-                failure.append(err)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="marl-policy-server", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            raise ConfigError(f"cannot serve on {self.host}:{self.port}: {failure[0]}")
-        if self.on_listening is not None:
-            self.on_listening(self)
-        return self
-
-    def end(self, reason: str) -> None:
-        """Training has ended: requests in progress finish (they hold the lock), new ones get 503 with `reason`
-        for `end_grace_s` seconds, so clients learn why instead of meeting a closed port."""
-        if self._thread is None:
-            return
-        with self.lock:
-            self.ended = str(reason)
-        if self.end_grace_s > 0:
-            try:
-                time.sleep(self.end_grace_s)
-            except KeyboardInterrupt:  # Ctrl-C during the grace period: stop now, still releasing everything
-                pass
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop = self._thread = None

@@ -18,6 +18,7 @@ shuffled whole (`marl.learners.sequences`), checked once against its acting pass
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 
 import numpy as np
@@ -116,6 +117,8 @@ class Learner:
             module, cfg = self.module[pid], self.train_cfgs[pid]
             groups, copies = self.parts[pid].param_groups(cfg), self.parts[pid].target_copies(cfg)
             check_declared(pid, groups, copies)
+            if config.learners_cfg.compile_loss:  # the same terms, traced and fused on the first minibatch
+                groups = [dataclasses.replace(g, loss=torch.compile(g.loss)) if g.trainable else g for g in groups]
             self.groups[pid] = groups
             self.group_params[pid] = _owned_parameters(pid, module, groups)
             self.optimizers[pid] = {}

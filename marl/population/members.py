@@ -94,6 +94,8 @@ def _mixture(game, tables: list, weights):
     """The behaviour policy of playing member k with probability weights[k] for the whole game (OpenSpiel's aggregate)."""
     from open_spiel.python.algorithms import policy_aggregator
 
+    if not tables:
+        raise ConfigError("the population is empty: its mixture has no member to play")
     players = list(range(game.num_players()))
     weights = [float(w) for w in weights]
     return policy_aggregator.PolicyAggregator(game).aggregate(players, [tables] * len(players), [weights] * len(players))

@@ -19,6 +19,10 @@ A symmetric two-player population: every member plays either seat. One epoch:
 `best_response="exact"` (OpenSpiel games, `payoffs="exact"`) takes OpenSpiel's exact best response to the
 mixture instead of training one: the PSRO loop alone, the limit a learned best response approaches.
 
+The `nash` meta-solver on an OpenSpiel game that is not two-player zero-sum is refused at construction,
+before any best response trains. With PPO best responses use a relu network: tanh ones saturate into a
+pure action before the card matters and plateau (docs/population.md has the measurements).
+
 The population starts with one member, the policy's untrained initialisation. `warm_start`
 starts each best response from the previous member's weights (off by default: on kuhn_poker a warm start
 from a near-deterministic member stays near it, and PSRO degenerates into iterated best response).
@@ -52,6 +56,12 @@ class MixtureMapping:
     """Seats `policy` in one seat (first or second at random) and a member drawn from `weights` in the other."""
 
     def __init__(self, policy: str, members: list[str], weights: list[float], seed: int = 0):
+        if not members:
+            raise ConfigError("the population is empty: a best response needs at least one member to play against")
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (len(members),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ConfigError(f"a meta-strategy gives each of the {len(members)} members a weight >= 0, not all 0; "
+                              f"got {list(weights)}")
         self.policy, self.members, self.weights, self.seed = policy, list(members), list(weights), seed
 
     def __call__(self, agent_id: str, episode) -> str:
@@ -81,6 +91,10 @@ class PSRO:
         for key, value, low in (("iterations_per_epoch", iterations_per_epoch, 1), ("match_episodes", match_episodes, 2)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"psro.{key} must be an integer >= {low}, got {value!r}")
+        if match_episodes % 2:
+            raise ConfigError(f"psro.match_episodes must be even (half the matches in each seat), got {match_episodes}")
+        if not isinstance(warm_start, bool):
+            raise ConfigError(f"psro.warm_start must be true or false, got {warm_start!r}")
         declared = dict(config.multi_agent_cfg.policies or {})
         if policy not in declared or len(declared) != 1:
             raise ConfigError(f"psro trains one declared policy, psro.policy={policy!r}; multi_agent.policies declares {list(declared)}")
@@ -98,6 +112,17 @@ class PSRO:
         self.env_steps = 0
         self._game = None
         self._tables: dict[int, object] = {}
+        if meta_solver == "nash" and config.environment_cfg.env.startswith("openspiel."):
+            self._check_zero_sum()
+
+    def _check_zero_sum(self) -> None:
+        """The Nash LP's meta-game is zero-sum only if the game is: said before any best response trains."""
+        game = self._openspiel_game()  # also names an unknown game or a bad parameter, in one line
+        utility = game.get_type().utility
+        if game.num_players() != 2 or utility.name != "ZERO_SUM":
+            raise ConfigError(f"psro.meta_solver 'nash' solves two-player zero-sum games; {self.config.environment_cfg.env!r} "
+                              f"is {utility.name.lower().replace('_', '-')} with {game.num_players()} players: "
+                              f"use meta_solver 'prd' or 'uniform'")
 
     @property
     def members(self) -> list[str]:
@@ -214,6 +239,8 @@ class PSRO:
         """NashConv of the meta-strategy mixture, where OpenSpiel computes it (None otherwise)."""
         if not self.config.environment_cfg.env.startswith("openspiel."):
             return None
+        if not self.weights:
+            raise ConfigError("the population is empty: NashConv is of its members' mixture (run a PSRO epoch first)")
         game = self._openspiel_game()
         if not game.get_type().provides_information_state_tensor:
             return None

@@ -39,6 +39,8 @@ def write_league_report(path, output=None) -> list[str]:
     out = Path(output) if output else source.parent
     out.mkdir(parents=True, exist_ok=True)
     members, meta = state["members"], state["meta"]
+    if not members:
+        raise ValueError(f"{source} holds an empty population (saved before its first PSRO epoch): nothing to report")
     ratings = Ratings.from_state(state["ratings"])
     weight = dict(zip(members, meta))
 

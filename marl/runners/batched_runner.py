@@ -29,8 +29,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from marl.connectors.build import build_policy_module, env_to_module_pipeline, module_to_env_pipeline, piece_specs
-from marl.connectors.module_to_env import ClipActions, UnsquashActions
+from marl.connectors.build import build_policy_module
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.data.records import SampledBatch
@@ -39,95 +38,10 @@ from marl.errors import ConfigError
 from marl.modules import MultiRLModule
 from marl.policies import resolve_policies
 from marl.runners.actor_basics import ActorBasics
-from marl.runners.batched_fragment import PolicyFragment, WorldColumns
-from marl.runners.collector import check_columns
+from marl.runners.batched_fragment import WorldColumns
+from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
-
-
-def unsupported(config) -> str | None:
-    """Why the batched path cannot run `config` (None: it can), judged from the config alone."""
-    run, ma = config.env_runners_cfg, config.multi_agent_cfg
-    if run.batch_mode == "complete_episodes":
-        return "env_runners.batch_mode: complete_episodes"
-    if ma.self_play:
-        return "multi_agent.self_play (its pool rebinds agents to policies every episode)"
-    if run.observation_filter != "none":
-        return f"env_runners.observation_filter: {run.observation_filter}"
-    for pid in config.policy_specs():
-        if config.model_for(pid).get("recurrent"):
-            return f"policy '{pid}': model.recurrent (stateful modules)"
-        for pipeline in ("env_to_module", "module_to_env"):
-            if piece_specs(config, pid, pipeline):
-                return f"policy '{pid}': connectors.{pipeline} pieces"
-    return None
-
-
-class _Policy:
-    """One policy's side of the runner: its agents, module, action conversion and fragment."""
-
-    def __init__(self, runner: "BatchedEnvRunner", pid: str, spec, agents: list[str]):
-        config, device = runner.config, runner.device
-        self.pid, self.agents = pid, agents
-        self.module = runner.module[pid]
-        if self.module.get_initial_state():
-            raise ConfigError(f"policy '{pid}': stateful modules run on the dict path (env_runners.batched: false)")
-        pipe = env_to_module_pipeline(config, pid, spec.observation_space, spec.action_space, 0)
-        if pipe.pieces:
-            raise ConfigError(f"policy '{pid}': env->module connector pieces run on the dict path (env_runners.batched: false)")
-        self.obs_shape = tuple(pipe.obs_shape)
-        self.action_fns = []  # Box actions: the clip/unsquash pieces, applied in torch before the env
-        to_env = module_to_env_pipeline(config, pid, spec.action_space)
-        for piece in to_env.pieces.values():  # implicit ones only (`unsupported` refused the user's)
-            if not isinstance(piece, (ClipActions, UnsquashActions)):
-                raise ConfigError(f"policy '{pid}': module->env piece {type(piece).__name__} runs on the dict path "
-                                  "(env_runners.batched: false)")
-            fn = piece.on_tensors(device)
-            if fn is not None:
-                self.action_fns.append(fn)
-        index = [runner.agent_index[a] for a in agents]
-        self.index = torch.tensor(index, dtype=torch.int64, device=device)
-        self.all_agents = index == list(range(len(runner.possible_agents)))  # every agent, in the env's order
-        self.rows_agent_index = self.index.repeat(runner.num_worlds)  # rows (world, agent): the module's agent_index
-        inputs = tuple(self.module.inputs)
-        self.wants_state, self.wants_agent_index = "state" in inputs, "agent_index" in inputs
-        self.wants_mask = "action_mask" in inputs and runner.masked
-        self.columns = check_columns(config.runner_columns(pid), pid)
-        action_shape = tuple(to_env.shape)  # the module's action layout (ActionAdapter): int64 or float32 rows
-        action_dtype = torch.int64 if np.issubdtype(to_env.dtype, np.integer) else torch.float32
-        mask_dim = self.module.action_dim if runner.masked else None
-        self.fragment = PolicyFragment(runner.fragment_length, runner.num_worlds, index, self.obs_shape, torch.float32,
-                                       action_shape, action_dtype, self.columns, mask_dim, device)
-
-    def stack(self, per_agent: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
-        """[W, A, ...] of this policy's agents' tensors (from a stacked env's [W, N, ...]: its agents' columns)."""
-        if isinstance(per_agent, torch.Tensor):
-            return per_agent if self.all_agents else per_agent[:, self.index]
-        return torch.stack([per_agent[a] for a in self.agents], dim=1)
-
-    def inputs(self, obs: torch.Tensor, state: torch.Tensor | None, mask: torch.Tensor | None) -> dict:
-        """The module's inputs for rows (world, agent): obs [W, A, ...] -> [W*A, ...]."""
-        w, a = obs.shape[:2]
-        out = {"obs": obs.reshape(w * a, *self.obs_shape).float()}
-        if self.wants_agent_index:
-            out["agent_index"] = self.rows_agent_index
-        if self.wants_state:
-            out["state"] = state.repeat_interleave(a, dim=0)
-        if self.wants_mask and mask is not None:
-            out["action_mask"] = mask.reshape(w * a, -1)
-        return out
-
-    def to_env(self, actions: torch.Tensor) -> torch.Tensor:
-        for fn in self.action_fns:  # in the pipeline's order, as the dict path applies them
-            actions = fn(actions)
-        return actions
-
-    def values(self, inputs: dict) -> torch.Tensor:
-        out = self.module.forward_exploration(inputs)
-        if "vf_preds" not in out:
-            raise ConfigError(f"policy '{self.pid}': its algorithm records value predictions, but module "
-                              f"{type(self.module).__name__}.forward_exploration returned no 'vf_preds'")
-        return out["vf_preds"]
 
 
 class BatchedEnvRunner(ActorBasics):
@@ -158,7 +72,7 @@ class BatchedEnvRunner(ActorBasics):
             self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in self.specs.items()})
         self.module.to(self.device).eval()
         self.masked = self.env.action_masks() is not None
-        self.policies = {pid: _Policy(self, pid, s, agents_of[pid]) for pid, s in self.specs.items() if agents_of[pid]}
+        self.policies = {pid: BatchedPolicy(self, pid, s, agents_of[pid]) for pid, s in self.specs.items() if agents_of[pid]}
         wants_state = any(sb.STATE in p.columns or p.wants_state for p in self.policies.values())
         next_state = any(sb.NEXT_STATE in p.columns for p in self.policies.values())
         self.state_dim = None
@@ -210,13 +124,7 @@ class BatchedEnvRunner(ActorBasics):
             obs_p = p.stack(obs)
             mask_p = p.stack(masks) if masks is not None else None
             inputs = p.inputs(obs_p, state, mask_p)
-            module = p.module
-            if explore:
-                out = module.forward_exploration(inputs)
-            else:
-                out = module.forward_inference(inputs)
-            dist = module.action_dist(out["action_dist_inputs"])
-            act = dist.sample(self.torch_rng) if explore or module.greedy_is_sampled else dist.deterministic_sample()
+            act, logp, vf = p.act(inputs, self.torch_rng, explore, want_logp=collect and frag.logp is not None)
             rows = act.view(self.num_worlds, len(p.agents), *act.shape[1:])
             env_act = p.to_env(rows)
             if self.env.stacked:
@@ -229,11 +137,10 @@ class BatchedEnvRunner(ActorBasics):
                 if frag.mask is not None:
                     frag.mask[t] = mask_p
                 if frag.logp is not None:
-                    frag.logp[t] = dist.logp(act).view(frag.shape[1:])
+                    frag.logp[t] = logp.view(frag.shape[1:])
                 if frag.vf is not None:
-                    if "vf_preds" not in out:
-                        p.values(inputs)  # raises, naming the module
-                    frag.vf[t] = out["vf_preds"].view(frag.shape[1:])
+                    frag.vf[t] = (vf if vf is not None else p.values(inputs)).view(frag.shape[1:])  # (raises, naming
+                    # the module, where it has no value pass)
         world.eps_id[t] = self._eps_id  # (evaluation too: finished episodes are read from them)
         world.t[t] = self._ep_len
         if collect and state is not None and world.state is not None:
@@ -260,7 +167,7 @@ class BatchedEnvRunner(ActorBasics):
             self._ep_return.masked_fill_(done.unsqueeze(1), 0.0)
         self._obs = result.obs
 
-    def _stacked_actions(self, actions, p: _Policy, env_act: torch.Tensor) -> torch.Tensor:
+    def _stacked_actions(self, actions, p: BatchedPolicy, env_act: torch.Tensor) -> torch.Tensor:
         """A stacked env's actions [W, N, ...] with policy `p`'s agents' columns filled in."""
         if not isinstance(actions, torch.Tensor):
             actions = torch.empty((self.num_worlds, len(self.possible_agents), *env_act.shape[2:]),

@@ -19,7 +19,8 @@ import numpy as np
 from marl.envs.batched_families import natively_batched
 from marl.envs.vmas import VmasBatch, is_vmas
 from marl.errors import ConfigError
-from marl.runners.batched_runner import BatchedEnvRunner, unsupported
+from marl.runners.batched_policy import unsupported
+from marl.runners.batched_runner import BatchedEnvRunner
 from marl.runners.env_runner import EnvRunner
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
 

@@ -1,0 +1,110 @@
+"""The checks of a whole config, once every key is set: `AlgorithmConfig.validate` and the evaluation runners'
+config (`evaluation.evaluation_config` applied, every key checked).
+
+`AlgorithmConfig` inherits these methods. They are their own module because checking the whole config,
+across sections and against this machine (paths, GPUs, recurrent support, connector pieces), is a job
+apart from building it (`marl.algorithms.algorithm_config`): they read the config through its public
+questions (`policy_specs`, `model_for`, `module_class_for`, `seated_pool`) and the sections, and change
+nothing but the copy `evaluation_runner_config` returns.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Self
+
+from marl import path_checks
+from marl.config.checks import check_relations, update_section
+from marl.config.sections import SECTION_NAMES
+from marl.connectors.build import check_policies
+from marl.envs.wrappers import parse_wrappers
+from marl.errors import ConfigError
+from marl.learners.device import check_gpus_available
+from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
+
+EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
+
+
+class ConfigValidation:
+    """`validate` and `evaluation_runner_config` of `AlgorithmConfig` (mixed in)."""
+
+    def validate(self) -> None:
+        for name in SECTION_NAMES:  # keys bounded by other keys, now that every key is set
+            check_relations(getattr(self, name + "_cfg"), name)
+        self._check_paths()
+        if not self.environment_cfg.env:
+            raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
+        if self.environment_cfg.wrappers:
+            parse_wrappers(self.environment_cfg.wrappers)  # unknown wrapper or argument: one line, before any env is made
+        ids = list(self.policy_specs())
+        if self.multi_agent_cfg.policies_to_train is not None:
+            for pid in self.multi_agent_cfg.policies_to_train:
+                if pid not in ids:
+                    raise ConfigError(f"'multi_agent.policies_to_train' names unknown policy '{pid}'; declared: {ids}")
+
+        for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
+            where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
+            kind, _, _ = recurrent_options(self.model_for(pid), where)
+            if kind is not None:
+                check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
+        check_policies(self)
+        if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
+
+            check_gpus_available(self.learners_cfg.num_gpus_per_learner)
+        if self.env_runners_cfg.overlap and self.env_runners_cfg.num_env_runners == 0:
+            raise ConfigError(
+                "'env_runners.overlap' samples on runner actors beside the learner: set 'env_runners.num_env_runners' "
+                ">= 1 (1: one sampling process), or overlap=false to sample in-process"
+            )
+        ev = self.evaluation_cfg
+        if ev.evaluation_parallel_to_training and ev.evaluation_num_env_runners == 0:
+            raise ConfigError(
+                "'evaluation.evaluation_parallel_to_training' needs remote evaluation runners: "
+                "set 'evaluation.evaluation_num_env_runners' >= 1 (0 evaluates in-process, between iterations)"
+            )
+        self.evaluation_runner_config()  # names any bad key of evaluation.evaluation_config now, not at the first evaluation
+
+    def _check_paths(self) -> None:
+        """The path-valued keys, as `marl.path_checks` checks every path a user gives: inputs exist, outputs can be
+        written and are not inside the inputs."""
+        off = self.offline_cfg
+        inputs = []
+        if off.input and isinstance(off.input, (str, os.PathLike, list, tuple)):
+            inputs = path_checks.input_pattern(off.input, "offline.input")
+        if off.output:
+            path_checks.output_dir(off.output, "offline.output",
+                                   inside=tuple(("offline.input", p) for p in inputs if p.is_dir()))
+
+    def evaluation_runner_config(self) -> Self:  # an AlgorithmConfig of the same class
+        """The config of the evaluation runners: this one with `evaluation.evaluation_config` applied.
+
+        `evaluation_config` holds section overrides ({environment: {...}, env_runners: {...}});
+        `environment.env_config` merges key by key into the training env_config.
+        """
+
+        ev = self.evaluation_cfg
+        cfg = self.copy()
+        for name, values in (ev.evaluation_config or {}).items():
+            where = f"evaluation.evaluation_config.{name}"
+            if name not in EVALUATION_OVERRIDE_SECTIONS:
+                near = difflib.get_close_matches(str(name), EVALUATION_OVERRIDE_SECTIONS, n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                raise ConfigError(
+                    f"unknown section '{where}'{hint}; evaluation_config may override {list(EVALUATION_OVERRIDE_SECTIONS)}"
+                )
+            if not isinstance(values, dict):
+                raise ConfigError(f"'{where}' must be a mapping of keys to values, got {type(values).__name__}")
+            values = dict(values)
+            if name == "env_runners" and "num_env_runners" in values:
+                raise ConfigError(f"'{where}.num_env_runners' is not used: set 'evaluation.evaluation_num_env_runners'")
+            if name == "environment" and isinstance(values.get("env_config"), dict):
+                values["env_config"] = {**cfg.environment_cfg.env_config, **values["env_config"]}
+            update_section(getattr(cfg, name + "_cfg"), where, values)  # errors name 'evaluation.evaluation_config.<section>.<key>'
+        cfg.env_runners_cfg.num_env_runners = ev.evaluation_num_env_runners
+        sp = cfg.seated_pool()
+        if sp is not None and sp.evaluation_opponent is not None:  # self-play judged against a fixed yardstick
+            ma = cfg.multi_agent_cfg
+            ma.policies = sp.evaluation_policies(dict(ma.policies or {}))
+            ma.policy_mapping = sp.evaluation_mapping
+        return cfg
