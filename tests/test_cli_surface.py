@@ -184,6 +184,7 @@ def test_envs_lists_families_and_registered_names(tmp_path):
     assert "mpe2.simple_spread_v3" in p.stdout and "pettingzoo.classic.tictactoe_v3" in p.stdout
     assert "gymnasium.classic_control" in p.stdout and "CartPole-v1" in p.stdout
     assert "register_env (1): my_cartpole" in p.stdout
+    assert "copies: copies.<any id above>" in p.stdout  # N independent copies of a Gymnasium env (marl.envs.copies)
     p = run("envs", "--family", "pettingzoo")
     assert p.returncode == 0 and "CartPole-v1" not in p.stdout and "mpe2.simple_tag_v3" in p.stdout
 

@@ -48,6 +48,12 @@ def test_ready_suites_load_and_build_every_run():
     config = next(r for r in mpe.runs if r.algorithm == "QMIX" and r.seed == 3).config()
     assert config.algo_name == "QMIX" and config.debugging_cfg.seed == 3
     assert config.stop_cfg.env_steps_total == mpe.env_steps and config.stop_cfg.episode_return_mean is None
+    rllib = load_suite(ROOT / "suites/rllib_targets.yaml")  # RLlib's targets, each in half its budget
+    rows = {(r.task, r.algorithm): (r.target, r.budget) for r in rllib.runs}
+    assert len(rllib.runs) == 18 and rows[("cartpole_2", "PPO")] == (800.0, 150_000)
+    assert rows[("cartpole_4", "APPO")] == (600.0, 100_000) and rows[("pendulum_2", "SAC")] == (-900.0, 250_000)
+    sac = next(r for r in rllib.runs if r.algorithm == "SAC").config()
+    assert sac.stop_cfg.episode_return_window == 5 and sac.environment_cfg.env == "copies.Pendulum-v1"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -63,6 +69,12 @@ def test_ready_suites_load_and_build_every_run():
     ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\nevaluation: {episodes: 0}\n",
      r"'evaluation.episodes' must be an integer >= 1"),
     ("env_steps: 10\ntasks: {a: {scenario: nope.yaml}}\nalgorithms: [PPO]\n", r"scenario file 'nope.yaml' does not exist"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\ntargets: {a: {PPO: {episode_return: 5}}}\n",
+     r"'targets.a.PPO': unknown key 'episode_return'"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\ntargets: {b: {PPO: {episode_return_mean: 5}}}\n",
+     r"'targets' names task 'b', which is not in 'tasks'"),
+    ("env_steps: 10\ntasks: {a: {env: CartPole-v1}}\nalgorithms: [PPO]\ntargets: {a: {PPO: {episode_return_mean: 5, env_steps: 0}}}\n",
+     r"'targets.a.PPO.env_steps' must be an integer >= 1, got 0"),
 ])
 def test_a_bad_suite_is_one_line_naming_the_key(tmp_path, text, message):
     suite = tmp_path / "bad.yaml"
@@ -433,3 +445,52 @@ def test_marl_eval_steps_take_the_nearest_evaluation_and_old_rows_their_mean(tmp
     assert [data[f"step_{i}"]["episode_length"] for i in range(4)] == [[12.0], [4.0, 6.0], [4.0, 6.0], [4.0, 6.0]]
     assert data["absolute_metrics"] == {"return": [6.0, 8.0], "episode_length": [4.0, 6.0]}
     assert_marl_eval_layout({"gymnasium": {"t": {"ppo": {"seed_0": data}}}}, ["t"], ["PPO"], [0])
+
+
+TARGETS = """
+name: targets
+env_steps: 100000
+seeds: 1
+tasks:
+  cartpole: {env: CartPole-v1}
+  pendulum: {env: Pendulum-v1}
+algorithms:
+  PPO: {overrides: {training: {train_batch_size: 128, minibatch_size: 64, num_epochs: 1}}}
+  A2C: {overrides: {training: {train_batch_size: 128, min_env_steps_per_iteration: 128}}}
+targets:
+  cartpole:
+    PPO: {episode_return_mean: 5, env_steps: 512, reference_env_steps: 1024, reference: "a return any policy reaches"}
+    A2C: {episode_return_mean: 100000, episode_return_window: 3, env_steps: 256}
+evaluation: {episodes: 2}
+checkpoint_frequency: 1
+overrides: {env_runners: {num_envs_per_env_runner: 2, rollout_fragment_length: 64}, loggers: {tensorboard: false}}
+"""
+
+
+def test_targets_rows_run_to_their_return_or_their_own_budget_and_the_report_tables_them(tmp_path):
+    suite = tmp_path / "targets.yaml"
+    suite.write_text(TARGETS)
+    loaded = load_suite(suite)  # only the listed pairs: no pendulum run, no full grid
+    assert [(r.task, r.algorithm, r.budget, r.target) for r in loaded.runs] == [
+        ("cartpole", "PPO", 512, 5.0), ("cartpole", "A2C", 256, 100000.0)]
+    config = loaded.runs[0].config()
+    assert config.stop_cfg.env_steps_total == 512 and config.stop_cfg.episode_return_mean == 5.0
+    assert config.stop_cfg.episode_return_window == 0 and loaded.runs[1].config().stop_cfg.episode_return_window == 3
+    out = tmp_path / "runs"
+    p = cli("experiment", str(suite), "--local", "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "2 target rows x 1 seeds" in p.stdout and "all 2 runs finished" in p.stdout
+    reached = json.loads((out / "cartpole/PPO/seed_0/done.json").read_text())
+    assert reached["target_reached"] is True and reached["env_steps_total"] == 128  # CartPole pays >= 8 per episode
+    missed = json.loads((out / "cartpole/A2C/seed_0/done.json").read_text())
+    assert missed["target_reached"] is False and missed["env_steps_total"] == 256  # its own budget, not the suite's
+    p = cli("experiment", str(suite), "--local", "--output", str(out))  # a run that reached its target is finished
+    assert p.returncode == 0 and "2 finished, 0 to run" in p.stdout
+    p = cli("report", str(out))
+    assert p.returncode == 0, p.stderr
+    text = (out / "report/results.md").read_text()
+    assert "| cartpole | PPO | 5 | iteration's | 1,024 | 512 | seed 0: 128 | yes |" in text
+    assert "| cartpole | A2C | 100000 | last 3 | - | 256 | seed 0: missed (best " in text and "| no |" in text
+    assert "cartpole/PPO: a return any policy reaches" in text
+    rows = json.loads((out / "report/aggregates.json").read_text())["targets"]
+    assert rows[0]["env_steps_to_target"] == {"0": 128} and rows[1]["env_steps_to_target"] == {"0": None}

@@ -36,9 +36,10 @@ def cmd_experiment(args) -> int:
     with open(os.devnull, "w") as devnull, ProgressDisplay(
         live=False if args.quiet else None, prefix_names=True, stream=devnull if args.quiet else None
     ) as display:
+        shape = (f"{len(suite.targets)} target rows x {len(suite.seeds)} seeds), each to its target or budget" if suite.targets else
+                 f"{len(suite.tasks)} tasks x {len(suite.algorithms)} algorithms x {len(suite.seeds)} seeds), {suite.env_steps} env steps each")
         display.message(
-            f"suite {suite.name}: {len(suite.runs)} runs ({len(suite.tasks)} tasks x {len(suite.algorithms)} algorithms x "
-            f"{len(suite.seeds)} seeds), {suite.env_steps} env steps each; {len(done)} finished, {len(todo)} to run "
+            f"suite {suite.name}: {len(suite.runs)} runs ({shape}; {len(done)} finished, {len(todo)} to run "
             f"({'in-process' if args.local else 'Ray Tune trials'}); runs directory: {runs_dir.resolve()}"
         )
         try:

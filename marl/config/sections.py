@@ -222,6 +222,11 @@ class OfflineSection:
 @dataclass
 class StopSection:
     episode_return_mean: float | None = doc("stop once the iteration's mean episode return reaches this", None)
+    episode_return_window: int = doc(
+        "episodes episode_return_mean is judged over: 0, those that finished in the iteration; N, the last N that finished, "
+        "across iterations (RLlib's metrics_num_episodes_for_smoothing, 100 by default; result key episode_return_window_mean)",
+        0, min=0,
+    )
     env_steps_total: int | None = doc("stop after this many env steps", None, min=1)
     time_total_s: float | None = doc("stop after this many seconds of training", None, min=0)
     iterations: int | None = doc("stop after this many iterations", None, min=1)
@@ -229,9 +234,10 @@ class StopSection:
 
 def stop_reason(stop_cfg, result: dict) -> str | None:
     """The stop rule: which criterion of a `stop` section an iteration's result meets, if any (the first, in this order)."""
-    ret = result.get("episode_return_mean", math.nan)
+    ret = result.get("episode_return_window_mean" if stop_cfg.episode_return_window else "episode_return_mean", math.nan)
     if stop_cfg.episode_return_mean is not None and not math.isnan(ret) and ret >= stop_cfg.episode_return_mean:
-        return f"episode_return_mean {ret:.2f} >= {stop_cfg.episode_return_mean}"
+        window = f" (last {stop_cfg.episode_return_window} episodes)" if stop_cfg.episode_return_window else ""
+        return f"episode_return_mean{window} {ret:.2f} >= {stop_cfg.episode_return_mean}"
     if stop_cfg.env_steps_total is not None and result["env_steps_total"] >= stop_cfg.env_steps_total:
         return f"env_steps_total {result['env_steps_total']} >= {stop_cfg.env_steps_total}"
     if stop_cfg.time_total_s is not None and result["time_total_s"] >= stop_cfg.time_total_s:

@@ -3,7 +3,8 @@
 - registered: names given to `register_env` in this process (import the module that registers them first)
 - pettingzoo / mpe2: module paths of the installed PettingZoo env families (`mpe2.simple_spread_v3`)
 - gymnasium: the ids in Gymnasium's registry (`CartPole-v1`), grouped by where they live; ids of the
-  installed multi-agent Gymnasium packages (lbforaging, rware) module-qualified (`rware:rware-tiny-2ag-v2`)
+  installed multi-agent Gymnasium packages (lbforaging, rware) module-qualified (`rware:rware-tiny-2ag-v2`);
+  `copies.<id>`: N independent copies of one as a multi-agent env
 - vmas: `vmas.<scenario>` for each scenario of the installed VMAS
 - openspiel: `openspiel.<game>` for each sequential or simultaneous-move game of the installed OpenSpiel
 
@@ -107,7 +108,9 @@ def env_catalog() -> dict[str, dict[str, list[str] | str]]:
     return {
         "registered": {"register_env": registered_envs()},
         "pettingzoo": pettingzoo_families(),
-        "gymnasium": gymnasium_families(),
+        # any id above as N independent copies, one agent each (marl.envs.copies)
+        "gymnasium": {**gymnasium_families(), "copies": "copies.<any id above>, env_config {num_agents: N}: N independent "
+                      "copies stepped as one env, agents agent_0..N-1 (RLlib's make_multi_agent)"},
         "vmas": vmas_families(),
         "openspiel": openspiel_families(),
     }

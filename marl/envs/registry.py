@@ -23,6 +23,7 @@ import gymnasium
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 
 from marl.envs.base import EnvError, MultiAgentEnv
+from marl.envs.copies import PREFIX as COPIES_PREFIX, make_copies_env
 from marl.envs.batched_view import SingleWorldView
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a jaxmarl.* env is made)
@@ -119,7 +120,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     """Create the env called ``name`` with ``env_config``.
 
     Resolution order: a :func:`register_env` name; ``vmas.<scenario>`` (a VMAS
-    scenario, see :mod:`marl.envs.vmas`); ``openspiel.<game>`` (an OpenSpiel game, its
+    scenario, see :mod:`marl.envs.vmas`); ``copies.<Gymnasium id>`` (``num_agents`` independent copies
+    as one env, RLlib's ``make_multi_agent``, see :mod:`marl.envs.copies`); ``openspiel.<game>`` (an OpenSpiel game, its
     parameters in ``env_config``, see :mod:`marl.envs.openspiel`); ``jaxmarl.<env id>`` (one world of
     :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
@@ -150,6 +152,11 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
         if wrappers:
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to VMAS scenarios")
         return make_vmas_env(name, config)
+
+    if name.startswith(COPIES_PREFIX):
+        if wrappers:
+            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to copies.* envs")
+        return make_copies_env(name, config)
 
     if name.startswith("jaxmarl."):
         if wrappers:

@@ -36,6 +36,7 @@ from marl.experiment.runner import DONE_FILE, RUN_FILE
 from marl.logging.run_dir import RESULT_FILE, read_results
 from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
 from marl.experiment.runner import SUITE_FILE
+from marl.experiment.targets import targets_report
 import warnings
 from omegaconf import OmegaConf
 
@@ -253,8 +254,11 @@ def markdown(report: Report, numbers: dict, unfinished: list[str], title: str, b
         lines.append(f"| {a} | {e['runs']} x {e['tasks']} | {_fmt(e['iqm'], 3)} | {_fmt(e['mean'], 3)} |")
     lines += ["", "Normalisation bounds (min, max return per task): "
               + ", ".join(f"{t} [{lo:.2f}, {hi:.2f}]" for t, (lo, hi) in numbers["normalisation"].items()), ""]
-    lines += ["![IQM vs env steps](sample_efficiency.png)", "", "![performance profile](performance_profile.png)", "",
-              "![aggregates](aggregates.png)", ""]
+    lines += ["![IQM vs env steps](sample_efficiency.png)", ""]
+    if numbers["overall"]:
+        lines += ["![performance profile](performance_profile.png)", "", "![aggregates](aggregates.png)", ""]
+    else:
+        lines.insert(lines.index("## Overall (scores min-max normalised per task)") + 1, "\nNo algorithm ran every task.")
     if unfinished:
         lines += [f"Not included (unfinished): {', '.join(unfinished)}", ""]
     return "\n".join(lines)
@@ -292,7 +296,8 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
 
     paths = []
     iqm_per_point = lambda s: np.array([metrics.aggregate_iqm(s[..., p]) for p in range(s.shape[-1])])  # noqa: E731
-    panels = [("overall (normalised)", report.overall_curves(), "IQM normalised return")]
+    overall = report.overall_curves()  # empty where no algorithm ran every task (a suite of `targets:` rows)
+    panels = [("overall (normalised)", overall, "IQM normalised return")] if overall else []
     panels += [(task, report.task_curves(task), "IQM return") for task in report.tasks]
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -306,13 +311,16 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
         ax.set_title(title)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8, loc="best")
+    for ax in list(axes.flat)[:len(panels) if len({tuple(c) for _, c, _ in panels}) > 1 else 1]:
+        ax.legend(fontsize=8, loc="best")  # every panel where panels show different algorithms
     fig.tight_layout()
     paths.append(out / "sample_efficiency.png")
     fig.savefig(paths[-1])
     plt.close(fig)
 
     scores = report.overall_scores()
+    if not scores:
+        return paths
     taus = np.linspace(0.0, 1.0, 41)
 
     saved = np.random.get_state()
@@ -368,7 +376,12 @@ def write_report(runs_dir: str | os.PathLike, output: str | os.PathLike | None =
     numbers["grid_env_steps"] = [int(x) for x in report.grid]
     title = f"Suite `{suite.get('name', runs_dir.name)}`"
     paths = [out / "results.md", out / "aggregates.json", out / "marl_eval.json"]
-    paths[0].write_text(markdown(report, numbers, unfinished, title, budget))
+    target_lines, numbers["targets"] = targets_report(runs_dir, suite, read_results)
+    text = markdown(report, numbers, unfinished, title, None if target_lines else budget)
+    if target_lines:  # the runs are the targets' rows, not a tasks x algorithms grid
+        grid = text.splitlines()[2].split(",")[0]
+        text = text.replace(grid, f"{len(numbers['targets'])} target rows ({len(runs)} runs: each to its target or its budget)", 1)
+    paths[0].write_text(text.replace("\n## Per task", "\n" + "\n".join(target_lines) + "\n## Per task", 1) if target_lines else text)
     paths[1].write_text(json.dumps(numbers, indent=1))
     paths[2].write_text(json.dumps(marl_eval_json(report), indent=1))
     paths += plots(report, out, reps)

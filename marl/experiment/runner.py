@@ -38,18 +38,22 @@ SUITE_FILE = "suite.yaml"
 
 
 def run_state(run_dir: Path, budget: int) -> str:
-    """done (reached `budget`), resume (has a checkpoint), or fresh."""
+    """done (reached `budget`, or its `targets:` return), resume (has a checkpoint), or fresh."""
     done = run_dir / DONE_FILE
-    if done.is_file() and json.loads(done.read_text()).get("env_steps_total", 0) >= budget:
-        return "done"
+    if done.is_file():
+        record = json.loads(done.read_text())
+        if record.get("env_steps_total", 0) >= budget or record.get("target_reached"):
+            return "done"
     if (run_dir / CHECKPOINT_DIR / "manifest.json").is_file():
         return "resume"
     return "fresh"
 
 
-def budget_stop(budget: int):
-    """A `stop` section of only the budget (what the display measures progress against)."""
-    return SimpleNamespace(episode_return_mean=None, env_steps_total=budget, time_total_s=None, iterations=None)
+def budget_stop(spec: RunSpec):
+    """A `stop` section of the run's budget and its `targets:` return (what the display measures progress against)."""
+    window = spec.config().stop_cfg.episode_return_window if spec.target is not None else 0
+    return SimpleNamespace(episode_return_mean=spec.target, episode_return_window=window, env_steps_total=spec.budget,
+                           time_total_s=None, iterations=None)
 
 
 def run_one(spec: RunSpec, runs_dir: Path, budget: int, episodes: int, family: str, *,
@@ -76,7 +80,8 @@ def run_one(spec: RunSpec, runs_dir: Path, budget: int, episodes: int, family: s
     reason = train_run(config, run_dir, resume=state == "resume", echo=echo, progress=progress, final_evaluation=episodes)
     last = json.loads((run_dir / RESULT_FILE).read_text().splitlines()[-1])
     done = {"reason": reason, "env_steps_total": last["env_steps_total"], "iterations": last["iteration"],
-            "time_s": round(time.time() - started, 2), "resumed": state == "resume"}
+            "time_s": round(time.time() - started, 2), "resumed": state == "resume",
+            "target_reached": spec.target is not None and str(reason).startswith("episode_return_mean")}  # (its stop_reason)
     (run_dir / DONE_FILE).write_text(json.dumps(done, indent=1))
     return done
 
@@ -95,7 +100,7 @@ def pending_runs(suite: Suite, runs_dir: Path) -> tuple[list[RunSpec], list[RunS
     """(runs still to train, runs already finished)."""
     todo, done = [], []
     for spec in suite.runs:
-        (done if run_state(runs_dir / spec.relative_dir, suite.env_steps) == "done" else todo).append(spec)
+        (done if run_state(runs_dir / spec.relative_dir, spec.budget) == "done" else todo).append(spec)
     return todo, done
 
 
@@ -107,9 +112,9 @@ def run_local(suite: Suite, runs_dir: Path, display) -> list[str]:
     failed = []
     for spec in todo:
         display.start(spec.name)
-        stop = budget_stop(suite.env_steps)
+        stop = budget_stop(spec)
         try:
-            run_one(spec, runs_dir, suite.env_steps, suite.evaluation_episodes, suite.env_families[spec.task],
+            run_one(spec, runs_dir, spec.budget, suite.evaluation_episodes, suite.env_families[spec.task],
                     echo=None, progress=lambda result, name=spec.name: display.update(name, result, stop))
         except KeyboardInterrupt:
             display.finish(spec.name, "interrupted")
@@ -130,12 +135,12 @@ def _trial(config: dict) -> None:
     import_suite_modules(Path(config["suite_path"]), [])  # the suite's folder on sys.path
     import_user_modules(config["imports"], "suite 'imports': {module}", config.get("import_folders", []))
     run = config["run"]
-    spec = RunSpec(run["task"], run["algorithm"], run["seed"], run["scenario"], tuple(run["overrides"]))
+    spec = RunSpec(run["task"], run["algorithm"], run["seed"], run["scenario"], tuple(run["overrides"]), run["budget"], run["target"])
 
     def report(result: dict) -> None:
         tune.report({k: v for k, v in result.items() if isinstance(v, (int, float, str, bool))})
 
-    run_one(spec, Path(config["runs_dir"]), config["budget"], config["episodes"], run["family"], progress=report)
+    run_one(spec, Path(config["runs_dir"]), spec.budget, config["episodes"], run["family"], progress=report)
 
 
 def _resources(num_runners_of: dict):
@@ -169,11 +174,12 @@ def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None =
         resources[spec.name] = (cfg.env_runners_cfg.num_env_runners, cfg.env_runners_cfg.num_cpus_per_env_runner,
                                 cfg.learners_cfg.num_learners, cfg.learners_cfg.num_cpus_per_learner)
         display.start(spec.name)
-    stop = budget_stop(suite.env_steps)
+    stops = {spec.name: budget_stop(spec) for spec in todo}
 
     class Display(tune.Callback):
         def on_trial_result(self, iteration, trials, trial, result, **info):
-            display.update(trial.config["run"]["name"], result, stop)
+            name = trial.config["run"]["name"]
+            display.update(name, result, stops[name])
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             display.finish(trial.config["run"]["name"], "finished")
@@ -182,9 +188,10 @@ def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None =
             display.finish(trial.config["run"]["name"], "failed (see its error.txt in Tune's folder)")
 
     runs = [{"task": s.task, "algorithm": s.algorithm, "seed": s.seed, "scenario": s.scenario,
-             "overrides": list(s.overrides), "name": s.name, "family": suite.env_families[s.task]} for s in todo]
+             "overrides": list(s.overrides), "name": s.name, "family": suite.env_families[s.task],
+             "budget": s.budget, "target": s.target} for s in todo]
     param_space = {
-        "run": tune.grid_search(runs), "runs_dir": str(runs_dir.resolve()), "budget": suite.env_steps,
+        "run": tune.grid_search(runs), "runs_dir": str(runs_dir.resolve()),
         "episodes": suite.evaluation_episodes, "suite_path": str(suite.path.resolve()), "imports": suite.imports,
         "import_folders": module_folders(suite.imports),  # where this process found them (a task's scenario folder, ...)
     }

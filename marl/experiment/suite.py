@@ -18,6 +18,8 @@
     checkpoint_frequency: 5            # iterations between checkpoints (an interrupted run resumes from the last one)
     overrides: {env_runners.num_envs_per_env_runner: 8}   # applied to every run
     imports: [my_envs]                 # modules imported first in every process (register_env calls)
+    targets: {simple_spread: {PPO: {episode_return_mean: -60, env_steps: 50000}}}   # optional: only these
+                                       # pairs run, each to its return or budget (marl/experiment/targets.py)
 
 A run's config: the algorithm's scenario (or its defaults), the task's sections, the task's
 overrides, the algorithm's overrides, the suite's overrides, then the seed, the budget and the
@@ -38,9 +40,11 @@ from marl.errors import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
 from marl.config.scenario import config_from_dict
 from marl.config.registry import config_class
+from marl.experiment.targets import Target, parse_targets
 import json
 
-SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports")
+SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports",
+              "targets")
 TASK_KEYS = ("env", "env_config", "scenario", "overrides")
 ALGORITHM_KEYS = ("algo", "scenario", "overrides")
 EVALUATION_KEYS = ("episodes", "interval")
@@ -57,6 +61,8 @@ class RunSpec:
     seed: int
     scenario: dict
     overrides: tuple[str, ...]
+    budget: int = 0  # env steps (stop.env_steps_total)
+    target: float | None = None  # a `targets:` row stops once its training return reaches this
 
     @property
     def name(self) -> str:
@@ -84,6 +90,7 @@ class Suite:
     imports: list[str]
     runs: list[RunSpec]
     env_families: dict  # task -> env family name (the marl-eval JSON's environment level)
+    targets: dict = dataclasses.field(default_factory=dict)  # (task, algorithm) -> Target
 
     def import_modules(self) -> None:
         import_suite_modules(self.path, self.imports)
@@ -269,11 +276,15 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
         kept = {k: v for k, v in scenario.items() if k in ("training", "workflow", "learners", "env_runners", "connectors")}
         algo_parts[label] = (str(algo), kept, _dotted(spec.get("overrides"), f"{w}: 'overrides'"))
 
+    targets = parse_targets(data.get("targets"), task_parts, algo_parts, env_steps, where)
     evaluation_overrides = [f"evaluation.evaluation_duration={episodes}", "evaluation.evaluation_duration_unit=episodes"]
     evaluation_overrides.append(f"evaluation.evaluation_interval={_dotlist_value(interval)}")
     runs = []
     for task, (task_sections, task_overrides) in task_parts.items():
         for label, (algo, algo_sections, algo_overrides) in algo_parts.items():
+            if targets and (task, label) not in targets:
+                continue
+            target = targets.get((task, label), Target(None, env_steps))
             scenario = {"algo": algo, **{k: v for k, v in algo_sections.items()}}
             if imports:  # each run's config.yaml and checkpoint record them: a run resumed by hand imports them too
                 scenario["imports"] = list(imports)
@@ -283,18 +294,20 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
                 else:
                     scenario[key] = value
             fixed = [
-                f"stop.env_steps_total={env_steps}", "stop.episode_return_mean=null", "stop.time_total_s=null",
+                f"stop.env_steps_total={target.env_steps}", f"stop.episode_return_mean={_dotlist_value(target.episode_return_mean)}",
+                f"stop.episode_return_window={target.episode_return_window}",
+                "stop.time_total_s=null",
                 "stop.iterations=null", f"checkpointing.checkpoint_frequency={ckpt_freq}",
                 "checkpointing.checkpoint_at_end=true", f"loggers.wandb_group={name}",
             ]
             for seed in seeds:
                 spec = RunSpec(task, label, seed, scenario,
                                tuple(task_overrides + algo_overrides + suite_overrides + fixed + evaluation_overrides
-                                     + [f"debugging.seed={seed}"]))
+                                     + [f"debugging.seed={seed}"]), target.env_steps, target.episode_return_mean)
                 if seed == seeds[0]:  # the seeds' configs differ only in debugging.seed: check one
                     try:
                         spec.config().validate()
                     except ConfigError as err:
                         raise ConfigError(f"{where}: {err}") from None
                 runs.append(spec)
-    return Suite(name, path, env_steps, seeds, tasks, algorithms, episodes, interval, ckpt_freq, imports, runs, families)
+    return Suite(name, path, env_steps, seeds, tasks, algorithms, episodes, interval, ckpt_freq, imports, runs, families, targets)

@@ -65,7 +65,8 @@ def stop_progress(result: dict, stop_cfg) -> str:
         share = max(0.0, min(1.0, value / target)) if target else 1.0
         parts.append(f"{name} {value:{spec}}/{target:{spec}} ({share:.0%})")
 
-    add("return", result.get("episode_return_mean"), stop_cfg.episode_return_mean, ".1f")
+    windowed = getattr(stop_cfg, "episode_return_window", 0)  # the return the stop rule reads (stop.episode_return_window)
+    add("return", result.get("episode_return_window_mean" if windowed else "episode_return_mean"), stop_cfg.episode_return_mean, ".1f")
     add("env_steps", result.get("env_steps_total"), stop_cfg.env_steps_total, "d")
     add("time_s", result.get("time_total_s"), stop_cfg.time_total_s, ".0f")
     add("iterations", result.get("iteration"), stop_cfg.iterations, "d")

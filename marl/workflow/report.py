@@ -4,12 +4,15 @@ Names are namespaced CleanRL-style (`losses/<policy>/...`, `perf/...`,
 `env_runners/...`, `counters/...`) plus the flat keys users compare against
 RLlib (`episode_return_mean`, `env_steps_total`, ...).
 `episode_return_mean` is the mean over the episodes that finished in this
-iteration (NaN if none did), the same rule as RLlib's.
+iteration (NaN if none did). With `stop.episode_return_window` N > 0,
+`episode_return_window_mean` is the mean over the last N episodes that finished,
+across iterations: RLlib's rule (its `metrics_num_episodes_for_smoothing`, 100 by default).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
@@ -48,14 +51,18 @@ class ResultBuilder:
         self.last_env_steps = 0
         self.last_agent_steps = 0
         self.timer_totals: dict[str, float] = {}
+        self.window = int(getattr(ctx.config.stop_cfg, "episode_return_window", 0) or 0)
+        self.recent_returns: deque = deque(maxlen=max(self.window, 1))
 
     def get_state(self) -> dict:
         return {"time_total_s": self.time_total_s, "episodes_total": self.episodes_total,
-                "last_env_steps": self.last_env_steps, "last_agent_steps": self.last_agent_steps}
+                "last_env_steps": self.last_env_steps, "last_agent_steps": self.last_agent_steps,
+                "recent_returns": list(self.recent_returns)}
 
     def set_state(self, state: dict) -> None:
         self.time_total_s = float(state["time_total_s"])
         self.episodes_total = int(state["episodes_total"])
+        self.recent_returns.extend(float(r) for r in state.get("recent_returns", ()))  # (absent in older checkpoints)
         self.last_env_steps = int(state["last_env_steps"])
         self.last_agent_steps = int(state["last_agent_steps"])
 
@@ -82,6 +89,7 @@ class ResultBuilder:
             "episode_return_max": float(max((e["return"] for e in episodes), default=math.nan)),
             "episode_len_mean": _mean([e["length"] for e in episodes]),
             "episodes_this_iter": len(episodes),
+            **({"episode_return_window_mean": self._window_mean(episodes)} if self.window else {}),
             "episodes_total": self.episodes_total,
             "time_this_iter_s": iter_time,
             "time_total_s": self.time_total_s,
@@ -111,3 +119,7 @@ class ResultBuilder:
             result["perf/policy_lag_mean"] = float(np.mean(lag))
             result["perf/policy_lag_max"] = int(max(lag))
         return result
+
+    def _window_mean(self, episodes: list) -> float:
+        self.recent_returns.extend(e["return"] for e in episodes)
+        return _mean(self.recent_returns)
