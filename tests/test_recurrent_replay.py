@@ -285,7 +285,7 @@ def test_recurrent_qmix_restore_continues_bit_identically(tmp_path):
 
 
 def test_burn_in_is_the_replayed_algorithms_own_key_per_policy():
-    """`sequence_chunking` reads burn-in through `AlgorithmConfig.burn_in_for`: DQN's `training.burn_in`, 0 for an
+    """`sequence_chunking` reads burn-in from the policy's plan (`plan_for(pid).burn_in`): DQN's `training.burn_in`, 0 for an
     algorithm without one (PPO), and in a MIXED run each policy's own algorithm's."""
     from marl.modules.recurrent import sequence_chunking
 

@@ -60,8 +60,9 @@ def recurrent_options(model: dict, where: str = "model") -> tuple[str | None, in
 
 def sequence_chunking(config, policy_id: str) -> tuple[int, int]:
     """(max_seq_len, burn_in) of a policy: how runners, the learner and sequence replay cut its trajectories
-    (`burn_in`: `AlgorithmConfig.burn_in_for`, a recurrent Q network's `training.burn_in`, else 0)."""
-    return recurrent_options(config.model_for(policy_id))[2], int(config.burn_in_for(policy_id))
+    (`burn_in`: the policy's plan, a recurrent Q network's `training.burn_in`, else 0)."""
+    plan = config.plan_for(policy_id)
+    return recurrent_options(plan.model)[2], int(plan.burn_in)
 
 
 def check_recurrent_support(module_class, what: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
@@ -73,18 +73,13 @@ class DQNConfig(AlgorithmConfig):
         self.env_runners_cfg.num_envs_per_env_runner = 4
         self.env_runners_cfg.rollout_fragment_length = 16
 
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
-            model.setdefault("dueling", self.training_cfg.dueling)
-            model.setdefault("epsilon", self.training_cfg.epsilon)
-        return model
-
-    def replay_buffer_config(self) -> dict:
-        return buffer_settings(self.training_cfg)
-
-    def burn_in_for(self, policy_id: str) -> int:
-        return self.training_cfg.burn_in
+    def _plan(self, policy_id: str):
+        plan, t = super()._plan(policy_id), self.training_cfg
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
+            model.setdefault("dueling", t.dueling)
+            model.setdefault("epsilon", t.epsilon)
+        return replace(plan, model=model, replay=buffer_settings(t), burn_in=t.burn_in)
 
     def algorithm_parts(self):
         return DQNParts()
