@@ -25,3 +25,4 @@ class PolicyPlan:
     unsquash_actions: bool  # Box actions rescaled from [-1, 1] to the env's bounds (the `unsquash_actions` piece)
     burn_in: int  # recurrent replay: steps before each training sequence that only warm its state up (R2D2); 0: none
     group_agent_indices: list[int] | None  # env agent indices whose joint steps it stores (VDN, QMIX, MASAC); None: per agent
+    burn_in_grad: bool = False  # True: gradients flow through the burn-in steps; False (R2D2's): the state they warm up is detached

@@ -36,6 +36,7 @@ from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
 from marl.modules.recurrent import recurrent_options
 from marl.modules.rl_module import load_network_state, network_state
+from marl.replay.sequences import DETACH_AT, SEQ_MASK, first_loss_steps
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
@@ -189,6 +190,9 @@ class Learner:
         if names and sb.state_in_column(names[0]) in batch:  # a stateful module trains on chunks of its trajectory pieces
             sequences = seq.SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len[pid])
             tensors = seq.add_sequences(tensors, batch, sequences, names)
+        policy_plan = self.plans[pid]
+        if policy_plan.burn_in and not policy_plan.burn_in_grad and SEQ_MASK in tensors:  # R2D2's burn-in
+            tensors[DETACH_AT] = first_loss_steps(tensors[SEQ_MASK])
         tensors = to_device(tensors, self.device)
         if sequences is not None and self._check_state.pop(pid, False):
             seq.check_acting_matches_training(pid, module, tensors)

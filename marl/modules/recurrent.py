@@ -123,13 +123,30 @@ class RecurrentCore(nn.Module):
     def initial_state(self) -> dict[str, torch.Tensor]:
         return {name: torch.zeros(self.cell_size) for name in self.state_names}
 
-    def forward(self, x: torch.Tensor, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def forward(self, x: torch.Tensor, state: dict[str, torch.Tensor],
+                detach_at: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """`detach_at` [S]: the step of each sequence whose entering state is detached, so no gradient reaches the
+        steps before it (R2D2's burn-in without gradients); None: gradients flow through every step."""
+        if detach_at is not None:
+            return self._detached_forward(x, state, detach_at)
         h = state["h"].unsqueeze(0).contiguous()
         if self.kind == "lstm":
             y, (h, c) = self.rnn(x, (h, state["c"].unsqueeze(0).contiguous()))
             return y, {"h": h.squeeze(0), "c": c.squeeze(0)}
         y, h = self.rnn(x, h)
         return y, {"h": h.squeeze(0)}
+
+    def _detached_forward(self, x, state, detach_at):
+        """Step by step up to the last detach point, each sequence's state detached at its own; one pass after it."""
+        last, outputs = int(detach_at.max()), []
+        for t in range(last + 1):
+            cut = (detach_at == t).unsqueeze(-1)
+            state = {name: torch.where(cut, value.detach(), value) for name, value in state.items()}
+            if t < last:
+                y, state = self(x[:, t : t + 1], state)
+                outputs.append(y)
+        y, state = self(x[:, last:], state)
+        return torch.cat(outputs + [y], dim=1), state
 
 
 class _Tower(nn.Module):

@@ -31,7 +31,7 @@ class MixingTraining(DQNTraining):
     n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
     burn_in: int = doc(
         "recurrent Q networks (model.recurrent): steps before each replayed sequence that only warm up its state "
-        "from the state stored there (R2D2's burn-in; no TD loss on them, gradients flow through); 0: each "
+        "from the state stored there (R2D2's burn-in; no TD loss on them); 0: each "
         "sequence starts from the state stored at its first step", 0, min=0)
     epsilon: list = doc(
         "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
