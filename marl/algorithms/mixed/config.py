@@ -23,7 +23,6 @@ node to one branch per algorithm family.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
@@ -138,14 +137,6 @@ class MixedConfig(AlgorithmConfig):
             raise ConfigError(
                 f"on-policy policies of a MIXED run share one concat node: give them one train_batch_size, got {sizes}"
             )
-
-    def policy_specs(self):
-        specs = super().policy_specs()
-        # A policy that names no module gets its algorithm's default (QMLP for DQN, ActorCriticMLP for PPO).
-        for pid, spec in specs.items():
-            if spec.module_class is None and pid in self.training_cfg.algorithms:
-                specs[pid] = dataclasses.replace(spec, module_class=config_class(self.algo_of(pid)).default_module_class)
-        return specs
 
     def _plan(self, policy_id: str):
         """The plan of the algorithm that trains the policy: its module, training section, parts, replay, ..."""
