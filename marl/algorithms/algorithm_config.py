@@ -54,6 +54,9 @@ from marl.runtime.algorithm import Algorithm
 __all__ = ["SECTION_NAMES", "AlgorithmConfig", "AlgorithmParts"]  # the parts and the section names live in their own modules
 
 RECORDED_COLUMNS = frozenset({sb.ACTION_LOGP, sb.NEXT_OBS, sb.NEXT_ACTION_MASK})  # what recording (`offline.output`) keeps
+# Reads of the plan: an override would be bypassed by every caller that reads the plan, so it is refused.
+PLAN_READS = ("model_for", "parts_for", "training_for", "replay_buffer_config_for", "unsquash_actions_for", "burn_in_for",
+              "group_agent_indices", "runner_columns")
 
 
 class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_runner_config()
@@ -73,6 +76,13 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
     # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
     batch_in_agent_steps = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        overridden = [name for name in PLAN_READS if name in vars(cls)]
+        if overridden:
+            raise TypeError(f"{cls.__qualname__} overrides {overridden}, which read the policy's plan: "
+                            "override _plan(policy_id) instead (marl.config.policy_plan)")
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
