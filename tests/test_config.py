@@ -304,3 +304,11 @@ def test_partial_model_dict_round_trips():
     cfg = PPOConfig().training(model={"hiddens": [32]})
     d = cfg.to_dict()
     assert config_from_dict(d).to_dict() == d
+
+
+def test_a_config_that_overrides_a_read_of_the_plan_is_refused():
+    """`model_for` and its kin read `plan_for(pid)`; callers read the plan, so an override would be bypassed."""
+    with pytest.raises(TypeError, match=r"overrides \['model_for'\].*override _plan\(policy_id\)"):
+        type("OldStyle", (PPOConfig,), {"model_for": lambda self, policy_id: {}})
+    plan = PPOConfig().training(model={"hiddens": [4]}).plan_for("default_policy")
+    assert plan.model == {"hiddens": [4]} and plan.burn_in == 0 and plan.replay is None and plan.unsquash_actions is False

@@ -8,7 +8,8 @@ Each section is a dataclass in `sections.py`; the algorithm adds its own
 `training` section and names its loss, learner connectors and default workflow.
 What an algorithm gives the learner is `AlgorithmParts` (`algorithm_parts.py`); the checks of a
 whole config are `ConfigValidation` (`config_validation.py`), which `AlgorithmConfig` inherits.
-Both stay importable from here.
+Both stay importable from here. What one policy needs of its algorithm is one answer,
+`plan_for(policy_id)` -> `PolicyPlan` (`marl.config.policy_plan`); a folder changes it in `_plan`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Callable
 from marl.algorithms.algorithm_parts import AlgorithmParts
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
 from marl.config.plain_data import plain_data as _plain
+from marl.config.policy_plan import PolicyPlan
 from marl.config.registry import NamedConfig, algo_reference
 from marl.config.sections import (
     SECTION_NAMES,
@@ -51,6 +53,11 @@ from marl.runtime.algorithm import Algorithm
 
 __all__ = ["SECTION_NAMES", "AlgorithmConfig", "AlgorithmParts"]  # the parts and the section names live in their own modules
 
+RECORDED_COLUMNS = frozenset({sb.ACTION_LOGP, sb.NEXT_OBS, sb.NEXT_ACTION_MASK})  # what recording (`offline.output`) keeps
+# Reads of the plan: an override would be bypassed by every caller that reads the plan, so it is refused.
+PLAN_READS = ("model_for", "parts_for", "training_for", "replay_buffer_config_for", "unsquash_actions_for", "burn_in_for",
+              "group_agent_indices", "runner_columns")
+
 
 class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_runner_config()
     algo_name = "?"  # `algo:` in scenarios, upper case; "?": a shared base, not an algorithm (see registry.py)
@@ -69,6 +76,13 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
     # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
     batch_in_agent_steps = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        overridden = [name for name in PLAN_READS if name in vars(cls)]
+        if overridden:
+            raise TypeError(f"{cls.__qualname__} overrides {overridden}, which read the policy's plan: "
+                            "override _plan(policy_id) instead (marl.config.policy_plan)")
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -237,33 +251,69 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
             wanted = league.trained_ids
         return list(all_ids) if wanted is None else [p for p in all_ids if p in wanted]
 
-    def model_for(self, policy_id: str) -> dict:
-        """The policy's model options over the algorithm's default `training.model`."""
+    # -- what one policy needs from its algorithm: one plan (marl.config.policy_plan) --------------
+    def plan_for(self, policy_id: str) -> PolicyPlan:
+        """Everything runners, connectors, learners, replay and checkpoints need of one policy's algorithm."""
+        return self._plan(policy_id)
+
+    def _plan(self, policy_id: str) -> PolicyPlan:
+        """The base plan; an algorithm folder overrides this (super()._plan, then dataclasses.replace)."""
+        spec = self.policy_specs()[policy_id]
         declared = section_fields(self.training_cfg)  # a MIXED run's top-level training section has no model
-        base = dict(self.training_cfg.model or {}) if "model" in declared else {}
-        base.update(self.policy_specs()[policy_id].model)
-        return base
+        model = dict(self.training_cfg.model or {}) if "model" in declared else {}
+        model.update(spec.model)
+        return PolicyPlan(
+            module_class=self.module_class_for(spec), model=model, training=self.training_cfg,
+            parts=self.algorithm_parts(), columns=self.columns_for(policy_id), replay=None,
+            target_update=self.target_update, unsquash_actions=self.environment_cfg.unsquash_actions,
+            burn_in=0, group_agent_indices=None,
+        )
 
-    def group_agent_indices(self, policy_id: str) -> list[int] | None:
-        """The agents (indices into the env's possible agents) whose joint transitions one policy stores
-        (`store_to_replay(joint=true)`: value decomposition); None: the algorithm stores per agent."""
-        return None
-
+    # what the base plan is made of: the folder's declarations
     def module_class_for(self, spec: PolicySpec):
         """The module class a policy is built with: its own, else the algorithm's default."""
         return spec.module_class if spec.module_class is not None else self.default_module_class
 
     def columns_for(self, policy_id: str) -> frozenset[str]:
-        """The sample columns runners record for one policy (the same for every policy, except in a MIXED run)."""
+        """The sample columns the algorithm asks runners for (the plan's `columns`; cheap: no env, no model)."""
         return self.sample_columns
 
+    def algorithm_parts(self) -> AlgorithmParts:
+        raise NotImplementedError
+
+    def target_update(self, updates_per_round: float) -> tuple[int, float]:
+        """(every_env_steps, tau) of a replay-trained policy's `update_target` node in a MIXED graph, given its
+        learner updates per sampling round; DQN's keys here (SAC compounds its per-update Polyak weight)."""
+        t = self.training_cfg
+        return int(t.target_network_update_freq), float(t.tau)
+
+    # reads of the plan, kept for callers of the names they had before it
+    def model_for(self, policy_id: str) -> dict:
+        return self.plan_for(policy_id).model
+
+    def parts_for(self, policy_id: str) -> AlgorithmParts:
+        return self.plan_for(policy_id).parts
+
+    def training_for(self, policy_id: str):
+        return self.plan_for(policy_id).training
+
+    def replay_buffer_config_for(self, policy_id: str) -> dict | None:
+        return self.plan_for(policy_id).replay
+
+    def unsquash_actions_for(self, policy_id: str) -> bool:
+        return self.plan_for(policy_id).unsquash_actions
+
+    def burn_in_for(self, policy_id: str) -> int:
+        return self.plan_for(policy_id).burn_in
+
+    def group_agent_indices(self, policy_id: str) -> list[int] | None:
+        return self.plan_for(policy_id).group_agent_indices
+
     def runner_columns(self, policy_id: str) -> frozenset[str]:
-        """What runners record for a policy: its algorithm's columns, plus what recording keeps
+        """What runners record for a policy: its plan's columns, plus what recording keeps
         (`offline.output`: action log-probs and next observations)."""
-        columns = self.columns_for(policy_id)
-        if self.offline_cfg.output:
-            columns = columns | {sb.ACTION_LOGP, sb.NEXT_OBS, sb.NEXT_ACTION_MASK}
-        return columns
+        columns = self.plan_for(policy_id).columns
+        return columns | RECORDED_COLUMNS if self.offline_cfg.output else columns
 
     def global_state_spec(self) -> dict | None:
         """{source, dim, num_agents} of the env's global state when a policy's columns hold it, else None.
@@ -281,42 +331,6 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
             finally:
                 env.close()
         return self._global_state_spec
-
-    def replay_buffer_config(self) -> dict | None:
-        """Keyword arguments of `make_replay_buffer` for each trained policy; None: no replay."""
-        return None
-
-    def target_update(self, updates_per_round: float) -> tuple[int, float]:
-        """(every_env_steps, tau) of a replay-trained policy's `update_target` node in a MIXED graph, given its
-        learner updates per sampling round; DQN's keys here (SAC compounds its per-update Polyak weight)."""
-        t = self.training_cfg
-        return int(t.target_network_update_freq), float(t.tau)
-
-    def algorithm_parts(self) -> AlgorithmParts:
-        raise NotImplementedError
-
-    def parts_for(self, policy_id: str) -> AlgorithmParts:
-        """The parts that train one policy (the same for every policy, except in a MIXED run)."""
-        return self.algorithm_parts()
-
-    def training_for(self, policy_id: str):
-        """The training section that configures one policy's updates (lr, epochs, ...)."""
-        return self.training_cfg
-
-    def replay_buffer_config_for(self, policy_id: str) -> dict | None:
-        """`make_replay_buffer` keyword arguments for one trained policy; None: it keeps no buffer."""
-        return self.replay_buffer_config()
-
-    def unsquash_actions_for(self, policy_id: str) -> bool:
-        """Whether the policy's Box actions are rescaled from [-1, 1] to the env's bounds (the module->env
-        pipeline's `unsquash_actions` piece): `environment.unsquash_actions`, unless the algorithm's actor
-        always acts in [-1, 1] (SAC's family: True for its policies, also inside a MIXED run)."""
-        return self.environment_cfg.unsquash_actions
-
-    def burn_in_for(self, policy_id: str) -> int:
-        """Steps replayed before each training sequence of a recurrent policy only to warm its state up
-        (R2D2's burn-in: DQN's and VDN/QMIX's `training.burn_in`); 0: sequences start at their stored state."""
-        return 0
 
     def default_workflow(self):
         raise NotImplementedError

@@ -4,7 +4,7 @@ config (`evaluation.evaluation_config` applied, every key checked).
 `AlgorithmConfig` inherits these methods. They are their own module because checking the whole config,
 across sections and against this machine (paths, GPUs, recurrent support, connector pieces), is a job
 apart from building it (`marl.algorithms.algorithm_config`): they read the config through its public
-questions (`policy_specs`, `model_for`, `module_class_for`, `seated_pool`) and the sections, and change
+questions (`policy_specs`, `plan_for`, `seated_pool`) and the sections, and change
 nothing but the copy `evaluation_runner_config` returns.
 """
 
@@ -45,9 +45,10 @@ class ConfigValidation:
 
         for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
             where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
-            kind, _, _ = recurrent_options(self.model_for(pid), where)
+            plan = self.plan_for(pid)
+            kind, _, _ = recurrent_options(plan.model, where)
             if kind is not None:
-                check_recurrent_support(self.module_class_for(spec), f"'{where}.recurrent: {kind}'")
+                check_recurrent_support(plan.module_class, f"'{where}.recurrent: {kind}'")
         check_policies(self)
         if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from marl.algorithms.algorithm_config import RECORDED_COLUMNS
 from marl.data import sample_batch as sb
 from marl.runtime.evaluation import EVALUATION_FIRST_INDEX
 from marl.offline.writer import OfflineWriter, agent_names
@@ -26,7 +27,7 @@ def record_episodes(algo, episodes: int, output, explore: bool = False, max_file
     cfg.offline_cfg.output = str(output)  # runners then record log-probs and next observations
     cfg.env_runners_cfg.num_env_runners = 0
     # Only what recording keeps: greedy acting (forward_inference) computes no values for PPO's columns.
-    cfg.columns_for = lambda policy_id: frozenset()
+    cfg.runner_columns = lambda policy_id: RECORDED_COLUMNS
     weights = algo.learners.get_weights()
     runner = EnvRunner(cfg, EVALUATION_FIRST_INDEX)
     try:

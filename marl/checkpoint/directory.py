@@ -104,11 +104,11 @@ def save_algorithm(algo, path: str | os.PathLike, *, skip: tuple[str, ...] | lis
         file = f"policies/{file_stem(pid, taken)}.safetensors"
         save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(tmp / file))
         fsync_file(tmp / file)
-        spec = algo.policy_specs[pid]
+        spec, plan = algo.policy_specs[pid], algo.config.plan_for(pid)
         policies[pid] = {
             "file": file,
-            "module_class": _plain(algo.config.module_class_for(spec)),
-            "model": _plain(algo.config.model_for(pid)),
+            "module_class": _plain(plan.module_class),
+            "model": _plain(plan.model),
             "observation_space": space_to_json(spec.observation_space),
             "action_space": space_to_json(spec.action_space),
             "trained": pid in trained,

@@ -176,8 +176,7 @@ def _pieces(config, policy_id: str, pipeline: str) -> list[tuple[str, ConnectorP
 def keeps_image_obs(config, policy_id: str) -> bool:
     """Whether the policy's module takes image observations as they are (`RLModule.keeps_image_obs`)."""
 
-    spec = config.policy_specs().get(policy_id)
-    cls = config.module_class_for(spec) if spec is not None else config.default_module_class
+    cls = config.plan_for(policy_id).module_class if policy_id in config.policy_specs() else config.default_module_class
     if cls is None:
         cls = ActorCriticMLP  # build_module's default
     if isinstance(cls, str):
@@ -204,7 +203,7 @@ def module_to_env_pipeline(config, policy_id: str, action_space) -> ModuleToEnvP
     env = config.environment_cfg
     if not isinstance(action_space, gym.spaces.Box):  # clipping and unsquashing only concern Box actions
         pass
-    elif config.unsquash_actions_for(policy_id):
+    elif config.plan_for(policy_id).unsquash_actions:
         pieces.append(("unsquash_actions", UnsquashActions()))
     elif env.clip_actions:
         pieces.append(("clip_actions", ClipActions()))
@@ -219,7 +218,8 @@ def build_policy_module(config, policy_id: str, spec):
     """The one place a policy's module is built: from its env->module pipeline's output space."""
 
     space = env_to_module_pipeline(config, policy_id, spec.observation_space, spec.action_space).output_space
-    return build_module(config.module_class_for(spec), space, spec.action_space, config.model_for(policy_id))
+    plan = config.plan_for(policy_id)
+    return build_module(plan.module_class, space, spec.action_space, plan.model)
 
 
 # -- the runner's and the learner's side ----------------------------------------------------------

@@ -96,7 +96,7 @@ class ClipActions(_BoxBounds):
 
 
 class UnsquashActions(_BoxBounds):
-    """The module acts in [-1, 1]; Box actions rescaled to the bounds (`AlgorithmConfig.unsquash_actions_for`)."""
+    """The module acts in [-1, 1]; Box actions rescaled to the bounds (`config.plan_for(policy_id).unsquash_actions`)."""
 
     def __call__(self, actions, ctx):
         if self._bounds is None:

@@ -135,8 +135,9 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
     def _module_spec(cfg, pid: str, spec) -> dict | None:
         """What a client rebuilds the policy's module from (None: a space without a wire form)."""
 
+        plan = cfg.plan_for(pid)
         try:
-            return {"module_class": class_path(cfg.module_class_for(spec)), "model": cfg.model_for(pid),
+            return {"module_class": class_path(plan.module_class), "model": plan.model,
                     "observation_space": space_to_json(spec.observation_space),
                     "action_space": space_to_json(spec.action_space)}
         except ValueError:

@@ -1,6 +1,6 @@
 """Learner: minibatch SGD over each trained policy's parameter groups.
 
-The algorithm supplies, through `config.parts_for(policy_id)` (its
+The algorithm supplies, through `config.plan_for(policy_id).parts` (its
 `algorithm_parts()`, or in a MIXED run the parts of the policy's own algorithm):
 its parameter groups (each an optimiser with its own loss term, gradient clip and
 schedule), its target copies, how batches are cut into minibatches (the contract:
@@ -36,6 +36,7 @@ from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
 from marl.modules.recurrent import recurrent_options
 from marl.modules.rl_module import load_network_state, network_state
+from marl.replay.sequences import DETACH_AT, SEQ_MASK, first_loss_steps
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
@@ -101,8 +102,9 @@ class Learner:
         self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in specs.items()})
         self.module.to(self.device)  # before the optimisers and target copies are made: they follow the parameters
         self.policies_to_train = config.trained_policy_ids(list(specs))
-        self.parts = {pid: config.parts_for(pid) for pid in self.policies_to_train}
-        self.train_cfgs = {pid: config.training_for(pid) for pid in self.policies_to_train}
+        self.plans = {pid: config.plan_for(pid) for pid in self.policies_to_train}
+        self.parts = {pid: plan.parts for pid, plan in self.plans.items()}
+        self.train_cfgs = {pid: plan.training for pid, plan in self.plans.items()}
         self.minibatching = {pid: self.parts[pid].minibatching(self.train_cfgs[pid]) for pid in self.policies_to_train}
         # Parameter groups, in update order; the optimisers of the trainable ones (frozen ones take no gradients).
         self.groups: dict[str, list[ParamGroup]] = {}
@@ -138,7 +140,7 @@ class Learner:
         # Stateful modules train on sequences of at most max_seq_len steps; the first update checks that
         # their training pass reproduces acting (`debugging.check_module_state`).
         self.max_seq_len = {
-            pid: recurrent_options(config.model_for(pid))[2]
+            pid: recurrent_options(self.plans[pid].model)[2]
             for pid in self.policies_to_train if self.module[pid].get_initial_state()
         }
         self._check_state = {pid: config.debugging_cfg.check_module_state for pid in self.max_seq_len}
@@ -188,6 +190,9 @@ class Learner:
         if names and sb.state_in_column(names[0]) in batch:  # a stateful module trains on chunks of its trajectory pieces
             sequences = seq.SequencePlan(batch[sb.SEGMENT_END], self.max_seq_len[pid])
             tensors = seq.add_sequences(tensors, batch, sequences, names)
+        policy_plan = self.plans[pid]
+        if policy_plan.burn_in and not policy_plan.burn_in_grad and SEQ_MASK in tensors:  # R2D2's burn-in
+            tensors[DETACH_AT] = first_loss_steps(tensors[SEQ_MASK])
         tensors = to_device(tensors, self.device)
         if sequences is not None and self._check_state.pop(pid, False):
             seq.check_acting_matches_training(pid, module, tensors)

@@ -60,8 +60,9 @@ def recurrent_options(model: dict, where: str = "model") -> tuple[str | None, in
 
 def sequence_chunking(config, policy_id: str) -> tuple[int, int]:
     """(max_seq_len, burn_in) of a policy: how runners, the learner and sequence replay cut its trajectories
-    (`burn_in`: `AlgorithmConfig.burn_in_for`, a recurrent Q network's `training.burn_in`, else 0)."""
-    return recurrent_options(config.model_for(policy_id))[2], int(config.burn_in_for(policy_id))
+    (`burn_in`: the policy's plan, a recurrent Q network's `training.burn_in`, else 0)."""
+    plan = config.plan_for(policy_id)
+    return recurrent_options(plan.model)[2], int(plan.burn_in)
 
 
 def check_recurrent_support(module_class, what: str) -> None:
@@ -122,13 +123,30 @@ class RecurrentCore(nn.Module):
     def initial_state(self) -> dict[str, torch.Tensor]:
         return {name: torch.zeros(self.cell_size) for name in self.state_names}
 
-    def forward(self, x: torch.Tensor, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def forward(self, x: torch.Tensor, state: dict[str, torch.Tensor],
+                detach_at: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """`detach_at` [S]: the step of each sequence whose entering state is detached, so no gradient reaches the
+        steps before it (R2D2's burn-in without gradients); None: gradients flow through every step."""
+        if detach_at is not None:
+            return self._detached_forward(x, state, detach_at)
         h = state["h"].unsqueeze(0).contiguous()
         if self.kind == "lstm":
             y, (h, c) = self.rnn(x, (h, state["c"].unsqueeze(0).contiguous()))
             return y, {"h": h.squeeze(0), "c": c.squeeze(0)}
         y, h = self.rnn(x, h)
         return y, {"h": h.squeeze(0)}
+
+    def _detached_forward(self, x, state, detach_at):
+        """Step by step up to the last detach point, each sequence's state detached at its own; one pass after it."""
+        last, outputs = int(detach_at.max()), []
+        for t in range(last + 1):
+            cut = (detach_at == t).unsqueeze(-1)
+            state = {name: torch.where(cut, value.detach(), value) for name, value in state.items()}
+            if t < last:
+                y, state = self(x[:, t : t + 1], state)
+                outputs.append(y)
+        y, state = self(x[:, last:], state)
+        return torch.cat(outputs + [y], dim=1), state
 
 
 class _Tower(nn.Module):

@@ -96,11 +96,11 @@ class RecurrentQ(_RecurrentAgentQ):
     def forward_train(self, batch):
         raise NotImplementedError("RecurrentQ trains through q_sequences (DQN's sequence loss)")
 
-    def q_sequences(self, obs: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
-        """obs [B, T, ...] from states {name: [B, cell]} -> Q values [B, T, actions]."""
+    def q_sequences(self, obs: torch.Tensor, state: dict[str, torch.Tensor], detach_at: torch.Tensor | None = None) -> torch.Tensor:
+        """obs [B, T, ...] from states {name: [B, cell]} -> Q values [B, T, actions] (`detach_at`: `RecurrentCore`)."""
         b, t = obs.shape[:2]
         x = self.mlp(self.encoder(obs.reshape((b * t,) + tuple(obs.shape[2:])))).view(b, t, -1)
-        y, _ = self.core(x, state)
+        y, _ = self.core(x, state, detach_at)
         return self.q_head(y)
 
 
@@ -148,15 +148,18 @@ class RecurrentJointQ(_RecurrentAgentQ):
         raise NotImplementedError("RecurrentJointQ trains through agent_q_sequences (the VDN/QMIX sequence loss)")
 
     # -- learning: sequences of joint steps ----------------------------------------------------
-    def agent_q_sequences(self, joint_obs: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
-        """joint_obs [B, T, n, ...] and the agents' states {name: [B, n, cell]} -> Q values [B, T, n, actions]."""
+    def agent_q_sequences(self, joint_obs: torch.Tensor, state: dict[str, torch.Tensor],
+                          detach_at: torch.Tensor | None = None) -> torch.Tensor:
+        """joint_obs [B, T, n, ...] and the agents' states {name: [B, n, cell]} -> Q values [B, T, n, actions]
+        (`detach_at` [B]: `RecurrentCore`, the same step for every agent of a row)."""
         b, t, n = joint_obs.shape[:3]
         x = self.encoder(joint_obs.reshape((b * t * n,) + tuple(joint_obs.shape[3:])))
         if self.use_agent_id:
             one_hot = torch.eye(n, dtype=x.dtype).expand(b * t, n, n).reshape(b * t * n, n)
             x = torch.cat([x, one_hot], dim=-1)
         x = self.mlp(x).view(b, t, n, -1).transpose(1, 2).reshape(b * n, t, -1)  # one sequence per (row, agent)
-        y, _ = self.core(x, {k: v.reshape(b * n, -1) for k, v in state.items()})
+        per_agent = None if detach_at is None else detach_at.repeat_interleave(n)
+        y, _ = self.core(x, {k: v.reshape(b * n, -1) for k, v in state.items()}, per_agent)
         return self.q_head(y).view(b, n, t, -1).transpose(1, 2)
 
     def mix(self, agent_qs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:

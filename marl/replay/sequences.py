@@ -6,8 +6,8 @@ group's agents at each env step, as `marl.replay.joint` joins them), zero-padded
 its first step (`h0.<name>`, [n_agents, ...], what the runner stored for that step:
 stored-state replay as in R2D2). With `training.burn_in` = B a row starts up to B steps
 earlier in the same piece, from the state stored there, and those burn-in steps have
-`seq_mask` 0: they only warm up the state (no TD loss on them; gradients do flow
-through them), so rows are up to B + `max_seq_len` steps. Targets are n-step (`training.n_step`) within
+`seq_mask` 0: they only warm up the state (no TD loss on them; with `training.burn_in_grad`
+false, R2D2's, the learner detaches the state they warm up: `DETACH_AT`), so rows are up to B + `max_seq_len` steps. Targets are n-step (`training.n_step`) within
 the sequence (the loss bootstraps from a later step's output of the same sequence pass;
 near the sequence's end the window shortens: `marl.algorithms.dqn.loss.sequence_targets`).
 """
@@ -22,6 +22,9 @@ from marl.data.chunks import SequencePlan, states_at
 from marl.replay.joint import NEXT_STATE, STATE, join_group_steps
 
 SEQ_MASK = "seq_mask"
+# [B] int64: the first step of each row with a TD loss, where the learner detaches the state when the policy's
+# burn-in runs without gradients (`PolicyPlan.burn_in_grad` false, R2D2's); absent: gradients flow through it.
+DETACH_AT = "detach_at"
 STATE_START = "h0"  # prefix: `h0.<name>` holds the agents' states entering the chunk's first step
 
 
@@ -55,6 +58,11 @@ def _loss_mask(lens, burn, length: int) -> np.ndarray:
     """1 on the steps that carry a TD loss: real steps after the burn-in."""
     steps = np.arange(length)
     return ((steps >= burn[:, None]) & (steps < lens[:, None])).astype(np.float32)
+
+
+def first_loss_steps(mask):
+    """[B] the first step of each row that carries a TD loss (its burn-in steps come before it)."""
+    return mask.argmax(1)
 
 
 def agent_sequences(batch: SampleBatch, max_seq_len: int, state_names: list[str], burn_in: int = 0) -> SampleBatch:

@@ -7,7 +7,7 @@ agent's rows of one episode are contiguous and ordered by env step.
 Every batch has obs, actions, rewards, the end flags, the row's place (episode,
 agent, env copy, step) and, for masked action spaces, the action mask. The
 others exist only when the policy's algorithm asks for them
-(`AlgorithmConfig.columns_for`, names in `REQUESTABLE`) or its module keeps
+(`config.plan_for(pid).columns`, names in `REQUESTABLE`) or its module keeps
 state (`episode_start`, and the state entering each training sequence: the
 `state_in.<name>` tables, one row per `max_seq_len` chunk, `marl.data.chunks`).
 """

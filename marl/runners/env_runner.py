@@ -4,7 +4,7 @@ The same class runs in-process or as a Ray actor. Each step it groups the
 acting agents of all K envs by policy, runs ONE forward pass per policy on
 the inputs its module declares (`module_inputs`), writes the rows into
 preallocated per-policy columns -- only those the policy's algorithm asks
-for (`AlgorithmConfig.columns_for`) -- and steps every env.
+for (the policy's plan: `config.plan_for(pid).columns`) -- and steps every env.
 A fragment of `rollout_fragment_length` steps per env comes back as a
 `MultiAgentBatch` plus the metrics of the episodes that finished.
 

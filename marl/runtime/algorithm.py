@@ -138,7 +138,7 @@ class Algorithm:
 
 
         for pid, spec in self.policy_specs.items():
-            model = self.config.model_for(pid)
+            model = self.config.plan_for(pid).model
             try:
                 with torch.random.fork_rng(devices=[]):
                     build_policy_module(self.config, pid, spec)
@@ -155,7 +155,7 @@ class Algorithm:
         trained = self.config.trained_policy_ids(list(self.policy_specs))
         buffers = {}
         for i, pid in enumerate(trained):
-            spec = self.config.replay_buffer_config_for(pid)
+            spec = self.config.plan_for(pid).replay
             if spec is not None:
                 buffers[pid] = make_replay_buffer(**spec, seed=None if seed is None else int(seed) + 7919 * (i + 1))
         return buffers

@@ -27,7 +27,7 @@ class StoreToReplay(Operator):
 
     joint=True stores one row per env step of each policy's agent group
     instead (all its agents' obs and actions, the team reward; VDN/QMIX),
-    with the group's agents from `config.group_agent_indices(policy_id)`.
+    with the group's agents from `config.plan_for(policy_id).group_agent_indices`.
     policies: only these policies' rows are stored (a per-policy branch);
     null: every policy with a buffer.
 
@@ -53,7 +53,7 @@ class StoreToReplay(Operator):
                 return agent_sequences(policy_batch, max_seq_len, names, burn_in=burn_in)
             # the legal actions at obs travel too (masked envs only): discrete SAC's actor masks its policy with them
             return nstep_transitions(policy_batch, self.n_step, self.gamma, keep=(sb.AGENT_INDEX, sb.ACTION_MASK))
-        groups = ctx.config.group_agent_indices(pid)
+        groups = ctx.config.plan_for(pid).group_agent_indices
         if groups is None:
             raise ValueError(f"store_to_replay(joint=true) needs agent groups: algorithm {ctx.config.algo_name} defines none (VDN and QMIX do)")
         if names:  # recurrent agents: chunks of joint steps with their starting states (marl.replay.sequences)

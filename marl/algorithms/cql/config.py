@@ -8,7 +8,7 @@ Polyak targets). Which one follows the env's action spaces, probed once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gymnasium as gym
 
@@ -94,26 +94,22 @@ class CQLConfig(OfflineConfig):
             self._continuous = (*key, next(iter(kinds.values())))
         return self._continuous[2]
 
-    def unsquash_actions_for(self, policy_id: str) -> bool:
-        # Box: SAC's actor, acting in [-1, 1] as the SAC/TD3 runs that recorded the data did
-        return self.continuous() or super().unsquash_actions_for(policy_id)
-
     def module_class_for(self, spec):
         if spec.module_class is not None:
             return spec.module_class
         return self.continuous_module_class if self.continuous() else self.default_module_class
 
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        t = self.training_cfg
-        cls = self.module_class_for(self.policy_specs()[policy_id])
-        if cls == self.default_module_class:
+    def _plan(self, policy_id: str):
+        plan, t = super()._plan(policy_id), self.training_cfg
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
             model.setdefault("dueling", t.dueling)
             model.setdefault("epsilon", [[0, 0.0]])  # acts greedily (evaluation only)
-        elif cls == self.continuous_module_class:
+        elif plan.module_class == self.continuous_module_class:
             model.setdefault("twin_q", t.twin_q)
             model.setdefault("initial_alpha", t.initial_alpha)
-        return model
+        # Box: SAC's actor, acting in [-1, 1] as the SAC/TD3 runs that recorded the data did
+        return replace(plan, model=model, unsquash_actions=self.continuous() or plan.unsquash_actions)
 
     def algorithm_parts(self):
         if self.continuous():

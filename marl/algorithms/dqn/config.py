@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
@@ -22,8 +22,11 @@ class DQNTraining:
     n_step: int = doc("steps summed into each target before bootstrapping", 3, min=1)
     burn_in: int = doc(
         "recurrent Q networks (model.recurrent): steps before each replayed sequence that only warm up its state "
-        "from the state stored there (R2D2's burn-in; no TD loss on them, gradients flow through); 0: each "
+        "from the state stored there (R2D2's burn-in; no TD loss on them); 0: each "
         "sequence starts from the state stored at its first step", 0, min=0)
+    burn_in_grad: bool = doc(
+        "with burn_in: false (R2D2's) detaches the state the burn-in steps warm up, so no gradient reaches them; "
+        "true lets gradients flow back through them", False)
     double_q: bool = doc("pick the next action with the online network, value it with the target network", True)
     dueling: bool = doc("dueling head: Q = V + A - mean(A)", True)
     td_error_loss: str = doc("loss on the TD error", "huber", choices=("huber", "mse"))
@@ -73,18 +76,13 @@ class DQNConfig(AlgorithmConfig):
         self.env_runners_cfg.num_envs_per_env_runner = 4
         self.env_runners_cfg.rollout_fragment_length = 16
 
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
-            model.setdefault("dueling", self.training_cfg.dueling)
-            model.setdefault("epsilon", self.training_cfg.epsilon)
-        return model
-
-    def replay_buffer_config(self) -> dict:
-        return buffer_settings(self.training_cfg)
-
-    def burn_in_for(self, policy_id: str) -> int:
-        return self.training_cfg.burn_in
+    def _plan(self, policy_id: str):
+        plan, t = super()._plan(policy_id), self.training_cfg
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
+            model.setdefault("dueling", t.dueling)
+            model.setdefault("epsilon", t.epsilon)
+        return replace(plan, model=model, replay=buffer_settings(t), burn_in=t.burn_in, burn_in_grad=t.burn_in_grad)
 
     def algorithm_parts(self):
         return DQNParts()

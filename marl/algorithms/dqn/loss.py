@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
-from marl.replay.sequences import SEQ_MASK, STATE_START, state_start_column
+from marl.replay.sequences import DETACH_AT, SEQ_MASK, STATE_START, state_start_column
 
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, sb.NEXT_ACTION_MASK,
                 # a recurrent Q network's sequence rows (marl.replay.sequences)
@@ -112,7 +112,7 @@ def recurrent_dqn_loss(module, batch: dict[str, torch.Tensor], cfg, target=None)
     length = mask.shape[1]
     seq = torch.cat([obs[:, :1], next_obs], dim=1)
     state = {k[len(STATE_START) + 1:]: v for k, v in batch.items() if k.startswith(STATE_START + ".")}
-    q_all = module.q_sequences(seq, state)
+    q_all = module.q_sequences(seq, state, **({"detach_at": batch[DETACH_AT]} if DETACH_AT in batch else {}))
     q, q_next_online = q_all[:, :length], q_all[:, 1:].detach()
     q_taken = q.gather(2, batch[sb.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():

@@ -47,7 +47,7 @@ def _steps_per_replayed_row(config) -> int:
 
     longest = 1
     for pid in config.policy_specs():
-        kind, _, max_seq_len = recurrent_options(config.model_for(pid))
+        kind, _, max_seq_len = recurrent_options(config.plan_for(pid).model)
         if kind is not None:
             longest = max(longest, max_seq_len)
     return longest

@@ -11,7 +11,7 @@ critic, all over the same global state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
@@ -52,16 +52,17 @@ class MAPPOConfig(PPOConfig):
     default_module_class = "marl.modules.central_critic:CentralCriticMLP"
     sample_columns = PPOConfig.sample_columns | {sb.STATE}  # the centralised critic's input
 
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+    def _plan(self, policy_id: str):
+        plan = super()._plan(policy_id)
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
             spec = self.global_state_spec()
             model.setdefault("state_dim", spec["dim"])
             model.setdefault("num_agents", spec["num_agents"])
             model.setdefault("agent_id", self.training_cfg.agent_id)
             if self.training_cfg.critic_hiddens is not None:
                 model.setdefault("critic_hiddens", list(self.training_cfg.critic_hiddens))
-        return model
+        return replace(plan, model=model)
 
     def algorithm_parts(self):
         return MAPPOParts(decoupled=self.env_runners_cfg.overlap)

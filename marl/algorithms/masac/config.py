@@ -16,7 +16,7 @@ reached after each step (`next_state`) for the targets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mixing.config import MixingConfig
@@ -61,9 +61,9 @@ class CentralisedGroups:
         self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
         self._groups_cache: dict = {}
 
-    def group_agent_indices(self, policy_id: str) -> list[int]:
-        """The env agent indices (positions in `possible_agents`) of the agents mapped to a policy."""
-        return MixingConfig.group_agent_indices(self, policy_id)
+    def agent_groups(self) -> dict[str, list[int]]:
+        """Each policy's env agent indices (positions in `possible_agents`): the agents mapped to it."""
+        return MixingConfig.agent_groups(self)
 
     def joint_replay(self) -> bool:
         return True
@@ -76,16 +76,17 @@ class CentralisedGroups:
 
     def group_options(self, policy_id: str) -> dict:
         t = self.training_cfg
-        options = {"agent_indices": self.group_agent_indices(policy_id), "shared_actor": t.shared_actor, "agent_id": t.agent_id}
+        options = {"agent_indices": self.agent_groups()[policy_id], "shared_actor": t.shared_actor, "agent_id": t.agent_id}
         if t.critic_state == GLOBAL_STATE:
             options["state_dim"] = self.global_state_spec()["dim"]
         return options
 
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+    def _plan(self, policy_id: str):
+        plan = super()._plan(policy_id)
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
             model.update(self.group_options(policy_id))
-        return model
+        return replace(plan, model=model, group_agent_indices=self.agent_groups().get(policy_id))
 
 
 class MASACConfig(CentralisedGroups, SACConfig):

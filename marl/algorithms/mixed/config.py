@@ -23,7 +23,6 @@ node to one branch per algorithm family.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
@@ -113,7 +112,8 @@ class MixedConfig(AlgorithmConfig):
 
     # -- what the runtime asks of a config ---------------------------------------
     def columns_for(self, policy_id: str) -> frozenset[str]:
-        """The columns the policy's own algorithm asks runners for (DQN's next obs, PPO's values...)."""
+        """The columns the policy's own algorithm declares (DQN's next obs, MAPPO's state...): what global-state
+        probing reads, before any sub-config exists (the plan's columns come from the sub-config)."""
         return config_class(self.algo_of(policy_id)).sample_columns
 
     def validate(self) -> None:
@@ -138,34 +138,12 @@ class MixedConfig(AlgorithmConfig):
                 f"on-policy policies of a MIXED run share one concat node: give them one train_batch_size, got {sizes}"
             )
 
-    def policy_specs(self):
-        specs = super().policy_specs()
-        # A policy that names no module gets its algorithm's default (QMLP for DQN, ActorCriticMLP for PPO).
-        for pid, spec in specs.items():
-            if spec.module_class is None and pid in self.training_cfg.algorithms:
-                specs[pid] = dataclasses.replace(spec, module_class=config_class(self.algo_of(pid)).default_module_class)
-        return specs
-
-    def model_for(self, policy_id: str) -> dict:
-        return self.sub_config(policy_id).model_for(policy_id)
-
-    def parts_for(self, policy_id: str):
-        return self.sub_config(policy_id).algorithm_parts()
-
-    def training_for(self, policy_id: str):
-        return self.sub_config(policy_id).training_cfg
-
-    def replay_buffer_config_for(self, policy_id: str) -> dict | None:
-        return self.sub_config(policy_id).replay_buffer_config()
-
-    def unsquash_actions_for(self, policy_id: str) -> bool:
-        return self.sub_config(policy_id).unsquash_actions_for(policy_id)
-
-    def burn_in_for(self, policy_id: str) -> int:
-        return self.sub_config(policy_id).burn_in_for(policy_id)
+    def _plan(self, policy_id: str):
+        """The plan of the algorithm that trains the policy: its module, training section, parts, replay, ..."""
+        return self.sub_config(policy_id).plan_for(policy_id)
 
     def algorithm_parts(self):
-        raise ConfigError("a MIXED run has no single algorithm: each policy's parts come from parts_for(policy_id)")
+        raise ConfigError("a MIXED run has no single algorithm: each policy's parts come from plan_for(policy_id).parts")
 
     def default_workflow(self):
         return mixed_workflow(self)

@@ -48,10 +48,11 @@ def mixed_workflow(config) -> Workflow:
     branches, weights, emit = [], [], []
     rounds = 1
     if on_policy:
-        batch_size = config.sub_config(on_policy[0]).training_cfg.train_batch_size
+        batch_size = config.plan_for(on_policy[0]).training.train_batch_size
         rounds = math.ceil(batch_size / round_steps)  # concat consumes exactly this many rounds per batch
     for pid in replay:
-        t = config.sub_config(pid).training_cfg
+        plan = config.plan_for(pid)
+        t = plan.training
         wf.add(f"store_{pid}", StoreToReplay(n_step=t.n_step, gamma=t.gamma, policies=[pid]), after="sample")
         branches.append(f"store_{pid}")
         weights.append(rounds)
@@ -62,7 +63,8 @@ def mixed_workflow(config) -> Workflow:
         branches.append("learn_on_policy")
         weights.append(1)
     for pid in replay:
-        t = config.sub_config(pid).training_cfg
+        plan = config.plan_for(pid)
+        t = plan.training
         if t.training_intensity is None:
             updates = rounds  # one update per sampling round, as in the DQN graph
         else:
@@ -70,7 +72,7 @@ def mixed_workflow(config) -> Workflow:
         wf.add(f"replay_{pid}", Replay(batch_size=t.train_batch_size, learning_starts=t.num_steps_sampled_before_learning_starts, policies=[pid]))
         wf.add(f"learn_{pid}", Learn(policies=[pid]), after=f"replay_{pid}")
         wf.add(f"update_priorities_{pid}", UpdatePriorities(), after=f"learn_{pid}")
-        every, tau = config.sub_config(pid).target_update(updates / rounds)
+        every, tau = plan.target_update(updates / rounds)
         wf.add(
             f"update_target_{pid}",
             UpdateTarget(every_env_steps=every, tau=tau, policies=[pid]),

@@ -7,7 +7,7 @@ only pick the mixer and its options.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
@@ -31,7 +31,7 @@ class MixingTraining(DQNTraining):
     n_step: int = doc("steps summed into each target before bootstrapping", 1, min=1)
     burn_in: int = doc(
         "recurrent Q networks (model.recurrent): steps before each replayed sequence that only warm up its state "
-        "from the state stored there (R2D2's burn-in; no TD loss on them, gradients flow through); 0: each "
+        "from the state stored there (R2D2's burn-in; no TD loss on them); 0: each "
         "sequence starts from the state stored at its first step", 0, min=0)
     epsilon: list = doc(
         "epsilon-greedy schedule [[env_step, epsilon], ...], linear between points",
@@ -70,8 +70,8 @@ class MixingConfig(DQNConfig):
     def mixer_options(self) -> dict:
         return {}
 
-    def group_agent_indices(self, policy_id: str) -> list[int]:
-        """The env agent indices (positions in `possible_agents`) of the agents mapped to a policy."""
+    def agent_groups(self) -> dict[str, list[int]]:
+        """Each policy's env agent indices (positions in `possible_agents`): the agents mapped to it."""
         env_cfg = self.environment_cfg
         key = repr((env_cfg.env, sorted(env_cfg.env_config.items()), sorted(self.policy_specs()), self.policy_mapping().description))
         groups = self._groups_cache.get(key)
@@ -83,17 +83,19 @@ class MixingConfig(DQNConfig):
             finally:
                 env.close()
             groups = self._groups_cache[key] = {pid: [possible.index(a) for a in agents] for pid, agents in agents_of.items()}
-        return groups[policy_id]
+        return groups
 
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+    def _plan(self, policy_id: str):
+        plan = super()._plan(policy_id)
+        groups = self.agent_groups()
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
             model.setdefault("mixer", self.mixer)
             model.setdefault("agent_id", self.training_cfg.agent_id)
             for key, value in self.mixer_options().items():
                 model.setdefault(key, value)
-            model["agent_indices"] = self.group_agent_indices(policy_id)
-        return model
+            model["agent_indices"] = groups[policy_id]
+        return replace(plan, model=model, group_agent_indices=groups.get(policy_id))
 
     def algorithm_parts(self):
         return MixingParts()

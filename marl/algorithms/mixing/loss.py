@@ -14,7 +14,7 @@ from marl.algorithms.dqn.loss import masked_td_loss, sequence_targets, weighted_
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 from marl.replay.joint import NEXT_STATE, STATE
-from marl.replay.sequences import SEQ_MASK, STATE_START, state_start_column
+from marl.replay.sequences import DETACH_AT, SEQ_MASK, STATE_START, state_start_column
 
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS, STATE, NEXT_STATE,
                 # recurrent agents' sequence rows (marl.replay.sequences)
@@ -54,7 +54,7 @@ def recurrent_mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=No
     b, length = mask.shape
     seq = torch.cat([obs[:, :1], next_obs], dim=1)  # [B, L + 1, n, ...]
     state = {k[len(STATE_START) + 1:]: v for k, v in batch.items() if k.startswith(STATE_START + ".")}
-    q_all = module.agent_q_sequences(seq, state)
+    q_all = module.agent_q_sequences(seq, state, **({"detach_at": batch[DETACH_AT]} if DETACH_AT in batch else {}))
     q, q_next_online = q_all[:, :length], q_all[:, 1:].detach()
     q_taken = q.gather(3, batch[sb.ACTIONS].long().unsqueeze(-1)).squeeze(-1)  # [B, L, n]
     n = q_taken.shape[-1]

@@ -10,7 +10,7 @@ TD3, MASAC and MADDPG build on this config.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
@@ -117,16 +117,15 @@ class SACConfig(AlgorithmConfig):
         self.env_runners_cfg.num_envs_per_env_runner = 1
         self.env_runners_cfg.rollout_fragment_length = 8
 
-    def unsquash_actions_for(self, policy_id: str) -> bool:
-        return True  # the actor acts in [-1, 1] (tanh); the piece maps its Box actions to the env's bounds
-
-    def model_for(self, policy_id: str) -> dict:
-        model = super().model_for(policy_id)
-        if self.module_class_for(self.policy_specs()[policy_id]) == self.default_module_class:
+    def _plan(self, policy_id: str):
+        plan = super()._plan(policy_id)
+        model = dict(plan.model)
+        if plan.module_class == self.default_module_class:
             for key, value in self.model_defaults().items():
                 model.setdefault(key, value)
             model.update(self.module_options())
-        return model
+        # the actor acts in [-1, 1] (tanh): the unsquash piece maps its Box actions to the env's bounds
+        return replace(plan, model=model, replay=buffer_settings(self.training_cfg), unsquash_actions=True)
 
     def model_defaults(self) -> dict:
         """Model keys the training section sets unless the policy's model does (TD3 and MADDPG: no `dueling`,
@@ -135,9 +134,6 @@ class SACConfig(AlgorithmConfig):
 
     def module_options(self) -> dict:
         return {"initial_alpha": self.training_cfg.initial_alpha}
-
-    def replay_buffer_config(self) -> dict:
-        return buffer_settings(self.training_cfg)
 
     def target_update(self, updates_per_round: float) -> tuple[int, float]:
         """Once per sampling round, the compound of the round's per-update Polyak steps (as in SAC's own graph)."""
