@@ -56,6 +56,17 @@ def numpy_layers(seq: nn.Sequential) -> list | None:
     return layers
 
 
+def _row_reduce(op: np.ufunc, x: np.ndarray) -> np.ndarray:
+    """`op` over each row's few entries, [R, K] -> [R, 1]. NumPy reduces along a short last axis slowly (max over
+    3,072 x 5: 105 us); K-1 column-wise ops take 7. Left to right, as NumPy's own loop adds fewer than 8 entries."""
+    if x.shape[-1] > 8:
+        return op.reduce(x, axis=-1, keepdims=True)
+    out = x[..., 0].copy()
+    for j in range(1, x.shape[-1]):
+        op(out, x[..., j], out=out)
+    return out[..., None]
+
+
 class _NumpyMLP:
     """A Sequential of Linear layers and activations as NumPy arrays (weights transposed once per refresh)."""
 
@@ -156,8 +167,8 @@ class NumpyActor:
     def _categorical(self, logits: np.ndarray, mask, generator, explore: bool):
         if mask is not None:
             logits = np.where(mask < 0.5, np.float32(MASKED_LOGIT), logits)
-        shifted = logits - logits.max(axis=-1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        shifted = logits - _row_reduce(np.maximum, logits)
+        log_probs = shifted - np.log(_row_reduce(np.add, np.exp(shifted)))
         if explore:  # Gumbel-max with Categorical.sample's draw: argmax(log p - log(-log u))
             u = np.clip(self._draw(log_probs.shape, False, generator), 1e-20, 1.0)
             actions = np.argmax(log_probs - np.log(-np.log(u)), axis=-1)
