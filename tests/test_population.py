@@ -246,3 +246,35 @@ def test_psro_takes_any_algorithm_as_its_best_response_dqn_members_are_greedy():
     assert result["psro/population"] == 2 and 0.0 < result["psro/nash_conv"] < 2.0
     table = psro._table(1).action_probability_array
     assert set(np.unique(np.round(table, 9))) <= {0.0, 1.0}  # a Q-learner's member plays its greedy action: a pure strategy
+
+
+# -- `marl graph`: the league's nodes and PSRO's loop ------------------------------------------------
+
+def test_marl_graph_draws_the_league_nodes_between_learn_and_sync(tmp_path, capsys):
+    png = tmp_path / "league.png"
+    assert main(["graph", "scenarios/connect_four_league.yaml", "--output", str(png)]) == 0
+    out = capsys.readouterr().out
+    chain = ["learn --results--> league_matches", "league_matches --results--> league_snapshot",
+             "league_snapshot --results--> matchmaking", "matchmaking --results--> sync_weights"]
+    assert all(edge in out for edge in chain), out
+    assert png.stat().st_size > 10_000
+
+
+def test_marl_graph_psro_draws_the_loop_payoffs_meta_solver_best_response_add_evaluate(tmp_path, capsys):
+    png = tmp_path / "psro.png"
+    assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.meta_solver=prd",
+                 "psro.iterations_per_epoch=7", "--output", str(png)]) == 0
+    out = capsys.readouterr().out
+    cycle = ["payoff_table --> meta_solver", "meta_solver --> best_response", "best_response --> add_member",
+             "add_member --> evaluate_payoffs", "evaluate_payoffs --> payoff_table", "meta_solver --> nash_conv"]
+    assert all(edge in out for edge in cycle), out
+    for step in ("meta-game payoff table", "meta-solver: prd", "best-response training against the mixture",
+                 "PPO workflow 'ppo', 7 iterations: sample -> concat -> learn -> sync_weights -> report",
+                 "add member", "evaluate new payoffs"):
+        assert step in out, step
+    assert png.stat().st_size > 10_000
+    # the PSRO settings are PSRO's own, checked as PSRO checks them; without --psro they are unknown config keys
+    assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.meta_solver=lp", "--no-png"]) == 2
+    assert capsys.readouterr().err.strip() == "marl: error: psro.meta_solver must be one of ['nash', 'prd', 'uniform'], got 'lp'"
+    assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.rounds=3", "--no-png"]) == 2
+    assert capsys.readouterr().err.strip().startswith("marl: error: psro.rounds is not a PSRO setting; allowed: ['policy',")

@@ -2,7 +2,7 @@
 
     marl train SCENARIO.yaml [key=value ...]        marl train --algo PPO --env CartPole-v1 [key=value ...]
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
-    marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
+    marl graph SCENARIO.yaml [--psro]                marl plot RUN_DIR [RUN_DIR ...]
     marl league DIR
     marl envs                                        marl defaults ALGO
     marl reference [ALGO ...]                        marl experiment SUITE.yaml
@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_options(graph, "show the default workflow of")
     graph.add_argument("--output", "-o", metavar="PNG", help="where to write the picture (default: <scenario>_workflow.png)")
     graph.add_argument("--no-png", action="store_true", help="only print the operators and edges")
+    graph.add_argument(
+        "--psro", action="store_true",
+        help="draw the PSRO loop (payoff table -> meta-solver -> best response against the mixture -> add member -> "
+             "evaluate payoffs) whose best responses the scenario trains; PSRO settings as psro.KEY=VALUE "
+             "(psro.meta_solver=prd, psro.iterations_per_epoch=20, psro.payoffs=exact, ...)",
+    )
     graph.set_defaults(fn=cmd_graph)
 
     plot = sub.add_parser(
