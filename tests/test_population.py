@@ -139,7 +139,14 @@ def test_psro_matches_fill_the_payoff_table_and_rate_members_and_save_restore_go
     assert restored.ratings.get_state() == psro.ratings.get_state() and restored.history == psro.history
     assert all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(restored.weights, psro.weights))
     assert restored.nash_conv() == pytest.approx(psro.nash_conv(), abs=1e-12)
-    assert restored.step()["psro/population"] == 3 and restored.step()["psro/epoch"] == 2
+    # one more epoch from each: the same best response, payoffs, meta-strategy, ratings and report
+    ahead, again = psro.step(), restored.step()
+    clockless = [{k: v for k, v in row.items() if k != "psro/epoch_seconds"} for row in (ahead, again)]
+    assert clockless[0] == clockless[1] and again["psro/population"] == 3
+    assert restored.payoffs.tolist() == psro.payoffs.tolist() and restored.meta.tolist() == psro.meta.tolist()
+    assert restored.ratings.get_state() == psro.ratings.get_state()
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(restored.weights, psro.weights) for k in a)
+    assert restored.step()["psro/epoch"] == 2
 
     # `marl league`: a run directory with population/ inside, files beside population.json
     assert main(["league", str(tmp_path)]) == 0
