@@ -191,3 +191,20 @@ def test_matchmaking_reaches_ray_runners_and_a_replacement_runner(ray_session):
     finally:
         algo.stop()
 
+
+
+def test_marl_league_on_a_league_run_writes_its_ratings_win_rates_and_curves(tmp_path, capsys):
+    from marl.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", "scenarios/connect_four_league.yaml", "--output", str(run), "--quiet", "stop.iterations=3",
+                 "stop.env_steps_total=null", "training.train_batch_size=256", "training.minibatch_size=128",
+                 "training.num_epochs=1", "evaluation.evaluation_interval=2", "evaluation.evaluation_duration=4",
+                 "multi_agent.league.snapshot_every=2"]) == 0
+    assert main(["league", str(run), "--output", str(tmp_path / "report")]) == 0
+    written = capsys.readouterr().out.split()
+    assert [p.rsplit("/", 1)[1] for p in written] == ["ratings.md", "payoffs.png", "ratings.png"]
+    table = (tmp_path / "report" / "ratings.md").read_text()
+    for member in ("main", "main_exploiter0", "league_exploiter0", "main.v0", "main.v1"):  # trained members, snapshots
+        assert f"| {member} |" in table, table
+    assert all((tmp_path / "report" / name).stat().st_size > 10_000 for name in ("payoffs.png", "ratings.png"))

@@ -157,7 +157,8 @@ def test_psro_matches_fill_the_payoff_table_and_rate_members_and_save_restore_go
 def test_marl_league_on_a_folder_without_a_population_is_one_line(tmp_path, capsys):
     assert main(["league", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"marl: error: {tmp_path} holds no population.json (written by PSRO.save, or under population/ of a run directory)"
+    assert err == (f"marl: error: {tmp_path} holds no population.json (written by PSRO.save, or under population/ of a run "
+                   "directory) and no league checkpoint (checkpoint/ of a multi_agent.league run)")
 
 
 @pytest.mark.parametrize("kwargs, message", [

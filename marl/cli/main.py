@@ -98,9 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
         "league", help="ratings table, payoff heat map and rating curves of a population",
         description="Write ratings.md (members by openskill rating, with Elo, games, mean score, meta-strategy weight), "
                     "payoffs.png (payoff table and win-rate matrix) and ratings.png (rating curves, NashConv) for a "
-                    "population saved by PSRO (population.json).",
+                    "population saved by PSRO (population.json); for a league run directory (multi_agent.league), the "
+                    "ratings from its checkpoint, the win-rate matrix and the curves over env steps.",
     )
-    league.add_argument("run_dir", metavar="DIR", help="the folder PSRO.save wrote, or a run directory with population/")
+    league.add_argument("run_dir", metavar="DIR", help="the folder PSRO.save wrote, a run directory with population/, or a league run directory")
     league.add_argument("--output", "-o", metavar="DIR", help="folder for the files (default: beside population.json)")
     league.set_defaults(fn=cmd_league)
 
