@@ -9,7 +9,9 @@ mixture it trained against, and the most any policy gains there (the previous Na
     python benchmarks/psro_openspiel.py --game kuhn_poker --epochs 14 --iterations 20    # 0.038 at epoch 6, ~90 s
     python benchmarks/psro_openspiel.py --game leduc_poker --epochs 35 --iterations 20 --meta-solver uniform  # ~10 min
 
-Writes the population (population.json, members.safetensors) and `marl league`'s files under --out.
+Writes the population (population.json, members.safetensors) and `marl league`'s files under --out, after every
+epoch; `--resume` goes on from the population under --out (its members, payoff table, meta-strategy, ratings and
+history) for --epochs more epochs, as the run would have gone on had it not stopped.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--match-episodes", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="psro_population")
+    parser.add_argument("--resume", action="store_true", help="go on from the population saved under --out")
     args = parser.parse_args()
 
     config = (PPOConfig().environment(f"openspiel.{args.game}")
@@ -48,10 +51,14 @@ def main() -> None:
               .debugging(seed=args.seed))
     psro = PSRO(config, iterations_per_epoch=args.iterations, payoffs=args.payoffs, match_episodes=args.match_episodes,
                 meta_solver=args.meta_solver, warm_start=False)
+    if args.resume:
+        psro.restore(args.out)
+        print(f"resumed: {len(psro.members)} members, {len(psro.history)} epochs from {args.out}")
     start = time.perf_counter()
     print("epoch  members  NashConv  BR gain vs mixture  best possible  env steps  seconds")
-    previous = None
-    for epoch in range(args.epochs):
+    previous = psro.history[-1].get("psro/nash_conv") if psro.history else None
+    for _ in range(args.epochs):
+        epoch = len(psro.history)
         meta = psro.meta.copy()
         result = psro.step()
         gain = float(psro.payoffs[-1, :-1] @ meta) if len(meta) else float("nan")
@@ -59,7 +66,7 @@ def main() -> None:
         previous = result["psro/nash_conv"]
         print(f"{epoch:5d}  {result['psro/population']:7d}  {previous:8.4f}  {gain:18.4f}  {best:13.4f}  "
               f"{result['psro/best_response_env_steps']:9d}  {time.perf_counter() - start:7.0f}", flush=True)
-    psro.save(args.out)
+        psro.save(args.out)  # every epoch: a stopped run resumes from the last one
     for path in write_league_report(args.out):
         print(path)
 

@@ -139,7 +139,14 @@ def test_psro_matches_fill_the_payoff_table_and_rate_members_and_save_restore_go
     assert restored.ratings.get_state() == psro.ratings.get_state() and restored.history == psro.history
     assert all(a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(restored.weights, psro.weights))
     assert restored.nash_conv() == pytest.approx(psro.nash_conv(), abs=1e-12)
-    assert restored.step()["psro/population"] == 3 and restored.step()["psro/epoch"] == 2
+    # one more epoch from each: the same best response, payoffs, meta-strategy, ratings and report
+    ahead, again = psro.step(), restored.step()
+    clockless = [{k: v for k, v in row.items() if k != "psro/epoch_seconds"} for row in (ahead, again)]
+    assert clockless[0] == clockless[1] and again["psro/population"] == 3
+    assert restored.payoffs.tolist() == psro.payoffs.tolist() and restored.meta.tolist() == psro.meta.tolist()
+    assert restored.ratings.get_state() == psro.ratings.get_state()
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(restored.weights, psro.weights) for k in a)
+    assert restored.step()["psro/epoch"] == 2
 
     # `marl league`: a run directory with population/ inside, files beside population.json
     assert main(["league", str(tmp_path)]) == 0
@@ -150,7 +157,8 @@ def test_psro_matches_fill_the_payoff_table_and_rate_members_and_save_restore_go
 def test_marl_league_on_a_folder_without_a_population_is_one_line(tmp_path, capsys):
     assert main(["league", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"marl: error: {tmp_path} holds no population.json (written by PSRO.save, or under population/ of a run directory)"
+    assert err == (f"marl: error: {tmp_path} holds no population.json (written by PSRO.save, or under population/ of a run "
+                   "directory) and no league checkpoint (checkpoint/ of a multi_agent.league run)")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -246,3 +254,35 @@ def test_psro_takes_any_algorithm_as_its_best_response_dqn_members_are_greedy():
     assert result["psro/population"] == 2 and 0.0 < result["psro/nash_conv"] < 2.0
     table = psro._table(1).action_probability_array
     assert set(np.unique(np.round(table, 9))) <= {0.0, 1.0}  # a Q-learner's member plays its greedy action: a pure strategy
+
+
+# -- `marl graph`: the league's nodes and PSRO's loop ------------------------------------------------
+
+def test_marl_graph_draws_the_league_nodes_between_learn_and_sync(tmp_path, capsys):
+    png = tmp_path / "league.png"
+    assert main(["graph", "scenarios/connect_four_league.yaml", "--output", str(png)]) == 0
+    out = capsys.readouterr().out
+    chain = ["learn --results--> league_matches", "league_matches --results--> league_snapshot",
+             "league_snapshot --results--> matchmaking", "matchmaking --results--> sync_weights"]
+    assert all(edge in out for edge in chain), out
+    assert png.stat().st_size > 10_000
+
+
+def test_marl_graph_psro_draws_the_loop_payoffs_meta_solver_best_response_add_evaluate(tmp_path, capsys):
+    png = tmp_path / "psro.png"
+    assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.meta_solver=prd",
+                 "psro.iterations_per_epoch=7", "--output", str(png)]) == 0
+    out = capsys.readouterr().out
+    cycle = ["payoff_table --> meta_solver", "meta_solver --> best_response", "best_response --> add_member",
+             "add_member --> evaluate_payoffs", "evaluate_payoffs --> payoff_table", "meta_solver --> nash_conv"]
+    assert all(edge in out for edge in cycle), out
+    for step in ("meta-game payoff table", "meta-solver: prd", "best-response training against the mixture",
+                 "PPO workflow 'ppo', 7 iterations: sample -> concat -> learn -> sync_weights -> report",
+                 "add member", "evaluate new payoffs"):
+        assert step in out, step
+    assert png.stat().st_size > 10_000
+    # the PSRO settings are PSRO's own, checked as PSRO checks them; without --psro they are unknown config keys
+    assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.meta_solver=lp", "--no-png"]) == 2
+    assert capsys.readouterr().err.strip() == "marl: error: psro.meta_solver must be one of ['nash', 'prd', 'uniform'], got 'lp'"
+    assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.rounds=3", "--no-png"]) == 2
+    assert capsys.readouterr().err.strip().startswith("marl: error: psro.rounds is not a PSRO setting; allowed: ['policy',")

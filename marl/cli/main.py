@@ -2,7 +2,7 @@
 
     marl train SCENARIO.yaml [key=value ...]        marl train --algo PPO --env CartPole-v1 [key=value ...]
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
-    marl graph SCENARIO.yaml                         marl plot RUN_DIR [RUN_DIR ...]
+    marl graph SCENARIO.yaml [--psro]                marl plot RUN_DIR [RUN_DIR ...]
     marl league DIR
     marl envs                                        marl defaults ALGO
     marl reference [ALGO ...]                        marl experiment SUITE.yaml
@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_options(graph, "show the default workflow of")
     graph.add_argument("--output", "-o", metavar="PNG", help="where to write the picture (default: <scenario>_workflow.png)")
     graph.add_argument("--no-png", action="store_true", help="only print the operators and edges")
+    graph.add_argument(
+        "--psro", action="store_true",
+        help="draw the PSRO loop (payoff table -> meta-solver -> best response against the mixture -> add member -> "
+             "evaluate payoffs) whose best responses the scenario trains; PSRO settings as psro.KEY=VALUE "
+             "(psro.meta_solver=prd, psro.iterations_per_epoch=20, psro.payoffs=exact, ...)",
+    )
     graph.set_defaults(fn=cmd_graph)
 
     plot = sub.add_parser(
@@ -92,9 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
         "league", help="ratings table, payoff heat map and rating curves of a population",
         description="Write ratings.md (members by openskill rating, with Elo, games, mean score, meta-strategy weight), "
                     "payoffs.png (payoff table and win-rate matrix) and ratings.png (rating curves, NashConv) for a "
-                    "population saved by PSRO (population.json).",
+                    "population saved by PSRO (population.json); for a league run directory (multi_agent.league), the "
+                    "ratings from its checkpoint, the win-rate matrix and the curves over env steps.",
     )
-    league.add_argument("run_dir", metavar="DIR", help="the folder PSRO.save wrote, or a run directory with population/")
+    league.add_argument("run_dir", metavar="DIR", help="the folder PSRO.save wrote, a run directory with population/, or a league run directory")
     league.add_argument("--output", "-o", metavar="DIR", help="folder for the files (default: beside population.json)")
     league.set_defaults(fn=cmd_league)
 

@@ -6,6 +6,10 @@ directory holding one under `population/`. Written next to it:
 ratings.md     members by openskill ordinal: rating, mu, sigma, Elo, games, mean score, meta-strategy weight
 payoffs.png    the payoff table (row member's return against column member) and the win-rate matrix as heat maps
 ratings.png    each member's openskill ordinal and Elo across PSRO epochs (the rating curves); NashConv where reported
+
+DIR may also be the run directory of a league (`multi_agent.league`, `marl train`): the ratings come from its
+checkpoint's league state, the curves from its result.jsonl (against env steps, with the league's size and
+the evaluation win rate), and payoffs.png holds the win-rate matrix (a league keeps no payoff table).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from marl.checkpoint.atomic import MANIFEST
+from marl.checkpoint.state_files import read_tree
 from marl.policies.ratings import Ratings
 
 
@@ -24,11 +30,23 @@ def population_file(path) -> Path:
     for candidate in (path / "population.json", path / "population" / "population.json"):
         if candidate.is_file():
             return candidate
-    raise ValueError(f"{path} holds no population.json (written by PSRO.save, or under population/ of a run directory)")
+    raise ValueError(f"{path} holds no population.json (written by PSRO.save, or under population/ of a run directory) "
+                     "and no league checkpoint (checkpoint/ of a multi_agent.league run)")
+
+
+def league_checkpoint(path) -> Path | None:
+    """The checkpoint of a league run directory (or the checkpoint folder itself) holding the league's state."""
+    for candidate in (Path(path) / "checkpoint", Path(path)):
+        manifest = candidate / MANIFEST
+        if manifest.is_file() and "league" in json.loads(manifest.read_text()).get("extra", {}):
+            return candidate
+    return None
 
 
 def write_league_report(path, output=None) -> list[str]:
     """Writes ratings.md, payoffs.png and ratings.png for the population at `path`; returns their paths."""
+    if league_checkpoint(path) is not None:
+        return write_league_run_report(path, output)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -44,13 +62,8 @@ def write_league_report(path, output=None) -> list[str]:
     ratings = Ratings.from_state(state["ratings"])
     weight = dict(zip(members, meta))
 
-    lines = ["| member | rating (openskill mu - 3 sigma) | mu | sigma | Elo | games | mean score | meta weight |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for row in ratings.table():
-        lines.append(f"| {row['member']} | {row['rating']:.2f} | {row['mu']:.2f} | {row['sigma']:.2f} | {row['elo']:.0f} | "
-                     f"{row['games']} | {row['score']:.3f} | {weight.get(row['member'], 0.0):.3f} |")
     table = out / "ratings.md"
-    table.write_text("\n".join(lines) + "\n")
+    table.write_text(_ratings_table(ratings, weight))
 
     payoffs = np.asarray(state["payoffs"], dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
@@ -85,6 +98,73 @@ def write_league_report(path, output=None) -> list[str]:
     axes[2].set_xlabel("PSRO epoch")
     axes[2].set_ylabel("NashConv of the meta-strategy mixture")
     axes[2].set_yscale("log")
+    fig.tight_layout()
+    curves = out / "ratings.png"
+    fig.savefig(curves, dpi=100)
+    plt.close(fig)
+    return [str(table), str(heat), str(curves)]
+
+
+def _ratings_table(ratings: Ratings, weight: dict | None = None) -> str:
+    head = "| member | rating (openskill mu - 3 sigma) | mu | sigma | Elo | games | mean score |"
+    lines = [head + (" meta weight |" if weight is not None else ""), "| --- " * (7 + (weight is not None)) + "|"]
+    for row in ratings.table():
+        line = (f"| {row['member']} | {row['rating']:.2f} | {row['mu']:.2f} | {row['sigma']:.2f} | {row['elo']:.0f} | "
+                f"{row['games']} | {row['score']:.3f} |")
+        lines.append(line + (f" {weight.get(row['member'], 0.0):.3f} |" if weight is not None else ""))
+    return "\n".join(lines) + "\n"
+
+
+def write_league_run_report(path, output=None) -> list[str]:
+    """ratings.md, payoffs.png (win-rate matrix) and ratings.png (curves over env steps) of a league run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    checkpoint = league_checkpoint(path)
+    stem = json.loads((checkpoint / MANIFEST).read_text())["extra"]["league"]
+    book = read_tree(checkpoint / "extra", stem)
+    ratings = Ratings.from_state(book["ratings"])
+    run_dir = checkpoint.parent if checkpoint.name == "checkpoint" else checkpoint
+    out = Path(output) if output else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / "ratings.md"
+    table.write_text(_ratings_table(ratings))
+
+    members = [row["member"] for row in ratings.table()]
+    fig, ax = plt.subplots(figsize=(7, 6))
+    image = ax.imshow(ratings.win_rates(members), cmap="RdYlGn", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(members)), members, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(members)), members, fontsize=7)
+    ax.set_title("league win rate (row vs column; draws half), best rated first")
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    heat = out / "payoffs.png"
+    fig.savefig(heat, dpi=100)
+    plt.close(fig)
+
+    results = run_dir / "result.jsonl"
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.is_file() else []
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
+        for m in members:
+            points = [(row["env_steps_total"], row[f"{prefix}{m}"]) for row in rows if f"{prefix}{m}" in row]
+            if points:
+                ax.plot(*zip(*points), marker=".", label=m)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(label)
+    if len(members) <= 12:
+        axes[0].legend(fontsize=7)
+    win_axis = axes[2].twinx()
+    for ax, key, label, colour in ((axes[2], "league/size", "league size (snapshots held)", "tab:blue"),
+                                   (win_axis, "evaluation/self_play/win_rate", "main agent's evaluation win rate", "tab:red")):
+        points = [(row["env_steps_total"], row[key]) for row in rows if isinstance(row.get(key), (int, float))]
+        if points:
+            ax.plot(*zip(*points), marker=".", color=colour)
+        ax.set_ylabel(label, color=colour)
+    win_axis.set_ylim(0.0, 1.0)
+    axes[2].set_xlabel("env steps")
     fig.tight_layout()
     curves = out / "ratings.png"
     fig.savefig(curves, dpi=100)
