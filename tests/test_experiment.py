@@ -377,8 +377,10 @@ def test_report_of_a_directory_without_runs_is_one_line(tmp_path):
 
 def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_path):
     suite = tmp_path / "tiny.yaml"
-    suite.write_text(TINY.replace("env_steps: 512", "env_steps: 6400").replace("seeds: 2", "seeds: 1"))
+    # 500 iterations of 128 env steps: seconds even on a fast machine, so the interrupt always lands mid-run
+    suite.write_text(TINY.replace("env_steps: 512", "env_steps: 64000").replace("seeds: 2", "seeds: 1"))
     out = tmp_path / "runs"
+    results = out / "cartpole/PPO/seed_0/result.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", str(suite), "--local", "--output", str(out)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -386,7 +388,10 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
         deadline = time.time() + 300
         while time.time() < deadline and not _checkpointed_unfinished(out):
             time.sleep(0.1)
-        time.sleep(1.0)  # a few iterations past the first checkpoint
+        rows_now = lambda: len(results.read_text().splitlines()) if results.exists() else 0  # noqa: E731
+        seen = rows_now()
+        while time.time() < deadline and rows_now() <= seen:
+            time.sleep(0.05)  # an iteration past the first checkpoint
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=120)
     finally:
@@ -401,7 +406,7 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
     p = cli("experiment", str(suite), "--local", "--output", str(out))
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
-    assert [r["iteration"] for r in rows] == list(range(1, 51)) and rows[-1]["env_steps_total"] == 6400
+    assert [r["iteration"] for r in rows] == list(range(1, 501)) and rows[-1]["env_steps_total"] == 64000
     assert json.loads((run_dir / "done.json").read_text())["resumed"] is True and kept >= 1
 
 
