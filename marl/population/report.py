@@ -67,42 +67,49 @@ def write_league_report(path, output=None) -> list[str]:
 
     payoffs = np.asarray(state["payoffs"], dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
-    for ax, data, title, cmap in ((axes[0], payoffs, "payoff (row's return vs column)", "RdBu"),
-                                  (axes[1], ratings.win_rates(members), "win rate (row vs column; draws half)", "RdYlGn")):
-        limit = float(np.nanmax(np.abs(data))) if data.size and np.isfinite(data).any() else 1.0
-        bounds = (-limit, limit) if cmap == "RdBu" else (0.0, 1.0)
-        image = ax.imshow(data, cmap=cmap, vmin=bounds[0], vmax=bounds[1])
-        ax.set_xticks(range(len(members)), members, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(members)), members, fontsize=7)
-        ax.set_title(title)
-        fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    heat = out / "payoffs.png"
-    fig.savefig(heat, dpi=100)
-    plt.close(fig)
+    limit = float(np.nanmax(np.abs(payoffs))) if payoffs.size and np.isfinite(payoffs).any() else 1.0
+    _heat_map(fig, axes[0], payoffs, members, "payoff (row's return vs column)", "RdBu", (-limit, limit))
+    _heat_map(fig, axes[1], ratings.win_rates(members), members, "win rate (row vs column; draws half)", "RdYlGn", (0.0, 1.0))
+    heat = _save(plt, fig, out / "payoffs.png")
 
     history = state.get("history", [])
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
-        for m in members:
-            xs = [row["psro/epoch"] for row in history if f"{prefix}{m}" in row]
-            ys = [row[f"{prefix}{m}"] for row in history if f"{prefix}{m}" in row]
-            if xs:
-                ax.plot(xs, ys, marker=".", label=m)
-        ax.set_xlabel("PSRO epoch")
-        ax.set_ylabel(label)
-    if len(members) <= 12:
-        axes[0].legend(fontsize=7)
+    _rating_curves(axes, members, history, "psro/epoch", "PSRO epoch")
     xs = [row["psro/epoch"] for row in history if not math.isnan(row.get("psro/nash_conv", math.nan))]
     axes[2].plot(xs, [row["psro/nash_conv"] for row in history if row.get("psro/epoch") in xs], marker="o")
     axes[2].set_xlabel("PSRO epoch")
     axes[2].set_ylabel("NashConv of the meta-strategy mixture")
     axes[2].set_yscale("log")
+    return [str(table), heat, _save(plt, fig, out / "ratings.png")]
+
+
+def _heat_map(fig, ax, data, members: list[str], title: str, cmap: str, bounds: tuple[float, float]) -> None:
+    """A members x members matrix (row against column) with the members named on both axes."""
+    image = ax.imshow(data, cmap=cmap, vmin=bounds[0], vmax=bounds[1])
+    ax.set_xticks(range(len(members)), members, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(members)), members, fontsize=7)
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+
+
+def _rating_curves(axes, members: list[str], rows: list[dict], x_key: str, x_label: str) -> None:
+    """Each member's openskill ordinal (axes[0]) and Elo (axes[1]) over `x_key` of the rows that hold them."""
+    for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
+        for m in members:
+            points = [(row[x_key], row[f"{prefix}{m}"]) for row in rows if f"{prefix}{m}" in row]
+            if points:
+                ax.plot(*zip(*points), marker=".", label=m)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(label)
+    if len(members) <= 12:
+        axes[0].legend(fontsize=7)
+
+
+def _save(plt, fig, path: Path) -> str:
     fig.tight_layout()
-    curves = out / "ratings.png"
-    fig.savefig(curves, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    return [str(table), str(heat), str(curves)]
+    return str(path)
 
 
 def _ratings_table(ratings: Ratings, weight: dict | None = None) -> str:
@@ -134,28 +141,14 @@ def write_league_run_report(path, output=None) -> list[str]:
 
     members = [row["member"] for row in ratings.table()]
     fig, ax = plt.subplots(figsize=(7, 6))
-    image = ax.imshow(ratings.win_rates(members), cmap="RdYlGn", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(len(members)), members, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(members)), members, fontsize=7)
-    ax.set_title("league win rate (row vs column; draws half), best rated first")
-    fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    heat = out / "payoffs.png"
-    fig.savefig(heat, dpi=100)
-    plt.close(fig)
+    _heat_map(fig, ax, ratings.win_rates(members), members, "league win rate (row vs column; draws half), best rated first",
+              "RdYlGn", (0.0, 1.0))
+    heat = _save(plt, fig, out / "payoffs.png")
 
     results = run_dir / "result.jsonl"
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.is_file() else []
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
-        for m in members:
-            points = [(row["env_steps_total"], row[f"{prefix}{m}"]) for row in rows if f"{prefix}{m}" in row]
-            if points:
-                ax.plot(*zip(*points), marker=".", label=m)
-        ax.set_xlabel("env steps")
-        ax.set_ylabel(label)
-    if len(members) <= 12:
-        axes[0].legend(fontsize=7)
+    _rating_curves(axes, members, rows, "env_steps_total", "env steps")
     win_axis = axes[2].twinx()
     for ax, key, label, colour in ((axes[2], "league/size", "league size (snapshots held)", "tab:blue"),
                                    (win_axis, "evaluation/self_play/win_rate", "main agent's evaluation win rate", "tab:red")):
@@ -165,8 +158,4 @@ def write_league_run_report(path, output=None) -> list[str]:
         ax.set_ylabel(label, color=colour)
     win_axis.set_ylim(0.0, 1.0)
     axes[2].set_xlabel("env steps")
-    fig.tight_layout()
-    curves = out / "ratings.png"
-    fig.savefig(curves, dpi=100)
-    plt.close(fig)
-    return [str(table), str(heat), str(curves)]
+    return [str(table), heat, _save(plt, fig, out / "ratings.png")]
