@@ -227,10 +227,14 @@ class JaxMarlEnv(BatchedEnv):
     def _view(self, key: str) -> torch.Tensor:
         return self._packed[:, self._slices[key]]
 
+    def _stacked_view(self, part: str, *shape) -> torch.Tensor:
+        """[W, N, *shape]: every agent's `part` columns at once (the agents' blocks are adjacent in the packed array)."""
+        block = slice(self._slices[f"{part}/{self.agents[0]}"].start, self._slices[f"{part}/{self.agents[-1]}"].stop)
+        return self._packed[:, block].view(self.num_worlds, len(self.agents), *shape)
+
     def _agent_views(self, part: str) -> dict[str, torch.Tensor] | torch.Tensor:
-        if self.stacked:  # the agents' blocks are adjacent: one view [W, N, ...]
-            block = slice(self._slices[f"{part}/{self.agents[0]}"].start, self._slices[f"{part}/{self.agents[-1]}"].stop)
-            return self._packed[:, block].view(self.num_worlds, len(self.agents), *self._obs_spaces[self.agents[0]].shape)
+        if self.stacked:
+            return self._stacked_view(part, *self._obs_spaces[self.agents[0]].shape)
         return {a: self._view(f"{part}/{a}").view(self.num_worlds, *self._obs_spaces[a].shape) for a in self.agents}
 
     def _receive(self, packed) -> None:
@@ -277,14 +281,12 @@ class JaxMarlEnv(BatchedEnv):
     def action_masks(self) -> dict[str, torch.Tensor] | torch.Tensor | None:
         if not self._masked:
             return None
-        if self._packed is None:
+        if self._packed is None:  # before the first reset: every action legal
             masks = {a: torch.ones((self.num_worlds, self._act_spaces[a].n)) for a in self.agents}
-        elif self.stacked:
-            block = slice(self._slices[f"mask/{self.agents[0]}"].start, self._slices[f"mask/{self.agents[-1]}"].stop)
-            return self._packed[:, block].view(self.num_worlds, len(self.agents), -1)
-        else:
-            masks = {a: self._view(f"mask/{a}") for a in self.agents}
-        return torch.stack(list(masks.values()), dim=1) if self.stacked else masks
+            return torch.stack(list(masks.values()), dim=1) if self.stacked else masks
+        if self.stacked:
+            return self._stacked_view("mask", -1)
+        return {a: self._view(f"mask/{a}") for a in self.agents}
 
     def get_state(self) -> dict | None:
         if self._state is None:
