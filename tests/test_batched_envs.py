@@ -221,3 +221,56 @@ def test_ppo_and_mappo_learn_smax_3m(tmp_path, algo):
 def test_gymnasium_vector_env_bad_input():
     with pytest.raises(EnvError, match=r"rejected env_config key\(s\) \['bogus'\]"):
         GymVectorEnv("CartPole-v1", {"bogus": 1}, 2)
+
+
+# -- JaxMARL envs whose outputs are not one dict entry per alike agent ------------------------------------------
+def test_agents_with_unlike_action_shapes_step_through_the_adapter():
+    """simple_world_comm's leader acts in Box(9), the others in Box(5): each agent's action reaches its own slot."""
+    env = JaxMarlEnv("jaxmarl.MPE_simple_world_comm_v3", {}, 2, seed=0, stack=True)
+    assert not env.stacked and env.action_space("leadadversary_0").shape == (9,)
+    env.reset(seed=0)
+    actions = {a: torch.rand(2, *env.action_space(a).shape) for a in env.agents}
+    step = env.step(actions)
+    assert set(step.rewards) == set(env.agents) and all(r.shape == (2,) for r in step.rewards.values())
+
+
+def test_agent_arrays_are_split_per_world_not_across_worlds():
+    """STORM's storm_np hands out observations and rewards as [agents, ...] arrays (agents 0 and 1): each world's
+    agent i view is that world's row i, as JaxMARL's own vmapped reset gives it."""
+    import jax
+
+    env = JaxMarlEnv("jaxmarl.storm_np", {}, 3, seed=0, stack=True)
+    obs = env.reset(seed=5)
+    key = jax.random.split(jax.random.PRNGKey(5))[1]  # the adapter's reset: split off one key, one per world
+    expected = np.asarray(jax.vmap(env.env.reset)(jax.random.split(key, 3))[0])  # [W, agents, 5, 5, 14]
+    assert obs.shape == (3, 2, 5, 5, 14)
+    np.testing.assert_array_equal(obs.numpy(), expected)
+    step = env.step(torch.zeros((3, 2), dtype=torch.int64))
+    assert step.rewards.shape == (3, 2)
+
+
+def test_dict_world_states_are_joined_and_hanabi_gets_its_legal_moves_as_masks():
+    facmac = JaxMarlEnv("jaxmarl.MPE_simple_facmac_3a_v1", {}, 2, seed=0, stack=True)
+    import jax
+
+    obs = facmac.reset(seed=0)  # its get_world_state gives one entry per agent: joined in agent order
+    parts = jax.eval_shape(lambda k: facmac.env.get_world_state(facmac.env.reset(k)[1]), jax.random.PRNGKey(0))
+    assert isinstance(parts, dict) and facmac.state(obs).shape == (2, sum(int(np.prod(p.shape)) for p in parts.values()))
+    hanabi = JaxMarlEnv("jaxmarl.hanabi", {}, 2, seed=0, stack=True)
+    hanabi.reset(seed=0)
+    masks = hanabi.action_masks()
+    assert masks.shape == (2, 2, hanabi.action_space("agent_0").n)
+    off_turn = masks.sum(-1) == 1  # the player not on turn may only pass (the last action)
+    assert bool((off_turn.sum(1) == 1).all()) and bool(masks[off_turn][:, -1].all())
+
+
+def test_jaxmarl_ids_marl_cannot_make_say_why_in_one_line():
+    with pytest.raises(EnvError, match=r"LearnedPolicyEnemySMAX.*rejected"):
+        make_env("jaxmarl.LearnedPolicyEnemySMAX")
+    import importlib.util
+
+    if importlib.util.find_spec("brax") is None:  # JaxMARL's MABrax envs need brax (jaxmarl[mabrax])
+        with pytest.raises(EnvError, match=r"jaxmarl.ant_4x2.*brax"):
+            make_env("jaxmarl.ant_4x2")
+    p = run_cli("envs", "--family", "jaxmarl")
+    assert p.returncode == 0 and "jaxmarl.MPE_simple_spread_v3" in p.stdout and "jaxmarl.hanabi" in p.stdout

@@ -27,6 +27,7 @@ from marl.cli.serve import add_parser as add_serve_parser
 from marl.cli.train import cmd_train
 from marl.config.sections import ConfigError
 from marl.envs import EnvError
+from marl.envs.catalog import KINDS
 from marl.policies import MappingError
 from marl.runners.user_code import add_import_option
 from marl.workflow import WorkflowError
@@ -109,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "envs", help="list env families and names",
         description="List the names environment.env accepts: register_env names, PettingZoo modules, Gymnasium ids.",
     )
-    envs.add_argument("--family", choices=("registered", "pettingzoo", "gymnasium", "vmas", "openspiel"), help="list only this kind")
+    envs.add_argument("--family", choices=KINDS, help="list only this kind")
     add_import_option(envs)
     envs.set_defaults(fn=cmd_envs)
 

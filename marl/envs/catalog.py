@@ -7,6 +7,7 @@
   `copies.<id>`: N independent copies of one as a multi-agent env
 - vmas: `vmas.<scenario>` for each scenario of the installed VMAS
 - openspiel: `openspiel.<game>` for each sequential or simultaneous-move game of the installed OpenSpiel
+- jaxmarl: `jaxmarl.<env id>` for each env JaxMARL registers (the batched path; `marl[jaxmarl]`)
 
 PettingZoo modules are found without importing each one: a family whose
 extra dependencies are missing still lists its names, and making one then
@@ -15,15 +16,15 @@ fails with the missing package named.
 
 from __future__ import annotations
 
-import importlib.util
 import importlib
+import importlib.util
 import pkgutil
 import re
 
-from marl.envs.vmas import known_scenarios
-from marl.envs.registry import registered_envs
-import importlib.util
 import gymnasium
+
+from marl.envs.registry import registered_envs
+from marl.envs.vmas import known_scenarios
 
 _VERSIONED = re.compile(r"_v\d+$")
 PETTINGZOO_FAMILIES = (
@@ -53,8 +54,6 @@ GYMNASIUM_PACKAGES = ("lbforaging", "rware")
 
 def gymnasium_families() -> dict[str, list[str]]:
     """'gymnasium.<group>' -> ids, grouped by the module of each id's entry point."""
-
-
     for package in GYMNASIUM_PACKAGES:
         if importlib.util.find_spec(package) is not None:
             try:
@@ -99,7 +98,18 @@ def openspiel_families() -> dict[str, list[str] | str]:
     return {"openspiel": sorted(f"openspiel.{t.short_name}" for t in pyspiel.registered_games() if t.dynamics in kinds)}
 
 
-KINDS = ("registered", "pettingzoo", "gymnasium", "vmas", "openspiel")
+def jaxmarl_families() -> dict[str, list[str] | str]:
+    """'jaxmarl' -> `jaxmarl.<env id>` for every env JaxMARL registers, or why JaxMARL cannot be listed."""
+    if importlib.util.find_spec("jaxmarl") is None:
+        return {"jaxmarl": "unavailable (not installed: pip install 'marl[jaxmarl]')"}
+    try:
+        import jaxmarl
+    except Exception as err:  # a broken optional install names its problem instead of breaking the listing
+        return {"jaxmarl": f"unavailable ({type(err).__name__}: {str(err).splitlines()[0]})"}
+    return {"jaxmarl": [f"jaxmarl.{name}" for name in jaxmarl.registered_envs]}
+
+
+KINDS = ("registered", "pettingzoo", "gymnasium", "vmas", "openspiel", "jaxmarl")
 
 
 def env_catalog() -> dict[str, dict[str, list[str] | str]]:
@@ -113,4 +123,5 @@ def env_catalog() -> dict[str, dict[str, list[str] | str]]:
                       "copies stepped as one env, agents agent_0..N-1 (RLlib's make_multi_agent)"},
         "vmas": vmas_families(),
         "openspiel": openspiel_families(),
+        "jaxmarl": jaxmarl_families(),
     }

@@ -13,7 +13,7 @@ same way (a fresh int32/float32 torch tensor each step: feeding one reused buffe
 
 World-level done is the env's `__all__`; a world that ended at the env's `max_steps` is truncated
 (it bootstraps), any other end is terminated. Masks: `get_avail_actions` where the env defines it
-(SMAX); the global state: `get_world_state` where the env has it (SMAX), else the observations joined.
+(SMAX; Hanabi's `get_legal_moves`); the global state: `get_world_state` where the env has it (SMAX), else the observations joined.
 `stack=True` (what the batched runner asks for) hands out the stacked form where the agents are alike
 in spaces: observations [W, N, ...], rewards [W, N], masks [W, N, n] as single views of the packed
 array (each agent's columns sit side by side), actions [W, N] in: no Python object per agent per step.
@@ -60,7 +60,7 @@ def to_gymnasium(space) -> gymnasium.Space:
     if kind == "MultiDiscrete":
         return gymnasium.spaces.MultiDiscrete(np.asarray(space.num_categories))
     if kind == "Box":
-        shape = tuple(int(d) for d in space.shape)
+        shape = tuple(int(d) for d in np.atleast_1d(space.shape))  # (Hanabi's Box gives its shape as one int)
         low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
         high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
         return gymnasium.spaces.Box(low, high, shape, np.float32)
@@ -90,6 +90,8 @@ def make_jaxmarl(name: str, env_config: dict[str, Any]):
         bad = [k for k in config if f"'{k}'" in str(err)]
         what = f"env_config key(s) {bad}" if bad else "its env_config"
         raise EnvError(f"env {name!r} rejected {what}: {err}") from None
+    except (ImportError, ValueError) as err:  # JaxMARL's own line for a missing optional package (brax, jaxrobotarium)
+        raise EnvError(f"env {name!r}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     known_keys = _constructor_keys(env)
     unknown = [k for k in config if k not in known_keys]
     if unknown:  # JaxMARL constructors take **kwargs and drop what they do not know: a typo would go unseen
@@ -117,6 +119,23 @@ def _step_count(state):
     return None
 
 
+def agent_part(x, i: int, agent):
+    """Agent `agent` (the i-th)'s part of a vmapped JaxMARL output: a dict's entry, or column i of an array whose
+    second axis is the agents (STORM's storm_np hands out its observations and rewards so)."""
+    return x[agent] if isinstance(x, dict) else x[:, i]
+
+
+def _world_state(env, state):
+    """`env.get_world_state(state)` as one flat array: envs that give one entry per agent (the FACMAC MPE tasks) have
+    theirs joined in the env's agent order."""
+    ws = env.get_world_state(state)
+    if isinstance(ws, dict):
+        import jax.numpy as jnp
+
+        return jnp.concatenate([ws[a].reshape(-1) for a in env.agents])
+    return ws
+
+
 class JaxMarlEnv(BatchedEnv):
     """A JaxMARL env over `num_worlds` worlds as a `BatchedEnv` (see the module docstring)."""
 
@@ -137,7 +156,11 @@ class JaxMarlEnv(BatchedEnv):
                                      and self._act_spaces[a] == self._act_spaces[first] for a in self.agents)
         from jaxmarl.environments.multi_agent_env import MultiAgentEnv  # its get_avail_actions only raises
 
-        self._masked = type(env).get_avail_actions is not MultiAgentEnv.get_avail_actions and all(self._discrete.values())
+        # Legal actions: `get_avail_actions` where the env overrides it, Hanabi's `get_legal_moves` (the player not on
+        # turn may only pass), none otherwise.
+        own = type(env).get_avail_actions is not MultiAgentEnv.get_avail_actions
+        self._mask_fn = env.get_avail_actions if own else getattr(env, "get_legal_moves", None)
+        self._masked = self._mask_fn is not None and all(self._discrete.values())
         self._world_state = callable(getattr(env, "get_world_state", None))
         self._key = jax.random.PRNGKey(0 if seed is None else int(seed))
         self._layout()
@@ -169,7 +192,7 @@ class JaxMarlEnv(BatchedEnv):
                 take(f"mask/{a}", int(self._act_spaces[a].n))
         if self._world_state:
             jax, env = self._jax, self.env
-            shape = jax.eval_shape(lambda k: env.get_world_state(env.reset(k)[1]), jax.random.PRNGKey(0)).shape
+            shape = jax.eval_shape(lambda k: _world_state(env, env.reset(k)[1]), jax.random.PRNGKey(0)).shape
             take("state", int(np.prod(shape)))
             take("final_state", int(np.prod(shape)))
         self._width = offset
@@ -182,18 +205,18 @@ class JaxMarlEnv(BatchedEnv):
         max_steps = getattr(env, "max_steps", None)
         masked, world_state = self._masked, self._world_state
 
-        def flat(obs: dict) -> list:
-            return [obs[a].reshape(w, -1).astype(jnp.float32) for a in agents]
+        def flat(obs) -> list:
+            return [agent_part(obs, i, a).reshape(w, -1).astype(jnp.float32) for i, a in enumerate(agents)]
 
         def extras(state) -> list:
             out = []
             if masked:
-                avail = jax.vmap(env.get_avail_actions)(state)
-                out += [avail[a].reshape(w, -1).astype(jnp.float32) for a in agents]
+                avail = jax.vmap(self._mask_fn)(state)
+                out += [agent_part(avail, i, a).reshape(w, -1).astype(jnp.float32) for i, a in enumerate(agents)]
             return out
 
         def world(state):
-            return [jax.vmap(env.get_world_state)(state).reshape(w, -1).astype(jnp.float32)] if world_state else []
+            return [jax.vmap(lambda s: _world_state(env, s))(state).reshape(w, -1).astype(jnp.float32)] if world_state else []
 
         def reset(key):
             key, sub = jax.random.split(key)
@@ -203,9 +226,18 @@ class JaxMarlEnv(BatchedEnv):
             ws = world(state)
             return key, state, jnp.concatenate(o + o + [zeros] + extras(state) + ws + ws, axis=1)
 
+        # Actions come as one [W, D] array: each agent's action flattened, in agent order (agents' action shapes may
+        # differ: simple_world_comm's leader says more than the others).
+        act_shapes = {a: tuple(self._act_spaces[a].shape) for a in agents}
+        act_offsets = dict(zip(agents, np.cumsum([0] + [int(np.prod(act_shapes[a])) for a in agents]).tolist()))
+
+        def agent_action(actions, a):
+            block = actions[:, act_offsets[a]:act_offsets[a] + int(np.prod(act_shapes[a]))].reshape((w,) + act_shapes[a])
+            return block.astype(jnp.int32) if self._discrete[a] else block
+
         def step(key, state, actions):
             key, k_step, k_reset = jax.random.split(key, 3)
-            acts = {a: actions[:, i] for i, a in enumerate(agents)}
+            acts = {a: agent_action(actions, a) for a in agents}
             obs, reached, rewards, dones, _ = jax.vmap(env.step_env)(jax.random.split(k_step, w), state, acts)
             fresh_obs, fresh = jax.vmap(env.reset)(jax.random.split(k_reset, w))
             done = dones["__all__"]
@@ -218,7 +250,7 @@ class JaxMarlEnv(BatchedEnv):
             state = jax.tree.map(pick, fresh, reached)
             final_ws = world(reached)
             cols = [pick(n, o) for n, o in zip(flat(fresh_obs), flat(obs))] + flat(obs)
-            cols.append(jnp.stack([rewards[a] for a in agents], axis=1).astype(jnp.float32))
+            cols.append(jnp.stack([agent_part(rewards, i, a) for i, a in enumerate(agents)], axis=1).astype(jnp.float32))
             cols.append(jnp.stack([terminated, truncated], axis=1).astype(jnp.float32))
             return key, state, jnp.concatenate(cols + extras(state) + world(state) + final_ws, axis=1)
 
@@ -251,10 +283,11 @@ class JaxMarlEnv(BatchedEnv):
 
     def step(self, actions: dict[str, torch.Tensor] | torch.Tensor) -> BatchedStep:
         dtype = torch.int32 if all(self._discrete.values()) else torch.float32
-        if self.stacked:  # [W, N, ...] as one fresh contiguous tensor
-            joint = actions.to(dtype, copy=True, memory_format=torch.contiguous_format)
-        else:
-            joint = torch.stack([actions[a].to(dtype) for a in self.agents], dim=1)  # a fresh tensor each step
+        w = self.num_worlds
+        if self.stacked:  # [W, N, ...] as one fresh contiguous [W, D] tensor
+            joint = actions.to(dtype, copy=True, memory_format=torch.contiguous_format).view(w, -1)
+        else:  # each agent's action flattened, side by side: a fresh tensor each step
+            joint = torch.cat([actions[a].to(dtype).reshape(w, -1) for a in self.agents], dim=1)
         # On the CPU a NumPy view is the cheaper hand-over (jax's from_dlpack costs ~0.4 ms of Python per call,
         # most of a 16-world step); on an accelerator DLPack keeps the actions on the device.
         jax_actions = joint.numpy() if joint.device.type == "cpu" else self._jax.dlpack.from_dlpack(joint)
