@@ -34,7 +34,7 @@ class ToyTraining(PPOTraining):
 class ToyConfig(PPOConfig):
     algo_name = "TOY"
     training_section_cls = ToyTraining
-    mixed_family = "on_policy"
+    capabilities = PPOConfig.capabilities  # PPO's record: a MIXED run trains it on the on-policy branch
 '''
 
 
@@ -79,7 +79,7 @@ def test_a_new_folder_is_an_algorithm_everywhere(toy_folder):
     text = scenario_reference(["TOY"])
     assert "## `training` (TOY)" in text and "| `toy_knob` | int | `7` | >= 0 | a key only the toy algorithm has |" in text
     assert "toy_knob" not in scenario_reference()  # the committed shared reference does not change
-    # MIXED accepts it because its config declares a mixed_family
+    # MIXED accepts it because its capabilities declare a mixed_family
     mixed = marl.MixedConfig().environment("mpe2.simple_tag_v3").multi_agent(
         policies={"predator": {}, "prey": {}}, policy_mapping_fn={"adversary_*": "predator", "*": "prey"}
     )
@@ -95,7 +95,7 @@ def test_mixed_names_the_algorithms_it_accepts():
     assert "'training.algorithms.default_policy.algo' is 'APPO'" in str(err.value)
     for name in ("PPO", "MAPPO", "DQN"):
         assert name in str(err.value)
-    for name in ("APPO", "IMPALA", "VDN", "QMIX"):  # no mixed_family: not offered
+    for name in ("APPO", "IMPALA", "VDN", "QMIX"):  # no mixed_family in their capabilities: not offered
         assert f"'{name}'" not in str(err.value).split("with", 1)[1]
 
 
