@@ -13,7 +13,7 @@ import marl
 from marl.algorithms import ALGORITHMS
 from marl.algorithms.mixed.config import mixable
 from marl.algorithms.reference import scenario_reference
-from marl.config.capabilities import ANY_SPACE, SPACE_KINDS, UNDECLARED, Capabilities, check_action_spaces, space_kind
+from marl.config.capabilities import ANY_SPACE, SPACE_KINDS, Capabilities, check_action_spaces, space_kind
 from marl.errors import ConfigError
 from marl.policies import PolicySpec
 from marl.runners.batched_policy import unsupported
@@ -26,14 +26,7 @@ def one_line(err) -> str:
     return text
 
 
-# -- declared once ----------------------------------------------------------------------------
-def test_every_registered_algorithm_declares_its_own_record():
-    """On its own class (not inherited): a new folder states what it can train, or this fails."""
-    for name, cls in ALGORITHMS.items():
-        assert isinstance(vars(cls).get("capabilities"), Capabilities), f"{name}: {cls.__qualname__} declares no capabilities"
-        assert cls.capabilities is not UNDECLARED, name
-
-
+# -- declared once (every registered algorithm has its own: tests/test_registry.py) ---------------------
 def test_the_records_say_what_the_modules_and_graphs_do():
     caps = {name: cls.capabilities for name, cls in ALGORITHMS.items()}
     for name in ("DQN", "VDN", "QMIX"):  # Q networks: one value per discrete action

@@ -15,6 +15,7 @@ import marl.algorithms
 from marl.algorithms import ALGORITHMS, ConfigError, config_class, config_from_dict
 from marl.algorithms.reference import defaults_yaml, scenario_reference
 from marl.algorithms.registry import discovered
+from marl.config.capabilities import UNDECLARED, Capabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = ["APPO", "DQN", "IMPALA", "MAPPO", "MIXED", "PPO", "QMIX", "VDN"]
@@ -64,6 +65,13 @@ def test_every_folder_with_a_config_class_is_discovered():
         assert cls.algo_name == name and config_class(name.lower()) is cls
         assert getattr(marl, cls.__name__) is cls and getattr(marl.algorithms, cls.__name__) is cls
         assert cls.__name__ in marl.__all__ and cls.__name__ in dir(marl) and cls.__name__ in marl.algorithms.__all__
+
+
+def test_every_registered_algorithm_declares_its_own_capabilities():
+    """On its own class, not inherited: a new folder states what it can train (marl.config.capabilities), or this fails."""
+    for name, cls in ALGORITHMS.items():
+        assert isinstance(vars(cls).get("capabilities"), Capabilities), f"{name}: {cls.__qualname__} declares no capabilities"
+        assert cls.capabilities is not UNDECLARED, name
 
 
 def test_a_new_folder_is_an_algorithm_everywhere(toy_folder):

@@ -6,8 +6,9 @@
 
 Each algorithm folder's config class states its own record (tests/test_registry.py fails a folder whose class
 does not); the plan hands it out per policy (`PolicyPlan.capabilities`: in a MIXED run, the policy's own
-algorithm's). It is checked in two places, each once:
-- `check_config(config)` from `AlgorithmConfig.validate`: `model.recurrent` and `env_runners.overlap`;
+algorithm's). It is checked where each fact is first known, once:
+- from `AlgorithmConfig.validate`: `env_runners.overlap` (`check_config`), each policy's `model.recurrent`
+  (`check_recurrent`);
 - `check_action_spaces(config, specs)` from `Algorithm`, once the env's spaces are known.
 The batched path's `unsupported` reads `batched`; MIXED reads `mixed_family`; `marl reference ALGO` prints it.
 Deeper checks that ask other questions stay where they are (a module refuses a space it cannot build,
@@ -77,7 +78,7 @@ def space_kind(space) -> str:
 
 
 def check_config(config) -> None:
-    """`env_runners.overlap` and each policy's `model.recurrent` against its algorithm's record (validate time)."""
+    """What the config alone asks of the algorithm's record (validate time): `env_runners.overlap`."""
     if config.env_runners_cfg.overlap and not config.capabilities.overlap:
         raise ConfigError(
             f"'env_runners.overlap' is not supported by {config.algo_name}: its graph does not sample while the learner "
