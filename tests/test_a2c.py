@@ -27,7 +27,7 @@ def test_a2c_is_found_with_its_defaults():
 
     assert config_class("a2c") is A2CConfig and "A2CConfig" in marl.__all__
     cfg = A2CConfig()
-    assert cfg.mixed_family == "on_policy"
+    assert cfg.capabilities.mixed_family == "on_policy"
     assert cfg.sample_columns == frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     # one sampling round of the default runner is one train batch
     assert cfg.env_runners_cfg.num_envs_per_env_runner * cfg.env_runners_cfg.rollout_fragment_length == cfg.training_cfg.train_batch_size

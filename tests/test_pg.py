@@ -26,7 +26,7 @@ def test_pg_is_found_with_its_defaults():
     assert config_class("pg") is PGConfig and "PGConfig" in marl.__all__
     cfg = PGConfig()
     assert cfg.sample_columns == frozenset()  # no values, no log-probs
-    assert cfg.env_runners_cfg.batch_mode == "complete_episodes" and cfg.mixed_family == "on_policy"
+    assert cfg.env_runners_cfg.batch_mode == "complete_episodes" and cfg.capabilities.mixed_family == "on_policy"
 
 
 def test_returns_to_go_by_hand():

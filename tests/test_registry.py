@@ -15,6 +15,7 @@ import marl.algorithms
 from marl.algorithms import ALGORITHMS, ConfigError, config_class, config_from_dict
 from marl.algorithms.reference import defaults_yaml, scenario_reference
 from marl.algorithms.registry import discovered
+from marl.config.capabilities import UNDECLARED, Capabilities
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = ["APPO", "DQN", "IMPALA", "MAPPO", "MIXED", "PPO", "QMIX", "VDN"]
@@ -34,7 +35,7 @@ class ToyTraining(PPOTraining):
 class ToyConfig(PPOConfig):
     algo_name = "TOY"
     training_section_cls = ToyTraining
-    mixed_family = "on_policy"
+    capabilities = PPOConfig.capabilities  # PPO's record: a MIXED run trains it on the on-policy branch
 '''
 
 
@@ -66,6 +67,13 @@ def test_every_folder_with_a_config_class_is_discovered():
         assert cls.__name__ in marl.__all__ and cls.__name__ in dir(marl) and cls.__name__ in marl.algorithms.__all__
 
 
+def test_every_registered_algorithm_declares_its_own_capabilities():
+    """On its own class, not inherited: a new folder states what it can train (marl.config.capabilities), or this fails."""
+    for name, cls in ALGORITHMS.items():
+        assert isinstance(vars(cls).get("capabilities"), Capabilities), f"{name}: {cls.__qualname__} declares no capabilities"
+        assert cls.capabilities is not UNDECLARED, name
+
+
 def test_a_new_folder_is_an_algorithm_everywhere(toy_folder):
     cls = config_class("toy")
     assert cls.__name__ == "ToyConfig" and "TOY" in ALGORITHMS
@@ -79,7 +87,7 @@ def test_a_new_folder_is_an_algorithm_everywhere(toy_folder):
     text = scenario_reference(["TOY"])
     assert "## `training` (TOY)" in text and "| `toy_knob` | int | `7` | >= 0 | a key only the toy algorithm has |" in text
     assert "toy_knob" not in scenario_reference()  # the committed shared reference does not change
-    # MIXED accepts it because its config declares a mixed_family
+    # MIXED accepts it because its capabilities declare a mixed_family
     mixed = marl.MixedConfig().environment("mpe2.simple_tag_v3").multi_agent(
         policies={"predator": {}, "prey": {}}, policy_mapping_fn={"adversary_*": "predator", "*": "prey"}
     )
@@ -95,7 +103,7 @@ def test_mixed_names_the_algorithms_it_accepts():
     assert "'training.algorithms.default_policy.algo' is 'APPO'" in str(err.value)
     for name in ("PPO", "MAPPO", "DQN"):
         assert name in str(err.value)
-    for name in ("APPO", "IMPALA", "VDN", "QMIX"):  # no mixed_family: not offered
+    for name in ("APPO", "IMPALA", "VDN", "QMIX"):  # no mixed_family in their capabilities: not offered
         assert f"'{name}'" not in str(err.value).split("with", 1)[1]
 
 

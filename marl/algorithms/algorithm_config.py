@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from marl.algorithms.algorithm_parts import AlgorithmParts
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
+from marl.config.capabilities import UNDECLARED, Capabilities
 from marl.config.plain_data import plain_data as _plain
 from marl.config.policy_plan import PolicyPlan
 from marl.config.registry import NamedConfig, algo_reference
@@ -66,10 +67,10 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     # The columns runners record beyond obs/actions/rewards/flags (names from `marl.data.sample_batch`,
     # see `marl.runners.collector.REQUESTABLE`); runners compute nothing else.
     sample_columns: frozenset[str] = frozenset()
-    # How a MIXED run can train a policy with this algorithm from its one synchronous sampler:
-    # "on_policy" from the concatenated fresh samples (the training section has `train_batch_size`),
-    # "replay" from the policy's own replay buffer (the training section has DQN's replay keys), None: it cannot.
-    mixed_family: str | None = None
+    # What it can train (action spaces, recurrent, overlap, MIXED family, ...: marl.config.capabilities), declared
+    # once by each algorithm folder's class (tests/test_registry.py); a class kept outside marl that declares
+    # none has nothing refused at this level.
+    capabilities: Capabilities = UNDECLARED
     # Where this algorithm's defaults must learn (`marl.algorithms.canonical.CanonicalTask`s): each algorithm
     # declares its own on its class; tests/test_defaults_learn.py fails an algorithm whose class declares none.
     canonical_tasks: tuple = ()
@@ -83,6 +84,9 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         if overridden:
             raise TypeError(f"{cls.__qualname__} overrides {overridden}, which read the policy's plan: "
                             "override _plan(policy_id) instead (marl.config.policy_plan)")
+        if "mixed_family" in vars(cls):  # the attribute records replaced: say where it went, not ignore it
+            raise TypeError(f"{cls.__qualname__} declares mixed_family: declare capabilities = Capabilities(..., "
+                            f"mixed_family={vars(cls)['mixed_family']!r}, ...) instead (marl.config.capabilities)")
 
     def __init__(self):
         self.environment_cfg = EnvironmentSection()
@@ -266,7 +270,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
             module_class=self.module_class_for(spec), model=model, training=self.training_cfg,
             parts=self.algorithm_parts(), columns=self.columns_for(policy_id), replay=None,
             target_update=self.target_update, unsquash_actions=self.environment_cfg.unsquash_actions,
-            burn_in=0, group_agent_indices=None,
+            burn_in=0, group_agent_indices=None, algo_name=self.algo_name, capabilities=self.capabilities,
         )
 
     # what the base plan is made of: the folder's declarations

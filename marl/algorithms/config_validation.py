@@ -2,7 +2,8 @@
 config (`evaluation.evaluation_config` applied, every key checked).
 
 `AlgorithmConfig` inherits these methods. They are their own module because checking the whole config,
-across sections and against this machine (paths, GPUs, recurrent support, connector pieces), is a job
+across sections and against this machine (paths, GPUs, recurrent support, connector pieces) and against the
+algorithm's `capabilities` (`marl.config.capabilities`), is a job
 apart from building it (`marl.algorithms.algorithm_config`): they read the config through its public
 questions (`policy_specs`, `plan_for`, `seated_pool`) and the sections, and change
 nothing but the copy `evaluation_runner_config` returns.
@@ -15,6 +16,7 @@ import os
 from typing import Self
 
 from marl import path_checks
+from marl.config.capabilities import check_config, check_recurrent
 from marl.config.checks import check_relations, update_section
 from marl.config.sections import SECTION_NAMES
 from marl.connectors.build import check_policies
@@ -33,6 +35,7 @@ class ConfigValidation:
         for name in SECTION_NAMES:  # keys bounded by other keys, now that every key is set
             check_relations(getattr(self, name + "_cfg"), name)
         self._check_paths()
+        check_config(self)  # what the algorithm's record refuses (overlap); its action spaces: once the env is made
         if not self.environment_cfg.env:
             raise ConfigError("'environment.env' is required: a Gymnasium id, a PettingZoo module path or a registered name")
         if self.environment_cfg.wrappers:
@@ -48,7 +51,8 @@ class ConfigValidation:
             plan = self.plan_for(pid)
             kind, _, _ = recurrent_options(plan.model, where)
             if kind is not None:
-                check_recurrent_support(plan.module_class, f"'{where}.recurrent: {kind}'")
+                check_recurrent(self, pid, where, kind)  # the algorithm trains stateful modules at all
+                check_recurrent_support(plan.module_class, f"'{where}.recurrent: {kind}'")  # and this module class has a core
         check_policies(self)
         if self.learners_cfg.num_learners == 0:  # an in-process learner uses this process's GPU (actors: LearnerGroup)
 

@@ -39,8 +39,13 @@ SECTION_INTROS = {
 
 TRAINING_ELSEWHERE = (
     "The algorithm's own hyperparameters, declared by its config class (the folder `marl/algorithms/<algo>/`): "
-    "`marl reference ALGO` prints its table (key, type, default, allowed values, meaning), "
+    "`marl reference ALGO` prints its table (key, type, default, allowed values, meaning) and its capabilities "
+    "(action spaces, recurrent models, overlap, MIXED, ...: what validation refuses), "
     "`marl defaults ALGO` every key of an ALGO scenario with its default as YAML."
+)
+CAPABILITIES_INTRO = (
+    "What each algorithm can train, from the record its config class declares (`marl.config.capabilities`); "
+    "a scenario asking for more is refused with one line when it is validated (action spaces: once the env is made)."
 )
 
 
@@ -92,6 +97,21 @@ def section_table(section_cls) -> list[str]:
     return lines
 
 
+def capabilities_table(classes: dict[str, type]) -> list[str]:
+    """One row per algorithm, one column per fact of its `Capabilities`; notes below the table."""
+    rows = {algo: cls.capabilities.rows() for algo, cls in classes.items()}
+    facts = [fact for fact, _ in next(iter(rows.values())) if fact != "note"]
+    lines = ["## Capabilities", "", CAPABILITIES_INTRO, "",
+             "| algorithm | " + " | ".join(facts) + " |", "| --- |" + " --- |" * len(facts)]
+    notes = []
+    for algo, pairs in rows.items():
+        values = dict(pairs)
+        lines.append(f"| {algo} | " + " | ".join(values[fact] for fact in facts) + " |")
+        if "note" in values:
+            notes.append(f"- {algo}: {values['note']}")
+    return lines + ([""] + notes if notes else []) + [""]
+
+
 def _model_table() -> list[str]:
     lines = ["### `training.model` (the default modules)", "", MODEL_INTRO, "",
              "| key | type | default | allowed | meaning |", "| --- | --- | --- | --- | --- |"]
@@ -135,6 +155,8 @@ def scenario_reference(algorithms: Sequence[str] = ()) -> str:
         "| `workflow` | the training graph (`nodes: {name: {op: ..., after: ..., **settings}}`); `null`: the algorithm's default |",
         "",
     ]
+    if classes:
+        out += capabilities_table(classes)
     base = AlgorithmConfig()
     for name in SECTION_NAMES:
         if name == "training":

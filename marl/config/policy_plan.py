@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from marl.config.capabilities import Capabilities
+
 
 @dataclass(frozen=True)
 class PolicyPlan:
@@ -25,4 +27,6 @@ class PolicyPlan:
     unsquash_actions: bool  # Box actions rescaled from [-1, 1] to the env's bounds (the `unsquash_actions` piece)
     burn_in: int  # recurrent replay: steps before each training sequence that only warm its state up (R2D2); 0: none
     group_agent_indices: list[int] | None  # env agent indices whose joint steps it stores (VDN, QMIX, MASAC); None: per agent
+    algo_name: str  # the algorithm that trains it (in MIXED, the policy's own)
+    capabilities: Capabilities  # that algorithm's record: what validation checks the policy against (marl.config.capabilities)
     burn_in_grad: bool = False  # True: gradients flow through the burn-in steps; False (R2D2's): the state they warm up is detached

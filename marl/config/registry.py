@@ -7,8 +7,9 @@ Every package under `marl/algorithms/` is imported once, on first use; each
 names itself (`algo_name`, upper case; `"?"` marks a shared base such as
 `MixingConfig`) is one algorithm. Its config class carries everything else: the
 training section (defaults, `marl defaults NAME`; reference, `marl reference
-NAME`), the module, the loss parts, the default workflow, and whether a MIXED run
-can train a policy with it (`mixed_family`). So `algo: NAME`, `marl train --algo
+NAME`), the module, the loss parts, the default workflow, and its `capabilities`
+(`marl.config.capabilities`: action spaces, recurrent, overlap, whether a MIXED run
+can train a policy with it, ...). So `algo: NAME`, `marl train --algo
 NAME`, `from marl import NAMEConfig` and MIXED pick up a new folder with no table
 to edit.
 """

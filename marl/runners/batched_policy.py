@@ -27,7 +27,10 @@ def unsupported(config) -> str | None:
     if run.observation_filter != "none":
         return f"env_runners.observation_filter: {run.observation_filter}"
     for pid in config.policy_specs():
-        if config.plan_for(pid).model.get("recurrent"):
+        plan = config.plan_for(pid)
+        if not plan.capabilities.batched:  # the algorithm's record (marl.config.capabilities)
+            return f"policy '{pid}': {plan.algo_name} (its capabilities: batched false)"
+        if plan.model.get("recurrent"):
             return f"policy '{pid}': model.recurrent (stateful modules)"
         for pipeline in ("env_to_module", "module_to_env"):
             if piece_specs(config, pid, pipeline):

@@ -34,6 +34,7 @@ import numpy as np
 from marl.checkpoint import directory as ckpt
 from marl.runtime import resources
 from marl.runtime.evaluation import Evaluation
+from marl.config.capabilities import check_action_spaces
 from marl.config.sections import ConfigError, stop_reason
 from marl.envs import make_env
 from marl.execution import SharedMetrics
@@ -117,6 +118,7 @@ class Algorithm:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
         finally:
             probe.close()
+        check_action_spaces(config, self.policy_specs)  # the algorithm's record, now that the spaces are known
         self._check_models()
         self.learners = LearnerGroup(config, self.policy_specs)
         self.runners = EnvRunnerGroup(config)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.config.sections import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
@@ -49,9 +50,10 @@ class A2CConfig(AlgorithmConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=150_000, measured="500 at 51k env steps, 6 s"),
     )
     training_section_cls = A2CTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
+                                mixed_family="on_policy", centralised_critic=False, batched=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
     sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # no action log-probs: no ratio to the sampling policy
-    mixed_family = "on_policy"
 
     def __init__(self):
         super().__init__()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.appo.loss import appo_loss, appo_prepare
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
 from marl.algorithms.impala.loss import LOSS_COLUMNS
 from marl.config.sections import ConfigError, doc
@@ -46,6 +47,8 @@ class APPOConfig(IMPALAConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=300_000, measured="453 at 82k env steps, 14 s"),
     )
     training_section_cls = APPOTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,  # asynchronous already
+                                mixed_family=None, centralised_critic=False, batched=True)
 
     def validate(self) -> None:
         super().validate()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.bc.loss import LOSS_COLUMNS, bc_loss
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.config.sections import ConfigError, doc
 from marl.algorithms.bc.workflow import offline_workflow
 
@@ -55,6 +56,8 @@ class BCConfig(OfflineConfig):
         ),
     )
     training_section_cls = BCTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,
+                                mixed_family=None, centralised_critic=False, batched=True)
 
     def algorithm_parts(self):
         return BCParts()

@@ -15,6 +15,7 @@ import gymnasium as gym
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
 from marl.config.sections import ConfigError, doc
 from marl.envs import make_env
@@ -72,6 +73,9 @@ class CQLConfig(OfflineConfig):
         ),
     )
     training_section_cls = CQLTraining
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=False, overlap=False,
+                                mixed_family=None, centralised_critic=False, batched=True,
+                                note="Discrete actions: DQN's Q network (images through its conv encoder); Box: SAC's")
     default_module_class = "marl.modules.q_mlp:QMLP"
     continuous_module_class = "marl.modules.actor_q:ActorQModule"
 

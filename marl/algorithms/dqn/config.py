@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import DISCRETE, Capabilities
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
 from marl.config.sections import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
@@ -64,10 +65,11 @@ class DQNConfig(AlgorithmConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=100_000, measured="500 at 19k env steps, 40 s"),
     )
     training_section_cls = DQNTraining
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
+                                mixed_family="replay", centralised_critic=False, batched=True)
     default_module_class = "marl.modules.q_mlp:QMLP"
     # Transitions (the next action mask in masked envs only); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
-    mixed_family = "replay"
 
     def __init__(self):
         super().__init__()

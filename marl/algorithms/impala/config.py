@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.impala.loss import LOSS_COLUMNS, impala_loss, vtrace_prepare
 from marl.config.sections import ConfigError, doc
 from marl.data import sample_batch as sb
@@ -50,16 +51,13 @@ class IMPALAConfig(AlgorithmConfig):
     )
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # V-trace's behaviour log-probs
     training_section_cls = IMPALATraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,  # asynchronous already
+                                mixed_family=None, centralised_critic=False, batched=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
 
     def validate(self) -> None:
         super().validate()
-        t = self.training_cfg
-        if self.env_runners_cfg.overlap:
-            raise ConfigError(
-                f"'env_runners.overlap' is for synchronous graphs; {self.algo_name} samples asynchronously already "
-                "(training.max_requests_in_flight_per_env_runner sets how far ahead)"
-            )
+        t = self.training_cfg  # env_runners.overlap: refused by its record (it samples asynchronously already)
         in_flight = max(1, self.env_runners_cfg.num_env_runners) * t.max_requests_in_flight_per_env_runner
         if t.max_policy_lag is not None and t.max_policy_lag < in_flight:
             raise ConfigError(

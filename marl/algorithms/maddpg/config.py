@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import BOX, Capabilities
 from marl.algorithms.masac.config import CentralisedGroups, GroupTraining
 from marl.config.sections import doc
 from marl.algorithms.td3.config import TD3Config, TD3Training
@@ -47,3 +48,5 @@ class MADDPGConfig(CentralisedGroups, TD3Config):
         ),
     )
     training_section_cls = MADDPGTraining
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=False, overlap=False,
+                                mixed_family=None, centralised_critic=True, batched=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
 from marl.config.sections import doc
@@ -49,6 +50,8 @@ class MAPPOConfig(PPOConfig):
         ),
     )
     training_section_cls = MAPPOTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
+                                mixed_family="on_policy", centralised_critic=True, batched=True)
     default_module_class = "marl.modules.central_critic:CentralCriticMLP"
     sample_columns = PPOConfig.sample_columns | {sb.STATE}  # the centralised critic's input
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.marwil.loss import LOSS_COLUMNS, marwil_loss, prepare_returns
 from marl.config.sections import ConfigError, doc
 from marl.algorithms.bc.workflow import offline_workflow
@@ -42,6 +43,8 @@ class MARWILConfig(OfflineConfig):
         ),
     )
     training_section_cls = MARWILTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,
+                                mixed_family=None, centralised_critic=False, batched=True)
 
     def __init__(self):
         super().__init__()

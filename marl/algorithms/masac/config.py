@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import BOX, Capabilities
 from marl.algorithms.mixing.config import MixingConfig
 from marl.algorithms.sac.config import SACConfig, SACTraining
 from marl.config.sections import EnvRunnersSection, doc
@@ -54,7 +55,6 @@ class MASACTraining(SACTraining, GroupTraining):
 class CentralisedGroups:
     """What MASAC and MADDPG add to their single-agent configs: groups, joint replay, group module options."""
 
-    mixed_family = None  # a group's joint transitions need the whole group trained by one MASAC/MADDPG policy
 
     def __init__(self):
         super().__init__()
@@ -100,3 +100,5 @@ class MASACConfig(CentralisedGroups, SACConfig):
         ),
     )
     training_section_cls = MASACTraining
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=False, overlap=False,
+                                mixed_family=None, centralised_critic=True, batched=True)

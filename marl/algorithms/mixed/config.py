@@ -13,7 +13,7 @@
 The top-level sections (environment, env_runners, multi_agent, learners,
 debugging) are shared; `training.algorithms.<policy>` names the policy's
 algorithm and overrides that algorithm's training keys. Any algorithm whose
-config declares a `mixed_family` can train a policy here: "on_policy" ones
+record declares a `mixed_family` (`capabilities`) can train a policy here: "on_policy" ones
 (PPO, MAPPO, ...) learn from the shared concatenated samples, "replay" ones
 (DQN) from their own buffers. Each policy gets the
 module, loss, optimiser, learner connectors, target network and replay buffer
@@ -27,30 +27,25 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, MIXED_FAMILIES, Capabilities
 from marl.config.registry import config_class, discovered
 from marl.config.sections import ConfigError, doc, update_section
 from marl.data import sample_batch as sb
 from marl.algorithms.mixed.workflow import mixed_workflow
 
-FAMILIES = ("on_policy", "replay")  # the branches of the MIXED graph (see workflow.py)
+FAMILIES = MIXED_FAMILIES  # the branches of the MIXED graph (see workflow.py); a record names no other
 
 
 def mixable() -> list[str]:
-    """The algorithms a MIXED run can train a policy with: those whose config declares a `mixed_family`."""
-    names = []
-    for name, cls in discovered().items():
-        if cls.mixed_family is not None and cls.mixed_family not in FAMILIES:
-            raise ConfigError(f"{cls.__qualname__}.mixed_family is {cls.mixed_family!r}; allowed: {list(FAMILIES)} or None")
-        if cls.mixed_family is not None:
-            names.append(name)
-    return names
+    """The algorithms a MIXED run can train a policy with: those whose record declares a `mixed_family`."""
+    return [name for name, cls in discovered().items() if cls.capabilities.mixed_family is not None]
 
 
 @dataclass
 class MixedTraining:
     algorithms: dict = doc(
         "policy id -> {algo: NAME, ...that algorithm's training keys}; one entry per declared policy; "
-        "NAME: an algorithm whose config declares a mixed_family (PPO, MAPPO, DQN, ...)",
+        "NAME: an algorithm whose capabilities declare a mixed_family (PPO, MAPPO, DQN, ...)",
         default_factory=dict,
     )
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration", 2000, min=0)
@@ -72,6 +67,9 @@ class MixedConfig(AlgorithmConfig):
         ),
     )
     training_section_cls = MixedTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,
+                                mixed_family=None, centralised_critic=False, batched=True,
+                                note="each policy is checked against its own algorithm's record (training.algorithms)")
 
     # -- one policy's own algorithm ------------------------------------------------
     def algo_of(self, policy_id: str) -> str:
@@ -87,7 +85,7 @@ class MixedConfig(AlgorithmConfig):
         if name not in mixable():
             raise ConfigError(
                 f"'training.algorithms.{policy_id}.algo' is '{entry['algo']}'; a MIXED run can train a policy with "
-                f"{mixable()} (the algorithms whose config declares a mixed_family: asynchronous ones cannot share its synchronous sampler)"
+                f"{mixable()} (the algorithms whose capabilities declare a mixed_family: asynchronous ones cannot share its synchronous sampler)"
             )
         return name
 
@@ -107,7 +105,7 @@ class MixedConfig(AlgorithmConfig):
     def _families(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {family: [] for family in FAMILIES}
         for pid in self.trained_policy_ids(list(self.policy_specs())):
-            out[config_class(self.algo_of(pid)).mixed_family].append(pid)
+            out[config_class(self.algo_of(pid)).capabilities.mixed_family].append(pid)
         return out
 
     # -- what the runtime asks of a config ---------------------------------------
@@ -117,9 +115,7 @@ class MixedConfig(AlgorithmConfig):
         return config_class(self.algo_of(policy_id)).sample_columns
 
     def validate(self) -> None:
-        super().validate()
-        if self.env_runners_cfg.overlap:
-            raise ConfigError("'env_runners.overlap' is not supported by MIXED runs yet: set it to false")
+        super().validate()  # overlap: refused by MIXED's record
         declared = list(self.policy_specs())
         algorithms = self.training_cfg.algorithms
         unknown = [pid for pid in algorithms if pid not in declared]

@@ -58,7 +58,6 @@ class MixingConfig(DQNConfig):
     training_section_cls = MixingTraining
     default_module_class = "marl.modules.joint_q:JointQModule"
     mixer = "?"  # "vdn" | "qmix"
-    mixed_family = None  # a group's joint transitions need the whole group trained by VDN/QMIX
 
     def __init__(self):
         super().__init__()

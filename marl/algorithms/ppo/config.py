@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss, proximal_log_probs
 from marl.config.sections import doc
 from marl.connectors import gae_pieces
@@ -51,8 +52,9 @@ class PPOConfig(AlgorithmConfig):
     )
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     training_section_cls = PPOTraining
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
+                                mixed_family="on_policy", centralised_critic=False, batched=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
-    mixed_family = "on_policy"
 
     def algorithm_parts(self):
         return PPOParts(decoupled=self.env_runners_cfg.overlap)

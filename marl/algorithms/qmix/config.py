@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import DISCRETE, Capabilities
 from marl.algorithms.mixing import MixingConfig, MixingTraining
 from marl.config.sections import doc
 
@@ -30,6 +31,8 @@ class QMIXConfig(MixingConfig):
         ),
     )
     training_section_cls = QMIXTraining
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
+                                mixed_family=None, centralised_critic=True, batched=True)
     mixer = "qmix"
 
     def mixer_options(self) -> dict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, alpha_loss, critic_loss
 from marl.config.sections import ConfigError, doc
 from marl.data import sample_batch as sb
@@ -104,11 +105,12 @@ class SACConfig(AlgorithmConfig):
         CanonicalTask("Pendulum-v1", threshold=-250, budget=10_000, measured="-97 at 3k env steps, 38 s"),
     )
     training_section_cls = SACTraining
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=False, overlap=False,
+                                mixed_family="replay", centralised_critic=False, batched=True)
     default_module_class = "marl.modules.actor_q:ActorQModule"
     # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     deterministic = False  # TD3/MADDPG: a deterministic actor with exploration noise
-    mixed_family = "replay"  # a MIXED run can train a SAC or TD3 policy from its own buffer
 
     def __init__(self):
         super().__init__()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import BOX, Capabilities
 from marl.algorithms.sac.config import ReplayActorCriticTraining, SACConfig, check_schedule, group_lr
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS
 from marl.config.sections import doc
@@ -52,6 +53,8 @@ class TD3Config(SACConfig):
         CanonicalTask("Pendulum-v1", threshold=-250, budget=12_000, measured="-194 at 5k env steps, 49 s"),
     )
     training_section_cls = TD3Training
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=False, overlap=False,
+                                mixed_family="replay", centralised_critic=False, batched=True)
 
     def validate(self) -> None:
         super().validate()

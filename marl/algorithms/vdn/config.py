@@ -7,6 +7,7 @@ The loss and the workflow are the shared ones in `marl.algorithms.mixing`
 from __future__ import annotations
 
 from marl.algorithms.canonical import CanonicalTask
+from marl.config.capabilities import DISCRETE, Capabilities
 from marl.algorithms.mixing import MixingConfig, MixingTraining
 
 
@@ -20,4 +21,6 @@ class VDNConfig(MixingConfig):
         ),
     )
     training_section_cls = MixingTraining
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
+                                mixed_family=None, centralised_critic=True, batched=True)
     mixer = "vdn"
