@@ -25,7 +25,9 @@ The `nash` meta-solver on an OpenSpiel game that is not two-player zero-sum is r
 before any best response trains. With PPO best responses use a relu network: tanh ones saturate into a
 pure action before the card matters and plateau (docs/population.md has the measurements).
 
-The population starts with one member, the policy's untrained initialisation. `warm_start`
+The population starts with one member, the policy's untrained initialisation. While a best response
+trains, the frozen members act as members (`set_frozen_policies` on its runners): their inference
+pass, sampled -- a DQN member its greedy action, not the learner's epsilon. `warm_start`
 starts each best response from the previous member's weights (off by default: on kuhn_poker a warm start
 from a near-deterministic member stays near it, and PSRO degenerates into iterated best response).
 `save(dir)`/`restore(dir)` keep the members' weights, payoff table, meta-strategy, ratings and history,
@@ -157,6 +159,8 @@ class PSRO:
             weights["version"] += 1
             algo.learners.set_weights(weights)
             algo.sync_runners()
+            # The members play their own strategies (a DQN member its greedy action), the best response explores.
+            algo.runners.set_frozen_policies(self.members)
             result = {}
             for _ in range(self.iterations_per_epoch):
                 result = algo.train()
