@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from marl.config.psro_section import BEST_RESPONSES, PAYOFF_SOURCES, PSROSection
 from marl.envs import make_env
 from marl.errors import ConfigError
 from marl.population import members as mb
@@ -52,8 +53,6 @@ from marl.population.match_runners import MatchPool
 from marl.population.meta_solvers import META_SOLVERS, solve
 from marl.policies.ratings import Ratings
 
-PAYOFF_SOURCES = ("matches", "exact")
-BEST_RESPONSES = ("train", "exact")
 TABLE = "__table__"  # a member that is an OpenSpiel tabular policy (best_response="exact"), not module weights
 
 
@@ -131,6 +130,12 @@ class PSRO:
             raise ConfigError(f"psro.meta_solver 'nash' solves two-player zero-sum games; {self.config.environment_cfg.env!r} "
                               f"is {utility.name.lower().replace('_', '-')} with {game.num_players()} players: "
                               f"use meta_solver 'prd' or 'uniform'")
+
+    @classmethod
+    def from_config(cls, config) -> "PSRO":
+        """PSRO with the settings of the config's `psro` section (its defaults when it has none)."""
+        section = config.psro_cfg if config.psro_cfg is not None else PSROSection()
+        return cls(config, **section.settings())
 
     @property
     def members(self) -> list[str]:
