@@ -54,3 +54,23 @@ def test_a_match_runner_killed_mid_match_loses_no_result_and_psro_matches_in_pro
         assert remote.meta.tolist() == at_home.meta.tolist()
     finally:
         remote.stop()
+
+
+def test_a_league_evaluation_runner_killed_mid_evaluation_loses_no_game(ray_session):
+    """League evaluation games (the main agent against a random player) on 2 evaluation runners, one killed while
+    it plays its share: the share is played again on its replacement, so the tally holds every game, once."""
+    from tests.test_league import small_league
+
+    config = small_league(evaluation_opponent="random").evaluation(evaluation_num_env_runners=2)
+    algo = config.build()
+    try:
+        evaluator = algo.evaluation.evaluator()
+        evaluator.start(algo.get_weights(), duration=400, unit="episodes")  # ~200 connect-four games per runner
+        kill_and_wait(ray_session, evaluator.group.remote[0])
+        result = evaluator.collect()
+        assert evaluator.group.restarts == 1
+        assert result["evaluation/episodes"] == 400 and result["evaluation/self_play/games"] == 400
+        rates = [result[f"evaluation/self_play/{k}_rate"] for k in ("win", "draw", "loss")]
+        assert sum(rates) == pytest.approx(1.0)
+    finally:
+        algo.stop()
