@@ -24,6 +24,7 @@ from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, Conf
 from marl.config.capabilities import UNDECLARED, Capabilities
 from marl.config.plain_data import plain_data as _plain
 from marl.config.policy_plan import PolicyPlan
+from marl.config.psro_section import PSROSection
 from marl.config.registry import NamedConfig, algo_reference
 from marl.config.sections import (
     SECTION_NAMES,
@@ -101,6 +102,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         self.connectors_cfg = ConnectorsSection()
         self.loggers_cfg = LoggersSection()
         self.offline_cfg = OfflineSection()
+        self.psro_cfg: PSROSection | None = None  # a PSRO run around this algorithm (`psro:`), or none
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
@@ -179,13 +181,20 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         """Recording (output=DIR) and offline input (input=DIR | glob | list) for BC, MARWIL, CQL."""
         return self._set("offline", kw)
 
+    def psro(self, **kw) -> "AlgorithmConfig":
+        """Makes this a PSRO run (`marl.config.psro_section.PSROSection`): meta_solver, epochs, iterations_per_epoch, ..."""
+        section = copy.deepcopy(self.psro_cfg) if self.psro_cfg is not None else PSROSection()
+        update_section(section, "psro", kw)  # all or nothing: a bad key leaves the config as it was
+        self.psro_cfg = section
+        return self
+
     def with_workflow(self, workflow) -> "AlgorithmConfig":
         """A custom workflow (a `Workflow` or its YAML dict form) instead of the algorithm's default."""
         self.workflow = workflow
         return self
 
     def update_from_dict(self, data: dict) -> "AlgorithmConfig":
-        allowed = set(SECTION_NAMES) | {"workflow"}
+        allowed = set(SECTION_NAMES) | {"workflow", "psro"}
         for name, values in data.items():
             if name not in allowed:
                 near = difflib.get_close_matches(name, sorted(allowed), n=1)
@@ -198,6 +207,9 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
                 continue
             if not isinstance(values, dict):
                 raise ConfigError(f"section '{name}' must be a mapping of keys to values, got {type(values).__name__}")
+            if name == "psro":
+                self.psro(**values)
+                continue
             self._set(name, values)
         return self
 
@@ -213,6 +225,8 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         for name in SECTION_NAMES:
             section = dataclasses.asdict(getattr(self, name + "_cfg"))
             out[name] = _plain(section)
+        if self.psro_cfg is not None:  # only a PSRO run has the section
+            out["psro"] = dataclasses.asdict(self.psro_cfg)
         wf = self.workflow
         out["workflow"] = wf.to_dict() if hasattr(wf, "to_dict") else _plain(wf)
         return out

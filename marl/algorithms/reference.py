@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from marl.algorithms.algorithm_config import SECTION_NAMES, AlgorithmConfig
 from marl.config.checks import _type_name
+from marl.config.psro_section import PSROSection
 from marl.config.registry import config_class
 from marl.modules.catalog import MODEL_INTRO, MODEL_OPTIONS
 import yaml
@@ -36,6 +37,12 @@ SECTION_INTROS = {
     "connectors": "Pipelines of pieces: env->module (observations, every step), module->env (actions), learner (each train batch).",
 }
 
+
+PSRO_INTRO = (
+    "PSRO around the scenario's algorithm, which trains the best responses. A scenario with this section is a PSRO "
+    "run: `marl train` runs `epochs` epochs (one result row each, the population saved under `population/`), "
+    "`marl graph` draws the PSRO loop, `marl league RUN_DIR` its ratings and payoffs. Without it, nothing changes."
+)
 
 TRAINING_ELSEWHERE = (
     "The algorithm's own hyperparameters, declared by its config class (the folder `marl/algorithms/<algo>/`): "
@@ -153,6 +160,7 @@ def scenario_reference(algorithms: Sequence[str] = ()) -> str:
         out.append(f"| `{name}` | {SECTION_INTROS.get(name, '')} |")
     out += [
         "| `workflow` | the training graph (`nodes: {name: {op: ..., after: ..., **settings}}`); `null`: the algorithm's default |",
+        f"| `psro` | {PSRO_INTRO.split('.')[0]} (optional) |",
         "",
     ]
     if classes:
@@ -168,6 +176,7 @@ def scenario_reference(algorithms: Sequence[str] = ()) -> str:
             continue
         cls = type(getattr(base, name + "_cfg"))
         out += [f"## `{name}`", "", SECTION_INTROS.get(name, ""), "", *section_table(cls), ""]
+    out += ["## `psro`", "", PSRO_INTRO, "", *section_table(PSROSection), ""]
     out += [
         "## `workflow`",
         "",

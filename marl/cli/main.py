@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument(
         "--psro", action="store_true",
         help="draw the PSRO loop (payoff table -> meta-solver -> best response against the mixture -> add member -> "
-             "evaluate payoffs) whose best responses the scenario trains; PSRO settings as psro.KEY=VALUE "
-             "(psro.meta_solver=prd, psro.iterations_per_epoch=20, psro.payoffs=exact, ...)",
+             "evaluate payoffs) whose best responses the scenario trains (implied by a scenario with a psro: section); "
+             "PSRO settings from that section, or as psro.KEY=VALUE (psro.meta_solver=prd, psro.iterations_per_epoch=20, ...)",
     )
     graph.set_defaults(fn=cmd_graph)
 

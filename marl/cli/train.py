@@ -11,6 +11,7 @@ from marl.config.sections import ConfigError
 from marl.logging import make_run_dir
 from marl.logging.live import ProgressDisplay
 from marl.logging.run_dir import CONFIG_FILE
+from marl.population.psro_run import psro_run
 from marl.runtime.run_loop import config_for_resume, train_run
 
 
@@ -49,7 +50,10 @@ def cmd_train(args) -> int:
         echo(f"run directory: {run_dir.resolve()}")
     progress = (lambda result: display.update(run_dir.name, result, config.stop_cfg)) if display else None
     try:
-        train_run(config, run_dir, resume=bool(args.resume), echo=echo, progress=progress)
+        if config.psro_cfg is not None:  # a PSRO run: epochs of best responses around the scenario's algorithm
+            psro_run(config, run_dir, resume=bool(args.resume), echo=echo)
+        else:
+            train_run(config, run_dir, resume=bool(args.resume), echo=echo, progress=progress)
     except Exception:
         if fresh and not any(run_dir.iterdir()):
             run_dir.rmdir()  # a run that could not start (say, an unknown env) leaves no empty directory

@@ -25,7 +25,7 @@ from marl.config.sections import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
 import difflib
 
-TOP_LEVEL = ("algo", "name", "imports", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow")
+TOP_LEVEL = ("algo", "name", "imports", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow", "psro")
 
 
 def _check_top_level(data: dict, where: str) -> None:

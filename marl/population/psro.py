@@ -11,7 +11,9 @@ A symmetric two-player population: every member plays either seat. One epoch:
    evaluation matches against every member (half in each seat; `payoffs="matches"`), or exactly
    from the members' OpenSpiel tabular policies (`payoffs="exact"`, small OpenSpiel games; the
    matches are still played, for the ratings); every match moves the members' Elo and openskill
-   ratings (`marl.policies.ratings`);
+   ratings (`marl.policies.ratings`). `match_runners=N` plays them on N Ray actors
+   (`marl.population.match_runners`): the same returns as in-process, and a runner killed mid-match
+   is replaced and its match played again, so no result is lost or counted twice;
 4. **meta-solve**: `meta_solver` (`nash` LP, `prd`, `uniform`) over the payoff table;
 5. **NashConv**: for OpenSpiel games with information states, OpenSpiel's
    `exploitability.nash_conv` of the meta-strategy mixture of the members' tabular policies.
@@ -23,7 +25,9 @@ The `nash` meta-solver on an OpenSpiel game that is not two-player zero-sum is r
 before any best response trains. With PPO best responses use a relu network: tanh ones saturate into a
 pure action before the card matters and plateau (docs/population.md has the measurements).
 
-The population starts with one member, the policy's untrained initialisation. `warm_start`
+The population starts with one member, the policy's untrained initialisation. While a best response
+trains, the frozen members act as members (`set_frozen_policies` on its runners): their inference
+pass, sampled -- a DQN member its greedy action, not the learner's epsilon. `warm_start`
 starts each best response from the previous member's weights (off by default: on kuhn_poker a warm start
 from a near-deterministic member stays near it, and PSRO degenerates into iterated best response).
 `save(dir)`/`restore(dir)` keep the members' weights, payoff table, meta-strategy, ratings and history,
@@ -41,14 +45,14 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from marl.config.psro_section import BEST_RESPONSES, PAYOFF_SOURCES, PSROSection
 from marl.envs import make_env
 from marl.errors import ConfigError
 from marl.population import members as mb
+from marl.population.match_runners import MatchPool
 from marl.population.meta_solvers import META_SOLVERS, solve
 from marl.policies.ratings import Ratings
 
-PAYOFF_SOURCES = ("matches", "exact")
-BEST_RESPONSES = ("train", "exact")
 TABLE = "__table__"  # a member that is an OpenSpiel tabular policy (best_response="exact"), not module weights
 
 
@@ -79,7 +83,7 @@ class MixtureMapping:
 class PSRO:
     def __init__(self, config, *, policy: str = "main", meta_solver: str = "nash", iterations_per_epoch: int = 10,
                  match_episodes: int = 200, payoffs: str = "matches", warm_start: bool = False, elo_k: float = 16.0,
-                 best_response: str = "train"):
+                 best_response: str = "train", match_runners: int = 0):
         if meta_solver not in META_SOLVERS:
             raise ConfigError(f"psro.meta_solver must be one of {list(META_SOLVERS)}, got {meta_solver!r}")
         if payoffs not in PAYOFF_SOURCES:
@@ -88,7 +92,8 @@ class PSRO:
             raise ConfigError(f"psro.best_response must be one of {list(BEST_RESPONSES)}, got {best_response!r}")
         if best_response == "exact" and payoffs != "exact":
             raise ConfigError("psro.best_response='exact' (OpenSpiel's best response, a tabular member) needs payoffs='exact'")
-        for key, value, low in (("iterations_per_epoch", iterations_per_epoch, 1), ("match_episodes", match_episodes, 2)):
+        for key, value, low in (("iterations_per_epoch", iterations_per_epoch, 1), ("match_episodes", match_episodes, 2),
+                                ("match_runners", match_runners, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"psro.{key} must be an integer >= {low}, got {value!r}")
         if match_episodes % 2:
@@ -102,7 +107,7 @@ class PSRO:
             raise ConfigError("psro and multi_agent.self_play are two ways to pick opponents; set only one")
         self.config, self.policy, self.meta_solver = config, policy, meta_solver
         self.iterations_per_epoch, self.match_episodes, self.payoff_source = iterations_per_epoch, match_episodes, payoffs
-        self.warm_start, self.best_response = bool(warm_start), best_response
+        self.warm_start, self.best_response, self.match_runners = bool(warm_start), best_response, match_runners
         self.seed = int(config.debugging_cfg.seed or 0)
         self.weights: list[dict] = []  # member k's NumPy state dict
         self.payoffs = np.zeros((0, 0))
@@ -112,6 +117,8 @@ class PSRO:
         self.env_steps = 0
         self._game = None
         self._tables: dict[int, object] = {}
+        self._matches = None  # the match runners (match_runners > 0), made on first use
+        self._refs: dict[int, object] = {}  # member k's weights in the object store (match runners read them)
         if meta_solver == "nash" and config.environment_cfg.env.startswith("openspiel."):
             self._check_zero_sum()
 
@@ -123,6 +130,12 @@ class PSRO:
             raise ConfigError(f"psro.meta_solver 'nash' solves two-player zero-sum games; {self.config.environment_cfg.env!r} "
                               f"is {utility.name.lower().replace('_', '-')} with {game.num_players()} players: "
                               f"use meta_solver 'prd' or 'uniform'")
+
+    @classmethod
+    def from_config(cls, config) -> "PSRO":
+        """PSRO with the settings of the config's `psro` section (its defaults when it has none)."""
+        section = config.psro_cfg if config.psro_cfg is not None else PSROSection()
+        return cls(config, **section.settings())
 
     @property
     def members(self) -> list[str]:
@@ -151,6 +164,8 @@ class PSRO:
             weights["version"] += 1
             algo.learners.set_weights(weights)
             algo.sync_runners()
+            # The members play their own strategies (a DQN member its greedy action), the best response explores.
+            algo.runners.set_frozen_policies(self.members)
             result = {}
             for _ in range(self.iterations_per_epoch):
                 result = algo.train()
@@ -188,32 +203,67 @@ class PSRO:
         grown = np.zeros((n + 1, n + 1))
         grown[:n, :n] = self.payoffs
         new = None if TABLE in self.weights[n] else self._factory.module(self.weights[n])
+        returns = self._match_returns(n, new)
         for k in range(n + 1):
-            mine, theirs = self._payoff(n, k, new)
+            mine, theirs = self._payoff(n, k, new, returns.get(k))
             grown[n, k], grown[k, n] = (mine, theirs) if k != n else ((mine + theirs) / 2,) * 2
         self.payoffs = grown
         self.meta = solve(self.meta_solver, self.payoffs)
 
-    def _payoff(self, a: int, b: int, module_a) -> tuple[float, float]:
-        """Member a's and member b's expected returns when they meet (seats averaged).
+    def _match_returns(self, a: int, module_a) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Member a's and each member b's returns (b <= a) over their matches, half in each seat, and the ratings
+        they move. In-process, or over the match runners (`match_runners`): the same seeds, the same returns.
 
-        Matches between module members also rate both (with exact payoffs too: ratings come from games);
-        tabular members (exact best responses) are not rated."""
-        tabular = TABLE in self.weights[a] or TABLE in self.weights[b]
-        if not tabular:
-            module_b = module_a if a == b else self._factory.module(self.weights[b])
-            half = self.match_episodes // 2
-            seed = self.seed * 1_000_003 + a * 1009 + b
-            first = mb.play_matches(self.config, (module_a, module_b), half, seed)
-            second = mb.play_matches(self.config, (module_b, module_a), half, seed + 1)
-            mine = np.concatenate([first[:, 0], second[:, 1]])
-            theirs = np.concatenate([first[:, 1], second[:, 0]])
+        Matches between module members rate both (with exact payoffs too: ratings come from games);
+        tabular members (exact best responses) play no matches and are not rated."""
+        if TABLE in self.weights[a]:
+            return {}
+        others = [b for b in range(a + 1) if TABLE not in self.weights[b]]
+        half = self.match_episodes // 2
+        seeds = {b: self.seed * 1_000_003 + a * 1009 + b for b in others}
+        if self.match_runners:
+            pool, ref = self._match_pool(), self._ref
+            played = pool.play([((b, 0), ref(a), ref(b), half, seeds[b]) for b in others]
+                               + [((b, 1), ref(b), ref(a), half, seeds[b] + 1) for b in others])
+        else:
+            played = {}
+            for b in others:
+                module_b = module_a if a == b else self._factory.module(self.weights[b])
+                played[(b, 0)] = mb.play_matches(self.config, (module_a, module_b), half, seeds[b])
+                played[(b, 1)] = mb.play_matches(self.config, (module_b, module_a), half, seeds[b] + 1)
+        out = {}
+        for b in others:
+            first, second = played[(b, 0)], played[(b, 1)]
+            mine, theirs = np.concatenate([first[:, 0], second[:, 1]]), np.concatenate([first[:, 1], second[:, 0]])
             if a != b:
                 for m, t in zip(mine, theirs):
                     self.ratings.record(self.members[a], self.members[b], 1.0 if m > t else 0.5 if m == t else 0.0)
+            out[b] = (mine, theirs)
+        return out
+
+    def _payoff(self, a: int, b: int, module_a, returns) -> tuple[float, float]:
+        """Member a's and member b's expected returns when they meet (seats averaged): exact, or their matches'."""
         if self.payoff_source == "exact":
             return mb.exact_payoffs(self._openspiel_game(), self._table(a, module_a), self._table(b))
+        mine, theirs = returns
         return float(mine.mean()), float(theirs.mean())
+
+    def _match_pool(self):
+        if self._matches is None:
+            self._matches = MatchPool(self._factory.config, self.policy, self._factory.spec, self.match_runners)
+        return self._matches
+
+    def _ref(self, k: int):
+        if k not in self._refs:
+            self._refs[k] = self._matches.put(self.weights[k])
+        return self._refs[k]
+
+    def stop(self) -> None:
+        """Stops the match runners (if any); the population stays, and a later epoch starts new ones."""
+        if self._matches is not None:
+            self._matches.stop()
+        self._matches = None
+        self._refs.clear()
 
     def _openspiel_game(self):
         if self._game is None:
@@ -287,6 +337,7 @@ class PSRO:
         self.ratings.set_state(state["ratings"])
         self.history, self.env_steps = list(state["history"]), int(state["env_steps"])
         self._tables.clear()
+        self._refs.clear()
         if self.weights and self.best_response == "train":
             algo = self._build([], [])
             try:

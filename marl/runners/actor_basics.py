@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import os
 
+from marl.policies import MappingError
+
 
 class ActorBasics:
+    # Policies that act as frozen population members (`set_frozen_policies`); part of the runner's state.
+    frozen_policies: frozenset = frozenset()
+
     def ping(self) -> str:
         return "ok"
 
@@ -29,3 +34,16 @@ class ActorBasics:
 
     def get_spaces(self) -> dict:
         return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}
+
+    def set_frozen_policies(self, policy_ids) -> list[str]:
+        """Policies that act as frozen population members from now on: with their inference pass (no
+        exploration schedule: a DQN member's epsilon is 0) and their action distribution sampled, in
+        training fragments and evaluations alike -- a Q-learner's greedy action, a PPO member's mixed
+        strategy: how PSRO's payoff matches play a member (`marl.population.members`). The others explore
+        as the call asks. Returns the frozen ids, sorted."""
+        ids = sorted(set(policy_ids))
+        unknown = [pid for pid in ids if pid not in self.specs]
+        if unknown:
+            raise MappingError(f"set_frozen_policies: unknown policies {unknown}; this runner's are {sorted(self.specs)}")
+        self.frozen_policies = frozenset(ids)
+        return ids

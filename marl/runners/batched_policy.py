@@ -103,16 +103,19 @@ class BatchedPolicy:
             actions = fn(actions)
         return actions
 
-    def act(self, inputs: dict, rng: torch.Generator, explore: bool, want_logp: bool):
-        """(actions, their log-probs or None unless `want_logp`, the value predictions or None) for the rows."""
+    def act(self, inputs: dict, rng: torch.Generator, explore: bool, want_logp: bool, frozen: bool = False):
+        """(actions, their log-probs or None unless `want_logp`, the value predictions or None) for the rows.
+
+        `frozen`: the policy acts as a frozen population member (`ActorBasics.set_frozen_policies`): its
+        inference pass, its distribution sampled."""
         module = self.module
-        if self.numpy_actor is not None and (explore or not module.greedy_is_sampled):
-            act, logp, values = self.numpy_actor.act({k: v.numpy() for k, v in inputs.items()}, rng, explore)
+        sampled = explore or frozen or module.greedy_is_sampled  # (a random baseline's greedy action is still a draw)
+        if self.numpy_actor is not None and (explore or frozen or not module.greedy_is_sampled):
+            act, logp, values = self.numpy_actor.act({k: v.numpy() for k, v in inputs.items()}, rng, sampled)
             return torch.from_numpy(act), torch.from_numpy(logp), None if values is None else torch.from_numpy(values)
-        out = module.forward_exploration(inputs) if explore else module.forward_inference(inputs)
+        out = module.forward_exploration(inputs) if explore and not frozen else module.forward_inference(inputs)
         dist = module.action_dist(out["action_dist_inputs"])
-        # (a random baseline's greedy action is still a draw, from the runner's seeded stream)
-        act = dist.sample(rng) if explore or module.greedy_is_sampled else dist.deterministic_sample()
+        act = dist.sample(rng) if sampled else dist.deterministic_sample()
         return act, dist.logp(act) if want_logp else None, out.get("vf_preds")
 
     def values(self, inputs: dict) -> torch.Tensor:

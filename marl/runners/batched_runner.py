@@ -142,7 +142,8 @@ class BatchedEnvRunner(ActorBasics):
             obs_p = p.stack(obs)
             mask_p = p.stack(masks) if masks is not None else None
             inputs = p.inputs(obs_p, state, mask_p)
-            act, logp, vf = p.act(inputs, self.torch_rng, explore, want_logp=collect and frag.logp is not None)
+            act, logp, vf = p.act(inputs, self.torch_rng, explore, want_logp=collect and frag.logp is not None,
+                                  frozen=p.pid in self.frozen_policies)
             rows = act.view(self.num_worlds, len(p.agents), *act.shape[1:])
             env_act = p.to_env(rows)
             if self.env.stacked:
@@ -311,7 +312,8 @@ class BatchedEnvRunner(ActorBasics):
     def get_state(self) -> dict:
         """Generators, counters and, where the simulator can be saved, it and its episodes in progress."""
         state = {"started": self._started, "steps_sampled": self._steps_sampled,
-                 "next_episode_id": self._next_episode_id, "torch_rng": self.torch_rng.get_state()}
+                 "next_episode_id": self._next_episode_id, "torch_rng": self.torch_rng.get_state(),
+                 "frozen_policies": sorted(self.frozen_policies)}
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
             own = lambda x: x.detach().cpu().clone().numpy()  # noqa: E731  (a copy: sampling goes on in place)
@@ -326,6 +328,7 @@ class BatchedEnvRunner(ActorBasics):
         """Continues from `get_state()`: exactly where the simulator was saved, else with fresh episodes."""
         self.torch_rng.set_state(state["torch_rng"])
         self._next_episode_id = int(state["next_episode_id"])
+        self.frozen_policies = frozenset(state.get("frozen_policies", ()))
         self._steps_sampled = int(state.get("steps_sampled", 0))
         self.weights_version = -1
         saved = state.get("batched")

@@ -51,6 +51,7 @@ class EnvRunnerGroup:
         self._weights_ref = None  # latest weights in the object store (for restarts)
         self._last_weights = None  # the same, for the in-process runner
         self._mapping_state = None  # the latest state a stateful mapping was sent (a league's matchmaking table)
+        self._frozen = None  # the policies last set to act as frozen population members (a replacement gets them)
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
         self.versions = [0] * self.num_remote  # weights version last sent to each runner (it acts with it next)
         # Env steps each runner slot has delivered: a replacement goes on with its exploration schedule from there.
@@ -101,6 +102,8 @@ class EnvRunnerGroup:
                     self.local.set_weights(self._last_weights)
                 if self._mapping_state is not None:
                     self.local.set_mapping_state(self._mapping_state)
+                if self._frozen is not None:
+                    self.local.set_frozen_policies(self._frozen)
                 self.local.set_steps_sampled(self.steps_sampled[0])
 
     def call_remote(self, index: int, method: str, *args):
@@ -157,6 +160,8 @@ class EnvRunnerGroup:
                     self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
                 if self._mapping_state is not None:
                     ray.get(self.remote[index].set_mapping_state.remote(self._mapping_state))
+                if self._frozen is not None:
+                    ray.get(self.remote[index].set_frozen_policies.remote(self._frozen))
                 ray.get(self.remote[index].set_steps_sampled.remote(self.steps_sampled[index]))
                 return
             except ray.exceptions.RayActorError as again:  # the replacement died too (e.g. its env cannot be made)
@@ -205,6 +210,11 @@ class EnvRunnerGroup:
         self._mapping_state = state
         self.call_all("set_mapping_state", state)
 
+    def set_frozen_policies(self, policy_ids) -> None:
+        """Every runner's policies that act as frozen population members (`ActorBasics.set_frozen_policies`)."""
+        self._frozen = sorted(set(policy_ids))
+        self.call_all("set_frozen_policies", self._frozen)
+
     # -- checkpoints ----------------------------------------------------------
     def get_states(self) -> list[dict]:
         """Each runner's `get_state()`, in runner order."""
@@ -214,6 +224,8 @@ class EnvRunnerGroup:
         """Gives runner i the saved state i; runners beyond the saved ones keep their fresh state."""
         for i, state in enumerate(states[: len(self.steps_sampled)]):
             self.steps_sampled[i] = int(state.get("steps_sampled", 0))
+        if states and states[0].get("frozen_policies"):  # a replacement runner acts as the restored ones do
+            self._frozen = list(states[0]["frozen_policies"])
         if self.is_local:
             if states:
                 self.local.set_state(states[0])

@@ -73,6 +73,7 @@ class LockstepSteps:
             if agent_states is not None:
                 state_in, episode_start = agent_states.gather(envs_idx, agents)
             numpy_actor = self.numpy_actors.get(pid)
+            frozen = pid in self.frozen_policies  # acts as a frozen member: no exploration, its own distribution sampled
             try:
                 if numpy_actor is not None:
                     arrays, obs, mask = self.module_inputs[pid].arrays(raw_obs, ctx, agent_idx, global_state)
@@ -81,13 +82,14 @@ class LockstepSteps:
             except (ValueError, TypeError) as err:  # name the misshapen observation, not NumPy's complaint
                 raise self._boundary.shape_error(raw_obs, agents, self._label(envs_idx[0]), err) or err
             if numpy_actor is not None:  # the same pass and draws in NumPy (`marl.modules.numpy_acting`)
-                act, logp, values = numpy_actor.act(arrays, self.torch_rng, explore)
+                # (a NumPy actor's exploration is drawing from its distribution: a frozen member draws too)
+                act, logp, values = numpy_actor.act(arrays, self.torch_rng, explore or frozen)
                 env_actions = conn.to_env(act, ctx)
                 if collect:
                     extra = self._requested(pid, lambda: logp, values, state_block, None, None)
             else:
                 with torch.inference_mode():
-                    if explore:
+                    if explore and not frozen:
                         out = module.forward_exploration(inputs)
                         dist = module.action_dist(out["action_dist_inputs"])
                         act_t = dist.sample(self.torch_rng)
@@ -95,7 +97,8 @@ class LockstepSteps:
                         out = module.forward_inference(inputs)
                         dist = module.action_dist(out["action_dist_inputs"])
                         # A random baseline's greedy action is still a draw, from this runner's seeded stream.
-                        act_t = dist.sample(self.torch_rng) if module.greedy_is_sampled else dist.deterministic_sample()
+                        sampled = module.greedy_is_sampled or frozen
+                        act_t = dist.sample(self.torch_rng) if sampled else dist.deterministic_sample()
                     if agent_states is not None:  # the acting agents' states advance; the others' stay
                         agent_states.scatter(envs_idx, agents, out.get("state_out"))
                     act = act_t.numpy()

@@ -44,6 +44,7 @@ class RunnerState:
             "torch_rng": self.torch_rng.get_state(),
             "envs": envs,
             "connectors": {pid: c.get_state() for pid, c in self.connectors.items()},
+            "frozen_policies": sorted(self.frozen_policies),
         }
         if self.agent_states:  # stateful modules: each agent's carried state, so resumed episodes act as they would have
             state["module_states"] = {pid: states.get_state() for pid, states in self.agent_states.items()}
@@ -58,6 +59,7 @@ class RunnerState:
         """
         self.torch_rng.set_state(state["torch_rng"])
         self._next_episode_id = int(state["next_episode_id"])
+        self.frozen_policies = frozenset(state.get("frozen_policies", ()))
         self._steps_sampled = int(state.get("steps_sampled", 0))
         for pid, connector_state in state.get("connectors", {}).items():
             if pid in self.connectors:

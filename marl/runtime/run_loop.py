@@ -36,9 +36,10 @@ def config_for_resume(run_dir: str | os.PathLike, overrides: list[str] | None = 
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
         raise ConfigError(f"cannot resume '{run_dir}': it is not a run directory (no {CONFIG_FILE})")
-    if not (run_dir / CHECKPOINT_DIR / "manifest.json").is_file():
-        raise ConfigError(f"cannot resume '{run_dir}': it has no {CHECKPOINT_DIR}/ yet (set checkpointing.checkpoint_frequency)")
     config = load_scenario(run_dir / CONFIG_FILE, overrides)
+    # (a PSRO run resumes from its population/, which marl.population.psro_run checks)
+    if config.psro_cfg is None and not (run_dir / CHECKPOINT_DIR / "manifest.json").is_file():
+        raise ConfigError(f"cannot resume '{run_dir}': it has no {CHECKPOINT_DIR}/ yet (set checkpointing.checkpoint_frequency)")
     mapping = config.multi_agent_cfg.policy_mapping
     if isinstance(mapping, str) and mapping.startswith("<callable"):
         raise ConfigError(
