@@ -19,7 +19,12 @@ and keeps target copies of `critics` (and of `actors` for the deterministic fami
 
 model options: hiddens, critic_hiddens (default: hiddens), activation, deterministic, twin_q,
 exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices, state_dim, dueling (Discrete
-critics: Q = V + A - mean(A), as DQN's dueling head).
+critics: Q = V + A - mean(A), as DQN's dueling head), conv_filters and conv_activation.
+
+Image observations (`marl.modules.catalog`): each actor and each critic reads them through a conv encoder of
+its own (`Encoded`: the target copies copy theirs), uint8 end to end until the encoder scales them; a
+centralised critic encodes each agent's frame and joins the features. Flat observations keep plain MLPs
+(the same parameters as before images were read, so their checkpoints load).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import torch
 from torch import nn
 
 from marl.modules.distributions import Categorical
-from marl.modules.catalog import check_activation, check_hiddens, mlp
+from marl.modules.catalog import ENCODER_KEYS, check_activation, check_hiddens, encoder_for, is_image, mlp
 from marl.modules.q_mlp import piecewise_linear
 from marl.modules.rl_module import RLModule
 from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
@@ -40,10 +45,36 @@ from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
 MODEL_KEYS = {
     "hiddens", "critic_hiddens", "activation", "deterministic", "twin_q", "exploration_noise", "initial_alpha",
     "shared_actor", "agent_id", "agent_indices", "state_dim", "dueling",
-}
+} | ENCODER_KEYS
+
+
+class Encoded(nn.Module):
+    """A conv encoder, then an MLP head: rows [R, *image] (or [R, n, *image]: n frames encoded one by one and
+    their features joined), with `extra` [R, k] (agent one-hot, actions) joined after the features."""
+
+    def __init__(self, encoder: nn.Module, frames: int, extra: int, hiddens: list[int], n_out: int, activation: str,
+                 out_gain: float):
+        super().__init__()
+        self.encoder, self.frames = encoder, frames
+        self.head = mlp(frames * encoder.out_dim + extra, hiddens, n_out, activation, out_gain=out_gain)
+
+    def forward(self, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        r = obs.shape[0]
+        features = self.encoder(obs.reshape(r * self.frames, -1)).reshape(r, -1)
+        return self.head(features if extra is None else torch.cat([features, extra], dim=-1))
+
+
+def _apply(net: nn.Module, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+    """`net` on rows of observations and extra inputs: an `Encoded` net encodes them first, an MLP reads them flat."""
+    if isinstance(net, Encoded):
+        return net(obs, extra)
+    x = obs.reshape(obs.shape[0], -1)
+    return net(x if extra is None else torch.cat([x, extra], dim=-1))
 
 
 class ActorQModule(RLModule):
+    keeps_image_obs = True  # frames arrive uint8 [B, *image]; flat observations as before
+
     def __init__(self, observation_space, action_space, model_config=None):
         super().__init__(observation_space, action_space, model_config)
         cfg = self.model_config
@@ -80,20 +111,30 @@ class ActorQModule(RLModule):
         self.inputs = ("obs", "action_mask", "agent_index") if needs_index else ("obs", "action_mask")
 
         self.act_dim = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
-        actor_in = self.obs_dim + (self.group_size if self.agent_id else 0)
+        self.images = is_image(observation_space)
+        self.obs_rank = len(observation_space.shape) if self.images else 1  # axes of one agent's observation
+        encoder = (lambda: encoder_for(observation_space, cfg)) if self.images else None
+        if not self.images:
+            encoder_for(observation_space, cfg)  # (conv options are range-checked where unused too)
+        one_hot = self.group_size if self.agent_id else 0
         actor_out = self.act_dim * (2 if self.continuous and not self.deterministic else 1)
         n_actors = 1 if self.shared_actor else self.group_size
-        self.actors = nn.ModuleList(mlp(actor_in, hiddens, actor_out, activation, out_gain=0.01) for _ in range(n_actors))
+        self.actors = nn.ModuleList(
+            Encoded(encoder(), 1, one_hot, hiddens, actor_out, activation, 0.01) if encoder
+            else mlp(self.obs_dim + one_hot, hiddens, actor_out, activation, out_gain=0.01) for _ in range(n_actors))
+        frames = 0 if self.state_dim is not None else self.group_size  # the frames a critic encodes per row
         if self.continuous:
             seen = self.group_size * self.obs_dim if self.state_dim is None else int(self.state_dim)
-            critic_in, critic_out = seen + self.group_size * self.act_dim, 1
+            extra, critic_out = self.group_size * self.act_dim, 1
         else:
             # dueling: one value and the advantages; the actions' Q values differ by little next to their
             # common size (CartPole: gaps of ~0.1 on values of ~50), which a separate V head learns apart
             self.dueling = bool(cfg.get("dueling", False))
-            critic_in, critic_out = self.obs_dim, self.act_dim + int(self.dueling)
+            seen, extra, critic_out = self.obs_dim, 0, self.act_dim + int(self.dueling)
         twin = bool(cfg.get("twin_q", True))
-        self.critics = nn.ModuleList(mlp(critic_in, critic_hiddens, critic_out, activation, out_gain=1.0) for _ in range(2 if twin else 1))
+        self.critics = nn.ModuleList(
+            Encoded(encoder(), frames, extra, critic_hiddens, critic_out, activation, 1.0) if encoder and frames
+            else mlp(seen + extra, critic_hiddens, critic_out, activation, out_gain=1.0) for _ in range(2 if twin else 1))
         if self.deterministic:
             self.noise_schedule = cfg.get("exploration_noise", [[0, 0.1]])
             piecewise_linear(self.noise_schedule, 0)  # fail early on a malformed schedule
@@ -126,11 +167,10 @@ class ActorQModule(RLModule):
     def actor_rows(self, obs: torch.Tensor, places: torch.Tensor | None, actors: nn.ModuleList | None = None) -> torch.Tensor:
         """Raw actor outputs of rows [R, obs_dim] whose agents sit at `places` [R] in the group."""
         actors = self.actors if actors is None else actors
-        if self.agent_id:
-            obs = torch.cat([obs, nn.functional.one_hot(places, self.group_size).to(obs.dtype)], dim=-1)
+        one_hot = nn.functional.one_hot(places, self.group_size).float() if self.agent_id else None
         if len(actors) == 1:
-            return actors[0](obs)
-        every = torch.stack([actor(obs) for actor in actors])  # [n_actors, R, out]: few agents, one pass each
+            return _apply(actors[0], obs, one_hot)
+        every = torch.stack([_apply(actor, obs, one_hot) for actor in actors])  # [n_actors, R, out]: one pass each
         return every[places, torch.arange(obs.shape[0])]
 
     def _dist_inputs(self, raw: torch.Tensor, batch, sigma: float) -> torch.Tensor:
@@ -160,7 +200,7 @@ class ActorQModule(RLModule):
         """Raw actor outputs [B, n, out] of the group's observations [B, n, obs_dim] (agents in group order)."""
         b, n = obs.shape[:2]
         places = torch.arange(n).repeat(b)
-        return self.actor_rows(obs.reshape(b * n, -1), places, actors).view(b, n, -1)
+        return self.actor_rows(obs.reshape(b * n, *obs.shape[2:]), places, actors).view(b, n, -1)
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None, critics: nn.ModuleList | None = None,
                  state: torch.Tensor | None = None) -> list[torch.Tensor]:
@@ -171,10 +211,9 @@ class ActorQModule(RLModule):
         if self.continuous:
             if self.state_dim is not None and state is None:
                 raise ValueError("critics over the global state (model.state_dim) need the batch's state columns")
-            seen = obs.reshape(b, -1) if self.state_dim is None else state.reshape(b, -1)
-            x = torch.cat([seen, actions.reshape(b, -1)], dim=-1)
-            return [critic(x).squeeze(-1) for critic in critics]
-        outs = [critic(obs.reshape(b, -1)) for critic in critics]
+            seen = obs if self.state_dim is None else state.reshape(b, -1)
+            return [_apply(critic, seen, actions.reshape(b, -1)).squeeze(-1) for critic in critics]
+        outs = [_apply(critic, obs) for critic in critics]
         if not self.dueling:
             return outs
         return [out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True) for out in outs]

@@ -48,5 +48,5 @@ class MADDPGConfig(CentralisedGroups, TD3Config):
         ),
     )
     training_section_cls = MADDPGTraining
-    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=False, overlap=False,
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=True, overlap=False,
                                 mixed_family=None, centralised_critic=True, batched=True)

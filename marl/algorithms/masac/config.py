@@ -100,5 +100,5 @@ class MASACConfig(CentralisedGroups, SACConfig):
         ),
     )
     training_section_cls = MASACTraining
-    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=False, overlap=False,
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=True, overlap=False,
                                 mixed_family=None, centralised_critic=True, batched=True)

@@ -105,7 +105,7 @@ class SACConfig(AlgorithmConfig):
         CanonicalTask("Pendulum-v1", threshold=-250, budget=10_000, measured="-97 at 3k env steps, 38 s"),
     )
     training_section_cls = SACTraining
-    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=False, overlap=False,
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=True, overlap=False,
                                 mixed_family="replay", centralised_critic=False, batched=True)
     default_module_class = "marl.modules.actor_q:ActorQModule"
     # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.

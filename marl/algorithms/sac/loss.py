@@ -37,9 +37,9 @@ CRITIC_TARGET = "critic"  # the target copy of the critics
 
 
 def grouped(module, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """obs, next_obs [B, n, obs_dim] and actions ([B, n, act_dim] Box, [B] Discrete) of per-agent or joint rows."""
+    """obs, next_obs [B, n, obs_dim] (images: [B, n, *image]) and actions ([B, n, act_dim] Box, [B] Discrete) of per-agent or joint rows."""
     obs, next_obs, actions = batch[sb.OBS], batch[sb.NEXT_OBS], batch[sb.ACTIONS]
-    if obs.dim() == 2:  # per-agent transitions: a group of one
+    if obs.dim() == 1 + module.obs_rank:  # per-agent transitions: a group of one
         obs, next_obs = obs.unsqueeze(1), next_obs.unsqueeze(1)
         if module.continuous:
             actions = actions.reshape(actions.shape[0], 1, -1)

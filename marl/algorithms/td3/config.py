@@ -53,7 +53,7 @@ class TD3Config(SACConfig):
         CanonicalTask("Pendulum-v1", threshold=-250, budget=12_000, measured="-194 at 5k env steps, 49 s"),
     )
     training_section_cls = TD3Training
-    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=False, overlap=False,
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=True, overlap=False,
                                 mixed_family="replay", centralised_critic=False, batched=True)
 
     def validate(self) -> None:
