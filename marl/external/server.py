@@ -59,6 +59,7 @@ import torch
 from marl.connectors.build import build_policy_module
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
+from marl.data.spaces_json import space_to_json
 from marl.errors import ConfigError
 from marl.external.http_app import HttpServing
 from marl.external.request_checks import (  # noqa: F401  (also importable from here, as before)
@@ -70,7 +71,7 @@ from marl.external.request_checks import (  # noqa: F401  (also importable from 
     check_servable,
 )
 from marl.external.wire import act as sample_actions
-from marl.external.wire import action_to_json, class_path, space_to_json, tensors_to_json
+from marl.external.wire import action_to_json, class_path, tensors_to_json
 
 TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
 
