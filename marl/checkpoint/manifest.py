@@ -1,5 +1,5 @@
 """A checkpoint's manifest: reading it (migrated to the current schema version, with clear errors), writing it,
-and the spaces it records as JSON.
+and the spaces it records as JSON (in `marl.data.spaces_json`'s form, which the policy server's wire shares).
 
 Its own module because the manifest is what every reader of a checkpoint starts from (deploy-time loading,
 `marl.checkpoint.deploy`; restoring an Algorithm, `marl.checkpoint.directory`) and its schema versions and
@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Callable
 
 import gymnasium as gym
-import numpy as np
 
 from marl.checkpoint.atomic import MANIFEST, recover
 from marl.checkpoint.state_files import write_json
+from marl.data import spaces_json
+from marl.data.spaces_json import SpaceJsonError
 from marl.errors import CheckpointError
 
 SCHEMA_VERSION = 2
@@ -82,40 +83,19 @@ def marl_version() -> str:
         return "0+unknown"
 
 
-# -- spaces as JSON ------------------------------------------------------------------
+# -- spaces as JSON (`marl.data.spaces_json`: the one form, read in its earlier variants too) --------------
 def space_to_json(space: gym.Space) -> dict:
-    if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape),
-                "dtype": np.dtype(space.dtype).str}
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist(), "start": np.asarray(space.start).tolist()}
-    if isinstance(space, gym.spaces.MultiBinary):
-        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
-    if isinstance(space, gym.spaces.Dict):
-        return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
-    if isinstance(space, gym.spaces.Tuple):
-        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
-    raise CheckpointError(f"cannot store a {type(space).__name__} space in a checkpoint manifest")
+    try:
+        return spaces_json.space_to_json(space)
+    except SpaceJsonError as err:
+        raise CheckpointError(f"cannot store a space in a checkpoint manifest: {err}") from None
 
 
 def space_from_json(data: dict) -> gym.Space:
-    kind = data["type"]
-    if kind == "Box":
-        dtype = np.dtype(data["dtype"])
-        return gym.spaces.Box(np.asarray(data["low"], dtype), np.asarray(data["high"], dtype), tuple(data["shape"]), dtype)
-    if kind == "Discrete":
-        return gym.spaces.Discrete(data["n"], start=data["start"])
-    if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(np.asarray(data["nvec"]), start=np.asarray(data["start"]))
-    if kind == "MultiBinary":
-        return gym.spaces.MultiBinary(data["n"])
-    if kind == "Dict":
-        return gym.spaces.Dict({k: space_from_json(s) for k, s in data["spaces"].items()})
-    if kind == "Tuple":
-        return gym.spaces.Tuple([space_from_json(s) for s in data["spaces"]])
-    raise CheckpointError(f"unknown space type '{kind}' in a checkpoint manifest")
+    try:
+        return spaces_json.space_from_json(data)
+    except SpaceJsonError as err:
+        raise CheckpointError(f"a space in a checkpoint manifest: {err}") from None
 
 
 def write_manifest(directory: Path, manifest: dict) -> None:

@@ -31,8 +31,8 @@ import os
 import time
 
 import numpy as np
-from marl.external.wire import act, action_to_json
-from marl.external.wire import space_from_json, tensors_from_json
+from marl.data.spaces_json import space_from_json
+from marl.external.wire import act, action_to_json, tensors_from_json
 from marl.modules import build_module
 import torch
 

@@ -57,8 +57,11 @@ import numpy as np
 import torch
 
 from marl.connectors.build import build_policy_module
+from marl.connectors.module_to_env import ActionAdapter
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
+from marl.data.columns import assemble, columns_for
+from marl.data.spaces_json import space_to_json
 from marl.errors import ConfigError
 from marl.external.http_app import HttpServing
 from marl.external.request_checks import (  # noqa: F401  (also importable from here, as before)
@@ -70,7 +73,7 @@ from marl.external.request_checks import (  # noqa: F401  (also importable from 
     check_servable,
 )
 from marl.external.wire import act as sample_actions
-from marl.external.wire import action_to_json, class_path, space_to_json, tensors_to_json
+from marl.external.wire import action_to_json, class_path, tensors_to_json
 
 TOKEN_ENV = "MARL_SERVE_TOKEN"  # where the token comes from (never the graph, which config.yaml records)
 
@@ -121,6 +124,9 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
         self.obs_dim = {pid: int(np.prod(spec.observation_space.shape)) for pid, spec in specs.items()}
         self.discrete = {pid: spec.action_space.shape == () for pid, spec in specs.items()}
         self.values = {pid: sb.VF_PREDS in cfg.runner_columns(pid) for pid in specs}
+        # Each policy's batch columns (the runners' schema): next observations and log-probs always (clients send
+        # what they saw and the probability of what they did), values and bootstraps where the algorithm records them.
+        self.columns = {pid: self._columns(pid, spec) for pid, spec in specs.items()}
         self.weights_version = -1
         self.episodes: dict[str, _Episode] = {}
         self.pieces: list[tuple[dict[str, SampleBatch], int, set]] = []  # (policy batches, env steps, weights versions)
@@ -130,6 +136,11 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
         self.rng = torch.Generator().manual_seed(int(cfg.debugging_cfg.seed or 0))
         self._next_number = 1
         self._loop = self._thread = self._runner = None
+
+    def _columns(self, pid: str, spec) -> dict:
+        requested = {sb.NEXT_OBS, sb.ACTION_LOGP} | ({sb.VF_PREDS, sb.BOOTSTRAP_VALUE} if self.values[pid] else set())
+        actions = ActionAdapter(spec.action_space)  # the module's action layout, as the runners record it
+        return columns_for((self.obs_dim[pid],), np.float32, actions.shape, actions.dtype, requested)
 
     @staticmethod
     def _module_spec(cfg, pid: str, spec) -> dict | None:
@@ -314,18 +325,16 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
             last = np.zeros(n, bool)
             last[-1] = True
             cols = {
-                sb.OBS: obs, sb.NEXT_OBS: nxt, sb.ACTIONS: np.stack(rows["actions"]),
-                sb.REWARDS: np.asarray(rows["rewards"], np.float32),
+                sb.OBS: obs, sb.NEXT_OBS: nxt, sb.ACTIONS: np.stack(rows["actions"]), sb.REWARDS: rows["rewards"],
                 sb.TERMINATEDS: last & (end == "terminated"), sb.TRUNCATEDS: last & (end == "truncated"),
-                sb.SEGMENT_END: last, sb.EPS_ID: np.full(n, ep.number, np.int64),
-                sb.AGENT_INDEX: np.full(n, self.agent_index[agent], np.int32), sb.ENV_INDEX: np.zeros(n, np.int32),
-                sb.T: np.asarray(rows["t"], np.int32), sb.ACTION_LOGP: np.asarray(rows["logp"], np.float32),
+                sb.SEGMENT_END: last, sb.EPS_ID: np.full(n, ep.number), sb.AGENT_INDEX: np.full(n, self.agent_index[agent]),
+                sb.ENV_INDEX: np.zeros(n), sb.T: rows["t"], sb.ACTION_LOGP: rows["logp"],
             }
             if self.values[pid]:
-                cols[sb.VF_PREDS] = np.asarray(rows["vf"], np.float32)
+                cols[sb.VF_PREDS] = rows["vf"]
                 own = rows["vf"][-1]  # no observation reached (the agent left): its own value
-                cols[sb.BOOTSTRAP_VALUE] = np.where(last, bootstrap.get(agent, own) if end != "terminated" else 0.0, 0.0).astype(np.float32)
-            per_policy.setdefault(pid, []).append(cols)
+                cols[sb.BOOTSTRAP_VALUE] = np.where(last, bootstrap.get(agent, own) if end != "terminated" else 0.0, 0.0)
+            per_policy.setdefault(pid, []).append(assemble(self.columns[pid], cols))  # the schema's dtypes, checked
             for key in rows:
                 rows[key] = []
         if per_policy:

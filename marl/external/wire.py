@@ -1,8 +1,9 @@
 """What `GET /weights` carries, in JSON any language can read: spaces, module specs and tensors.
 
     space   {"type": "Box", "shape": [18], "low": [...], "high": [...], "dtype": "float32"}
-            {"type": "Discrete", "n": 5, "start": 0} | {"type": "MultiDiscrete", "nvec": [...]}
-            | {"type": "MultiBinary", "n": [...]}
+            | {"type": "Discrete", "n": 5, "start": 0} | {"type": "MultiDiscrete", "nvec": [...], "start": [...]} | ...
+            (`marl.data.spaces_json`, the form checkpoints keep too: bounds nested to the shape; earlier
+            servers' flat bounds and MultiDiscrete without `start` are read as well)
     module  {"module_class": "pkg.mod:Class" | null, "observation_space": space, "action_space": space,
              "model": {...the policy's model options}}
     tensor  {"dtype": "float32", "shape": [64, 18], "data": "<base64 of the little-endian bytes, C order>"}
@@ -15,40 +16,11 @@ from __future__ import annotations
 
 import base64
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from marl.data import sample_batch as sb
-
-
-def space_to_json(space: gym.Space) -> dict:
-    if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "shape": list(space.shape), "low": space.low.reshape(-1).tolist(),
-                "high": space.high.reshape(-1).tolist(), "dtype": str(space.dtype)}
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
-    if isinstance(space, gym.spaces.MultiBinary):
-        return {"type": "MultiBinary", "n": list(np.atleast_1d(space.n).tolist())}
-    raise ValueError(f"a {type(space).__name__} space has no wire form (Box, Discrete, MultiDiscrete, MultiBinary do)")
-
-
-def space_from_json(d: dict) -> gym.Space:
-    kind = d["type"]
-    if kind == "Box":
-        shape = tuple(d["shape"])
-        low = np.asarray(d["low"], dtype=d["dtype"]).reshape(shape)
-        high = np.asarray(d["high"], dtype=d["dtype"]).reshape(shape)
-        return gym.spaces.Box(low, high, shape, dtype=np.dtype(d["dtype"]))
-    if kind == "Discrete":
-        return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
-    if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(np.asarray(d["nvec"], np.int64))
-    if kind == "MultiBinary":
-        return gym.spaces.MultiBinary(d["n"] if len(d["n"]) > 1 else d["n"][0])
-    raise ValueError(f"unknown space type {kind!r}")
+from marl.data.spaces_json import space_from_json, space_to_json  # noqa: F401  (the wire's spaces, importable from here)
 
 
 def class_path(cls) -> str | None:

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from marl.data import sample_batch as sb
+from marl.data.columns import COLUMNS, MASK_SHAPED, OBS_SHAPED
 from marl.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -37,11 +38,12 @@ VERSION_KEY = b"marl.offline.schema_version"
 AGENT_ID = "agent_id"
 POLICY_ID = "policy_id"
 SEGMENT_END = sb.SEGMENT_END
-VECTOR_COLUMNS = (sb.OBS, sb.NEXT_OBS, sb.ACTION_MASK, sb.NEXT_ACTION_MASK)
-SCALAR_COLUMNS = {
-    sb.REWARDS: np.float32, sb.TERMINATEDS: np.bool_, sb.TRUNCATEDS: np.bool_, SEGMENT_END: np.bool_,
-    sb.EPS_ID: np.int64, sb.AGENT_INDEX: np.int32, sb.T: np.int32, sb.WEIGHTS_VERSION: np.int64,
-}
+# Names, dtypes and per-row shapes are the runners' (`marl.data.columns`); this format adds the id strings and
+# stores obs- and mask-shaped columns as fixed-size lists of float32 (VECTOR_COLUMNS).
+VECTOR_COLUMNS = tuple(name for name, c in COLUMNS.items() if c.shape in (OBS_SHAPED, MASK_SHAPED))
+SCALAR_COLUMNS = {name: COLUMNS[name].dtype for name in (
+    sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, SEGMENT_END, sb.EPS_ID, sb.AGENT_INDEX, sb.T, sb.WEIGHTS_VERSION)}
+VECTOR_DTYPE = np.dtype(np.float32)
 REQUIRED = (sb.OBS, sb.NEXT_OBS, sb.ACTIONS, sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, SEGMENT_END, sb.EPS_ID,
             AGENT_ID, sb.AGENT_INDEX, POLICY_ID, sb.T, sb.WEIGHTS_VERSION, sb.ACTION_LOGP)
 # What a SampleBatch read back holds (strings stay in the Arrow table; ids are routed by the reader).
@@ -52,7 +54,7 @@ class OfflineFormatError(ConfigError):
     """A file that is not marl offline data, or of a schema version this marl cannot read (one line at the CLI)."""
 
 
-def _vector(values: np.ndarray, dtype=np.float32) -> pa.Array:
+def _vector(values: np.ndarray, dtype=VECTOR_DTYPE) -> pa.Array:
     values = np.ascontiguousarray(values, dtype=dtype).reshape(len(values), -1)
     return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
 
@@ -68,14 +70,15 @@ def to_table(batch: sb.SampleBatch, policy_id: str, agent_names: list[str], weig
     cols[sb.ACTIONS] = pa.array(actions.astype(np.int64)) if actions.ndim == 1 and actions.dtype.kind in "iub" else _vector(actions)
     for name, dtype in SCALAR_COLUMNS.items():
         if name == sb.WEIGHTS_VERSION:
-            cols[name] = pa.array(np.full(n, weights_version, dtype=np.int64))
+            cols[name] = pa.array(np.full(n, weights_version, dtype=dtype))
         else:
             cols[name] = pa.array(np.asarray(batch[name]).astype(dtype))
     names = np.asarray(agent_names, dtype=object)
     cols[AGENT_ID] = pa.array(names[batch[sb.AGENT_INDEX]], type=pa.string()).dictionary_encode()
     cols[POLICY_ID] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([policy_id]))
     logp = batch.get(sb.ACTION_LOGP)
-    cols[sb.ACTION_LOGP] = pa.array(np.asarray(logp, np.float32)) if logp is not None else pa.nulls(n, pa.float32())
+    logp_dtype = COLUMNS[sb.ACTION_LOGP].dtype
+    cols[sb.ACTION_LOGP] = pa.array(np.asarray(logp, logp_dtype)) if logp is not None else pa.nulls(n, pa.from_numpy_dtype(logp_dtype))
     for name in (sb.ACTION_MASK, sb.NEXT_ACTION_MASK):
         if name in batch:
             cols[name] = _vector(batch[name])
@@ -136,6 +139,9 @@ def to_sample_batch(columns: dict[str, np.ndarray]) -> sb.SampleBatch:
     for name, value in keep.items():  # rows of one policy: vectors of one width, stacked
         if value.dtype == object:
             keep[name] = np.stack(list(value)) if len(value) else np.zeros((0, 0), np.float32)
-    keep[sb.OBS] = keep[sb.OBS].astype(np.float32, copy=False)
-    keep[sb.NEXT_OBS] = keep[sb.NEXT_OBS].astype(np.float32, copy=False)
+    for name in (sb.OBS, sb.NEXT_OBS):
+        keep[name] = keep[name].astype(VECTOR_DTYPE, copy=False)
+    for name, dtype in SCALAR_COLUMNS.items():  # as the runners' batches hold them
+        if name in keep:
+            keep[name] = keep[name].astype(dtype, copy=False)
     return sb.SampleBatch(keep)

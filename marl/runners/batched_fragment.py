@@ -17,6 +17,12 @@ import numpy as np
 import torch
 
 from marl.data import sample_batch as sb
+from marl.data.columns import COLUMNS, ColumnSpec
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    """The torch dtype of a NumPy dtype (the column schema's are NumPy's)."""
+    return torch.from_numpy(np.zeros(0, dtype)).dtype
 
 
 def _own(x: torch.Tensor, source: torch.Tensor) -> np.ndarray:
@@ -36,15 +42,17 @@ class WorldColumns:
     """Per (step, world): flags, episode ids, episode steps and (if asked) the global state."""
 
     def __init__(self, steps: int, worlds: int, device, state_dim: int | None, next_state: bool):
-        z = dict(device=device)
         self.steps, self.worlds = steps, worlds
-        self.terminated = torch.zeros((steps, worlds), dtype=torch.bool, **z)
-        self.truncated = torch.zeros((steps, worlds), dtype=torch.bool, **z)
-        self.eps_id = torch.zeros((steps, worlds), dtype=torch.int64, **z)
-        self.t = torch.zeros((steps, worlds), dtype=torch.int32, **z)
-        self.state = None if state_dim is None else torch.zeros((steps, worlds, state_dim), **z)
+
+        def zeros(name: str, shape: tuple = ()) -> torch.Tensor:  # dtypes: the column schema's
+            dtype = COLUMNS[name].dtype
+            return torch.zeros((steps, worlds) + shape, dtype=torch.float32 if dtype is None else torch_dtype(dtype), device=device)
+
+        self.terminated, self.truncated = zeros(sb.TERMINATEDS), zeros(sb.TRUNCATEDS)
+        self.eps_id, self.t = zeros(sb.EPS_ID), zeros(sb.T)
+        self.state = None if state_dim is None else zeros(sb.STATE, (state_dim,))
         # next_state: the state reached at each step where a world ended (written then); the rest is derived.
-        self.next_state = torch.zeros((steps, worlds, state_dim), **z) if next_state else None
+        self.next_state = zeros(sb.NEXT_STATE, (state_dim,)) if next_state else None
 
     def state_table(self, cut_state: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(table, each (step, world)'s index of its state, of the state it reached or None)."""
@@ -69,24 +77,24 @@ class WorldColumns:
 class PolicyFragment:
     """One policy's rows: agents `agent_index` (positions in the env's agent list) of every world."""
 
-    def __init__(self, steps: int, worlds: int, agent_index: list[int], obs_shape: tuple, obs_dtype: torch.dtype,
-                 action_shape: tuple, action_dtype: torch.dtype, columns: frozenset, mask_dim: int | None, device):
-        z = dict(device=device)
+    def __init__(self, steps: int, worlds: int, agent_index: list[int], specs: dict[str, ColumnSpec], device):
+        """`specs`: the policy's columns (`marl.data.columns.columns_for`), read once here: which tensors exist,
+        their shapes per row and dtypes."""
         a = len(agent_index)
         self.shape = (steps, worlds, a)
-        self.agent_index = torch.tensor(agent_index, dtype=torch.int32, device=device)
-        self.obs = torch.zeros(self.shape + tuple(obs_shape), dtype=obs_dtype, **z)
-        self.actions = torch.zeros(self.shape + tuple(action_shape), dtype=action_dtype, **z)
-        self.rewards = torch.zeros(self.shape, **z)
-        self.mask = torch.zeros(self.shape + (mask_dim,), **z) if mask_dim is not None else None
-        self.logp = torch.zeros(self.shape, **z) if sb.ACTION_LOGP in columns else None
-        self.vf = torch.zeros(self.shape, **z) if sb.VF_PREDS in columns else None
-        self.bootstrap = torch.zeros(self.shape, **z) if sb.BOOTSTRAP_VALUE in columns else None
+        self.columns = specs
+
+        def zeros(name: str) -> torch.Tensor | None:
+            spec = specs.get(name)
+            return None if spec is None else torch.zeros(self.shape + spec.shape, dtype=torch_dtype(spec.dtype), device=device)
+
+        self.agent_index = torch.tensor(agent_index, dtype=torch_dtype(specs[sb.AGENT_INDEX].dtype), device=device)
+        self.env_index = torch.arange(worlds, dtype=torch_dtype(specs[sb.ENV_INDEX].dtype), device=device)
+        self.obs, self.actions, self.rewards = zeros(sb.OBS), zeros(sb.ACTIONS), zeros(sb.REWARDS)
+        self.mask = zeros(sb.ACTION_MASK)
+        self.logp, self.vf, self.bootstrap = zeros(sb.ACTION_LOGP), zeros(sb.VF_PREDS), zeros(sb.BOOTSTRAP_VALUE)
         # next_obs: written where a world ended (its final observation); the rest is derived in build().
-        self.next_obs = torch.zeros_like(self.obs) if sb.NEXT_OBS in columns else None
-        self.next_mask = torch.zeros_like(self.mask) if self.next_obs is not None and self.mask is not None \
-            and sb.NEXT_ACTION_MASK in columns else None
-        self.columns = columns
+        self.next_obs, self.next_mask = zeros(sb.NEXT_OBS), zeros(sb.NEXT_ACTION_MASK)
 
     def build(self, world: WorldColumns, cut_obs: torch.Tensor, cut_mask: torch.Tensor | None,
               state_table: tuple | None) -> sb.SampleBatch:
@@ -104,7 +112,7 @@ class PolicyFragment:
             sb.TRUNCATEDS: _rows(expand(world.truncated)),
             sb.EPS_ID: _rows(expand(world.eps_id)),
             sb.AGENT_INDEX: _rows(self.agent_index.view(1, 1, agents).expand(self.shape)),
-            sb.ENV_INDEX: _rows(torch.arange(worlds, dtype=torch.int32, device=ended.device).view(1, worlds, 1).expand(self.shape)),
+            sb.ENV_INDEX: _rows(self.env_index.view(1, worlds, 1).expand(self.shape)),
             sb.T: _rows(expand(world.t)),
             sb.SEGMENT_END: _rows(expand(ended | last)),
         }

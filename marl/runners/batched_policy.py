@@ -12,9 +12,9 @@ import torch
 
 from marl.connectors.build import env_to_module_pipeline, module_to_env_pipeline, piece_specs
 from marl.connectors.module_to_env import ClipActions, UnsquashActions
+from marl.data.columns import check_columns, columns_for
 from marl.errors import ConfigError
 from marl.runners.batched_fragment import PolicyFragment
-from marl.runners.collector import check_columns
 
 
 def unsupported(config) -> str | None:
@@ -69,10 +69,11 @@ class BatchedPolicy:
         self.wants_mask = "action_mask" in inputs and runner.masked
         self.columns = check_columns(config.runner_columns(pid), pid)
         action_shape = tuple(to_env.shape)  # the module's action layout (ActionAdapter): int64 or float32 rows
-        action_dtype = torch.int64 if np.issubdtype(to_env.dtype, np.integer) else torch.float32
+        action_dtype = np.int64 if np.issubdtype(to_env.dtype, np.integer) else np.float32
         mask_dim = self.module.action_dim if runner.masked else None
-        self.fragment = PolicyFragment(runner.fragment_length, runner.num_worlds, index, self.obs_shape, torch.float32,
-                                       action_shape, action_dtype, self.columns, mask_dim, device)
+        specs = columns_for(self.obs_shape, np.float32, action_shape, action_dtype, self.columns, mask_dim,
+                            state_dim=runner.state_dim)
+        self.fragment = PolicyFragment(runner.fragment_length, runner.num_worlds, index, specs, device)
         # On the CPU, the module's NumPy copy of its acting pass where it offers one (`env_runners.numpy_acting`):
         # the same draws from the same generator, and faster at every size measured here (simple_spread's 64x64
         # actor-critic: 45 against 81-107 us at 48 rows, 2.0-2.2 against 2.8-4.0 ms at 3,072; NumPy's tanh is

@@ -90,12 +90,12 @@ class BatchedEnvRunner(ActorBasics):
             self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in self.specs.items()})
         self.module.to(self.device).eval()
         self.masked = self.env.action_masks() is not None
-        self.policies = {pid: BatchedPolicy(self, pid, s, agents_of[pid]) for pid, s in self.specs.items() if agents_of[pid]}
-        wants_state = any(sb.STATE in p.columns or p.wants_state for p in self.policies.values())
+        # The global state's size first: the policies' column schemas hold it (centralised critics read it).
+        acting = [pid for pid in self.specs if agents_of[pid]]
+        wants_state = any(sb.STATE in config.runner_columns(pid) or "state" in tuple(self.module[pid].inputs) for pid in acting)
+        self.state_dim = int(self.env.state(self._zero_obs()).shape[1]) if wants_state else None
+        self.policies = {pid: BatchedPolicy(self, pid, self.specs[pid], agents_of[pid]) for pid in acting}
         next_state = any(sb.NEXT_STATE in p.columns for p in self.policies.values())
-        self.state_dim = None
-        if wants_state:
-            self.state_dim = int(self.env.state(self._zero_obs()).shape[1])
         self.world = WorldColumns(self.fragment_length, self.num_worlds, self.device, self.state_dim, next_state)
         w, n = self.num_worlds, len(self.possible_agents)
         self.weights_version = 0

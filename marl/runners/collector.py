@@ -4,12 +4,13 @@ Rows are written in blocks (all acting agents of one policy at one env step)
 and turned into a `SampleBatch` once per fragment, regrouped so that each
 agent's rows of one episode are contiguous and ordered by env step.
 
-Every batch has obs, actions, rewards, the end flags, the row's place (episode,
-agent, env copy, step) and, for masked action spaces, the action mask. The
-others exist only when the policy's algorithm asks for them
-(`config.plan_for(pid).columns`, names in `REQUESTABLE`) or its module keeps
-state (`episode_start`, and the state entering each training sequence: the
-`state_in.<name>` tables, one row per `max_seq_len` chunk, `marl.data.chunks`).
+Which columns a batch holds, their shapes and dtypes, is the schema's (`marl.data.columns.columns_for`):
+obs, actions, rewards, the end flags, the row's place (episode, agent, env copy,
+step) and, for masked action spaces, the action mask; the others only when the
+policy's algorithm asks for them (`config.plan_for(pid).columns`, names in
+`REQUESTABLE`) or its module keeps state (`episode_start`, and the state entering
+each training sequence: the `state_in.<name>` tables, one row per `max_seq_len`
+chunk, `marl.data.chunks`).
 """
 
 from __future__ import annotations
@@ -18,82 +19,31 @@ import numpy as np
 
 from marl.data import sample_batch as sb
 from marl.data.chunks import SequencePlan, chunk_start_index
-from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
-
-# What an algorithm may ask runners for (action masks come with masked action spaces, unasked).
-REQUESTABLE = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE, sb.NEXT_OBS, sb.NEXT_ACTION_MASK, sb.STATE, sb.NEXT_STATE})
-
-
-def check_columns(columns, policy_id: str) -> frozenset:
-    """The requested columns of a policy, checked: known names, and what each needs alongside it."""
-    columns = frozenset(columns)
-    unknown = sorted(columns - REQUESTABLE)
-    if unknown:
-        raise ConfigError(
-            f"policy '{policy_id}': unknown sample column(s) {unknown}; runners can record {sorted(REQUESTABLE)}"
-        )
-    if sb.BOOTSTRAP_VALUE in columns and sb.VF_PREDS not in columns:  # rows with no next obs use their own value
-        raise ConfigError(f"policy '{policy_id}': sample column '{sb.BOOTSTRAP_VALUE}' needs '{sb.VF_PREDS}' too")
-    if sb.NEXT_ACTION_MASK in columns and sb.NEXT_OBS not in columns:
-        raise ConfigError(f"policy '{policy_id}': sample column '{sb.NEXT_ACTION_MASK}' needs '{sb.NEXT_OBS}' too")
-    if sb.NEXT_STATE in columns and not {sb.STATE, sb.NEXT_OBS} <= columns:
-        raise ConfigError(f"policy '{policy_id}': sample column '{sb.NEXT_STATE}' needs '{sb.STATE}' and '{sb.NEXT_OBS}' too")
-    return columns
+from marl.data.columns import REQUESTABLE, check_columns  # noqa: F401  (importable from here, as before)
+from marl.data.columns import BUILT, ColumnSpec, row_specs
 
 
 class PolicyCollector:
-    def __init__(self, obs_dim: int | tuple, action_shape: tuple, action_dtype, mask_dim: int | None, capacity: int,
-                 columns: frozenset = frozenset(), state_dim: int | None = None, module_state: dict | None = None,
-                 obs_dtype=np.float32, chunking: tuple[int, int] = (20, 0)):
-        """`obs_dim`: the flat observation width, or one row's obs shape (images, in `obs_dtype`: uint8 stays uint8); `columns`: the requested columns (see REQUESTABLE); `state_dim`: the global state's size when
-        `state` is requested; `module_state`: a stateful module's initial state {name: array} (adds
-        `episode_start`, and the `state_in.<name>` tables at the starts of the learner's chunks); `chunking`: their
-        (max_seq_len, burn_in) (`marl.modules.recurrent.sequence_chunking`)."""
-        obs_shape = (int(obs_dim),) if isinstance(obs_dim, (int, np.integer)) else tuple(obs_dim)
-        self.spec = {
-            sb.OBS: (obs_shape, np.dtype(obs_dtype)),
-            sb.ACTIONS: (tuple(action_shape), action_dtype),
-            sb.REWARDS: ((), np.float32),
-            sb.TERMINATEDS: ((), np.bool_),
-            sb.TRUNCATEDS: ((), np.bool_),
-            sb.EPS_ID: ((), np.int64),
-            sb.AGENT_INDEX: ((), np.int32),
-            sb.ENV_INDEX: ((), np.int32),
-            sb.T: ((), np.int32),
-        }
-        if mask_dim is not None:
-            self.spec[sb.ACTION_MASK] = ((mask_dim,), np.float32)
-        if sb.ACTION_LOGP in columns:
-            self.spec[sb.ACTION_LOGP] = ((), np.float32)
-        if sb.VF_PREDS in columns:
-            self.spec[sb.VF_PREDS] = ((), np.float32)
-        if sb.BOOTSTRAP_VALUE in columns:  # V(s') at piece ends that are not terminations
-            self.spec[sb.BOOTSTRAP_VALUE] = ((), np.float32)
-        self.track_next_obs = sb.NEXT_OBS in columns
-        if self.track_next_obs:  # written at piece ends by the runner; the rest is filled from the next row in build()
-            self.spec[sb.NEXT_OBS] = self.spec[sb.OBS]
-            if mask_dim is not None and sb.NEXT_ACTION_MASK in columns:  # so a Q target maximises over legal moves only
-                self.spec[sb.NEXT_ACTION_MASK] = ((mask_dim,), np.float32)
+    def __init__(self, specs: dict[str, ColumnSpec], capacity: int, chunking: tuple[int, int] = (20, 0)):
+        """`specs`: the policy's columns (`marl.data.columns.columns_for`: its obs and action layout, mask,
+        requested columns, global state, stateful module); `chunking`: the (max_seq_len, burn_in) of a stateful
+        module's chunks (`marl.modules.recurrent.sequence_chunking`)."""
+        # Rows written per step: the row columns but those set when the batch is built, and the state entering
+        # each row of a stateful module (held while the fragment is sampled; the built batch keeps it only where a
+        # training sequence starts: what the learner and sequence replay read).
+        self.spec = {name: (s.shape, s.dtype) for name, s in row_specs(specs).items() if name not in BUILT}
+        self.state_columns = [name for name in specs if name.startswith(sb.STATE_IN + ".")]
+        self.spec.update({name: (specs[name].shape, specs[name].dtype) for name in self.state_columns})
+        self.track_next_obs = sb.NEXT_OBS in specs  # written at piece ends by the runner; the rest is filled in build()
         self.state_table = None
-        if sb.STATE in columns:  # the global state at each row's env step (centralised critics): a table,
-            if state_dim is None:  # one row per env copy and step, joined by index (not one copy per agent)
-                raise ValueError("the 'state' column needs the env's global state size")
-            self.spec[sb.table_index(sb.STATE)] = ((), np.int64)
-            self.state_table = np.zeros((16, state_dim), np.float32)
+        if sb.STATE in specs:  # the global state at each row's env step (centralised critics): a table, one row
+            state = specs[sb.STATE]  # per env copy and step, joined by index (not one copy per agent)
+            self.state_table = np.zeros((16,) + state.shape, state.dtype)
             self.n_states = 0
-        # The state reached after each row: the next row's state inside a piece (filled in build()), the
-        # state the runner read at a piece end that is not a termination (appended to the same table).
+        # The state reached after each row (`next_state.index`): the next row's state inside a piece (filled in
+        # build()), the state the runner read at a piece end that is not a termination (appended to the same table).
         self.next_state_index = None
-        if sb.NEXT_STATE in columns:
-            self.spec[sb.table_index(sb.NEXT_STATE)] = ((), np.int64)
-        # Stateful modules: the state entering each row is held here while the fragment is sampled; the built
-        # batch keeps it only where a training sequence starts (what the learner and sequence replay read).
-        self.state_columns = [sb.state_in_column(name) for name in (module_state or {})]
         self.max_seq_len, self.burn_in = (int(v) for v in chunking)
-        for name, value in (module_state or {}).items():
-            self.spec[sb.state_in_column(name)] = (tuple(value.shape), value.dtype)
-        if module_state:
-            self.spec[sb.EPISODE_START] = ((), np.bool_)
         self.n = 0
         self._alloc(max(capacity, 16))
 

@@ -35,13 +35,14 @@ from threadpoolctl import threadpool_limits
 from marl.connectors import PolicyConnectors, build_policy_module
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
+from marl.data.columns import check_columns, columns_for
 from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
 from marl.envs import EnvChecker, EnvStepError, make_env, register_env
 from marl.modules import MultiRLModule
 from marl.modules.recurrent import sequence_chunking  # where stored states start training sequences
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.actor_basics import ActorBasics
-from marl.runners.collector import PolicyCollector, check_columns
+from marl.runners.collector import PolicyCollector
 from marl.runners.env_checks import BoundaryCheck
 from marl.runners.fragments import fragment_length
 from marl.runners.global_state import GlobalState, probe_global_state
@@ -111,10 +112,10 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
             conn = self.connectors[pid]
             mask_dim = self.module[pid].action_dim if conn.masked else None
             capacity = self.num_envs * self.fragment_length * max(1, len(agents_of[pid]))
-            self.collectors[pid] = PolicyCollector(
-                conn.obs_shape, conn.action_shape, conn.action_dtype, mask_dim, capacity, self.columns[pid],
-                state_dim=state_spec["dim"] if state_spec else None, module_state=self.module_inputs[pid].initial_state,
-                obs_dtype=conn.obs_dtype, chunking=sequence_chunking(config, pid))
+            specs = columns_for(conn.obs_shape, conn.obs_dtype, conn.action_shape, conn.action_dtype, self.columns[pid],
+                                mask_dim, state_dim=state_spec["dim"] if state_spec else None,
+                                module_state=self.module_inputs[pid].initial_state)
+            self.collectors[pid] = PolicyCollector(specs, capacity, chunking=sequence_chunking(config, pid))
 
         self.weights_version = 0
         self._steps_sampled = 0
