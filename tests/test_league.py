@@ -154,7 +154,7 @@ def test_bad_league_config_is_one_line(league, message):
 def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
     """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.85 of sampled games
     against random (0.49 untrained; measured 0.88-0.93 from 60k to 120k), the league grows and main's rating rises.
-    The issue's 0.95 within 200k is not reached with exploiters in the league (docs/population.md)."""
+    The issue's 0.95 within 200k is not reached, with or without exploiters (400-game measurements in docs/population.md)."""
     from marl.algorithms.scenario import load_scenario
 
     config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
@@ -171,6 +171,34 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
         assert first["league/size"] == 1 and result["league/size"] >= 4
         assert result["league/rating/main"] > first["league/rating/main"]
         assert before <= 0.65 and after >= 0.85, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_markov_soccer_league_main_agent_learns_to_beat_random_play():
+    """24k env steps of scenarios/markov_soccer_league.yaml (14 s here at a load of 1.4 on 2 cores, 123 s at a load
+    of 20): main wins >= 0.75 of sampled games
+    against random (about 0.5 untrained, and with lr=0; 0.87-0.95 measured from 25k to 175k, seed 0) and its
+    rating rises. Markov soccer shows both players the same grid: without the seat one-hot the OpenSpiel adapter
+    appends (marl/envs/openspiel.py) main cannot tell which player it is and learns slower (0.71 at 26k env steps,
+    0.87 with it, seed 0). The issue's target (0.85 and
+    league size 8 within 1M env steps) is benchmarks/league_targets.py's."""
+    from marl.algorithms.scenario import load_scenario
+
+    config = load_scenario("scenarios/markov_soccer_league.yaml", ["stop.env_steps_total=24000", "evaluation.evaluation_interval=null"])
+    algo = config.build()
+    try:
+        def win_rate(games: int) -> float:
+            return algo.evaluate(num_episodes=games, explore=True, opponent="random")["evaluation/self_play/win_rate"]
+
+        before = win_rate(100)  # untrained games are long (about 110 steps): fewer of them
+        first = result = algo.train()
+        while result["env_steps_total"] < config.stop_cfg.env_steps_total:
+            result = algo.train()
+        after = win_rate(200)
+        assert before <= 0.65 and after >= 0.75, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+        assert result["league/games"] > 0 and result["league/rating/main"] > first["league/rating/main"]
     finally:
         algo.stop()
 

@@ -77,7 +77,10 @@ def test_markov_soccer_moves_both_players_at_once():
     env = make_env("openspiel.markov_soccer", {"horizon": 20})
     assert env.metadata["turn_based"] is False
     obs, _ = env.reset(seed=0)
-    assert set(obs) == {"player_0", "player_1"} and obs["player_0"]["observation"].shape == (120,)
+    assert set(obs) == {"player_0", "player_1"} and obs["player_0"]["observation"].shape == (122,)
+    # the grid (120 values) is the same for both players; the closing one-hot says whose seat this is
+    np.testing.assert_array_equal(obs["player_0"]["observation"][:120], obs["player_1"]["observation"][:120])
+    assert obs["player_0"]["observation"][120:].tolist() == [1, 0] and obs["player_1"]["observation"][120:].tolist() == [0, 1]
     with pytest.raises(EnvError, match=r"expected actions for \['player_0', 'player_1'\]"):
         env.step({"player_0": 0})
     steps, totals = play(env, 0, lambda o: 4)  # everyone stands still: the horizon ends a goalless draw

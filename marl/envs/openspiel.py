@@ -10,6 +10,9 @@ prints a blank line on an illegal action.
   `{"observation": float32 vector, "action_mask": int8 (num_distinct_actions,)}`, as connect four's.
   The vector is the information-state tensor where the game has one (perfect recall: kuhn_poker,
   leduc_poker), else the observation tensor, flattened (markov_soccer, connect_four).
+  In a simultaneous-move game the vector ends with a one-hot of the player (its seat): there is no
+  player to move that the state could reveal, and a shared tensor (markov_soccer's grid is the same
+  for both players) would leave a policy that plays either seat unable to tell which goal is its own.
 - Sequential games (`metadata["turn_based"]`): the observation dict names the player to act.
   Simultaneous-move games (markov_soccer, matrix games): every player with a legal move acts at
   once and the joint action is applied in one `apply_actions`.
@@ -131,7 +134,8 @@ class OpenSpielEnv(MultiAgentEnv):
         self.num_actions = self.game.num_distinct_actions()
         self.possible_agents = [f"player_{p}" for p in range(self.game.num_players())]
         self.metadata = {"name": env, "turn_based": self._sequential}
-        size = int(np.prod(shape))
+        self._seat_one_hot = not self._sequential  # see the module doc
+        size = int(np.prod(shape)) + (len(self.possible_agents) if self._seat_one_hot else 0)
         self._space = gymnasium.spaces.Dict({
             "observation": gymnasium.spaces.Box(-np.inf, np.inf, (size,), np.float32),
             "action_mask": gymnasium.spaces.Box(0, 1, (self.num_actions,), np.int8),
@@ -218,9 +222,16 @@ class OpenSpielEnv(MultiAgentEnv):
     def _observations(self) -> ObsDict:
         state = self.state_
         agents = self.possible_agents if state.is_terminal() else self._actors()
-        tensor = getattr(state, self._tensor)
-        return {a: {"observation": np.asarray(tensor(self._player(a)), np.float32), "action_mask": self._legal(self._player(a))}
+        return {a: {"observation": self._observation(self._player(a)), "action_mask": self._legal(self._player(a))}
                 for a in agents}
+
+    def _observation(self, player: int) -> np.ndarray:
+        vector = np.asarray(getattr(self.state_, self._tensor)(player), np.float32)
+        if not self._seat_one_hot:
+            return vector
+        seat = np.zeros(len(self.possible_agents), np.float32)
+        seat[player] = 1.0
+        return np.concatenate([vector, seat])
 
     def np_random_source(self):
         return self.np_random
