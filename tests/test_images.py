@@ -47,6 +47,16 @@ def test_encoders_follow_the_observation_space():
     assert parts(x).shape == (2, parts.out_dim)
 
 
+def test_conv_options_on_flat_observations_are_said_once_not_ignored_silently(caplog):
+    """(connect four's observation tensor is flat: conv_filters there would build an MLP without a word.)"""
+    flat = gym.spaces.Box(-1, 1, (11,), np.float32)
+    with caplog.at_level("WARNING", logger="marl.modules.catalog"):
+        for _ in range(3):
+            assert isinstance(encoder_for(flat, {"conv_filters": [[8, 3, 1]]}), FlatEncoder)
+    said = [r.getMessage() for r in caplog.records if "conv_filters" in r.getMessage()]
+    assert len(said) == 1 and "(11,)" in said[0] and "not images" in said[0]
+
+
 def test_image_spaces_get_a_conv_encoder_in_the_default_modules():
     for module in (
         ActorCriticMLP(IMAGE, gym.spaces.Discrete(3)),

@@ -37,6 +37,8 @@ A user's module reuses them::
 
 from __future__ import annotations
 
+import logging
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -45,6 +47,9 @@ from torch import nn
 from marl.modules.activations import Tanh
 from marl.modules.spaces import as_image_box, image_layout, image_shape, observation_part
 from marl.modules.parts import PartsLayout
+
+log = logging.getLogger(__name__)
+_WARNED_FLAT: set[tuple] = set()  # observation shapes already told that their conv options go unused
 
 ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 ENCODER_KEYS = {"conv_filters", "conv_activation"}
@@ -225,6 +230,11 @@ def encoder_for(space: gym.Space, model_config: dict | None = None) -> nn.Module
         return PartsEncoder(space, cfg)
     if cfg.get("conv_filters") is not None:
         check_conv_filters(cfg["conv_filters"])  # range-checked even where unused
+        shape = tuple(getattr(space, "shape", None) or ())
+        if shape not in _WARNED_FLAT:  # said once: a shared model section may reach flat and image policies alike
+            _WARNED_FLAT.add(shape)
+            log.warning("model.conv_filters is set but observations of shape %s are not images (a Box with 3 axes, "
+                        "HWC or CHW): they are read flat by an MLP and conv_filters goes unused", shape)
     return FlatEncoder(gym.spaces.flatdim(space))
 
 
