@@ -19,6 +19,8 @@ import dataclasses
 import difflib
 from typing import Any, Callable
 
+import gymnasium as gym
+
 from marl.algorithms.algorithm_parts import AlgorithmParts
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
 from marl.config.capabilities import UNDECLARED, Capabilities
@@ -109,6 +111,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         # runtime_env py_modules (marl.runners.user_code), so workers need no PYTHONPATH.
         self.user_modules: list[str] = []
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
+        self._acts_in_box: bool | None = None  # probed once (see acts_in_box), shipped with the config
 
     # -- builder --------------------------------------------------------------
     def _set(self, name: str, values: dict) -> "AlgorithmConfig":
@@ -278,7 +281,9 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         """The base plan; an algorithm folder overrides this (super()._plan, then dataclasses.replace)."""
         spec = self.policy_specs()[policy_id]
         declared = section_fields(self.training_cfg)  # a MIXED run's top-level training section has no model
-        model = dict(self.training_cfg.model or {}) if "model" in declared else {}
+        model = self.training_cfg.model if "model" in declared else {}
+        # `auto` (PPO's, until it builds): no options yet, and what resolution adds is widths and activation only
+        model = dict(model) if isinstance(model, dict) else {}
         model.update(spec.model)
         return PolicyPlan(
             module_class=self.module_class_for(spec), model=model, training=self.training_cfg,
@@ -353,7 +358,26 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     def default_workflow(self):
         raise NotImplementedError
 
+    def acts_in_box(self) -> bool:
+        """Whether every agent of the env acts in a Box space (asked of one fresh env, once)."""
+        if self._acts_in_box is None:
+            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
+            try:
+                self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in env.possible_agents)
+            finally:
+                env.close()
+        return self._acts_in_box
+
+    def resolve_auto_keys(self, acts_in_box: Callable[[], bool]) -> None:
+        """Sets, in place, the training keys the algorithm picks when it builds (PPO's `auto` ones); the base has none."""
+
+    def resolved(self) -> "AlgorithmConfig":
+        """A copy with the keys the algorithm picks when it builds set (`resolve_auto_keys`): what `build` runs."""
+        out = self.copy()
+        out.resolve_auto_keys(out.acts_in_box)
+        return out
+
     def build(self):
         self.validate()
         self.env_creator = registered_creator(self.environment_cfg.env)
-        return Algorithm(self.copy())
+        return Algorithm(self.resolved())

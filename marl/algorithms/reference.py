@@ -91,6 +91,8 @@ def _checks_text(meta: typing.Mapping) -> str:
         parts.append(f">= {meta['min']}")
     if "max" in meta:
         parts.append(f"<= {meta['max']}")
+    if meta.get("auto"):
+        parts.append("or `auto`" if parts else "`auto`")
     return "; ".join(parts)
 
 

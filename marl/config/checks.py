@@ -14,6 +14,8 @@ The checks a `doc(...)` may carry:
     at_most="key"     not larger than the section's `key` (minibatch_size <= train_batch_size) when
                       the user set it to a value other than its default; a default larger than the user's `key` is left to the consumer
                       to cap (a default minibatch of 64 rows with train_batch_size 32: the whole batch)
+    auto=True         the key may also hold AUTO ("auto"): a value the algorithm picks when it builds (PPO: by the
+                      env's action space, `marl.algorithms.ppo.action_space_defaults`); the other checks judge the rest
 
 `device_problem` and `schedule_of_probabilities` are `check=` functions more than one section uses.
 """
@@ -31,7 +33,8 @@ import torch
 from marl.errors import ConfigError
 
 
-CHECKS = frozenset({"min", "max", "choices", "check", "at_most"})
+CHECKS = frozenset({"min", "max", "choices", "check", "at_most", "auto"})
+AUTO = "auto"  # the value of an `auto=True` key that the algorithm resolves when it builds
 
 
 def doc(text: str, default=dataclasses.MISSING, default_factory=dataclasses.MISSING, **checks):
@@ -113,6 +116,9 @@ def update_section(section, section_name: str, values: dict) -> None:
             raise ConfigError(
                 f"unknown key '{section_name}.{key}'{hint}; valid keys of '{section_name}': {sorted(fields)}"
             )
+        if isinstance(value, str) and value == AUTO and fields[key].metadata.get("auto"):
+            checked[key] = AUTO
+            continue
         ok, coerced = _type_ok(value, hints[key])
         if not ok:
             raise ConfigError(
@@ -153,6 +159,8 @@ def check_relations(section, section_name: str) -> None:
         if other is None or name not in user_keys:
             continue
         value, limit = getattr(section, name), getattr(section, other)
+        if AUTO in (value, limit):  # resolved when the algorithm builds; the resolved defaults fit each other
+            continue
         if value is not None and limit is not None and value > limit:
             raise ConfigError(
                 f"'{section_name}.{name}' ({value}) must be <= '{section_name}.{other}' ({limit})"

@@ -16,7 +16,8 @@ Writes into RUNS_DIR/report/ (or --output):
     marl_eval.json           the runs in marl-eval's raw-data layout (env -> task -> algorithm -> seed_N ->
                              step_K {step_count, return: [per episode], episode_length: [per episode]},
                              absolute_metrics {the final evaluation's return and episode_length lists})
-    sample_efficiency.png    IQM vs env steps with CI bands: overall (normalised) and one panel per task
+    sample_efficiency.png    IQM vs env steps with CI bands: overall (normalised) and one panel per task; a line
+                             ends where its runs did (`report_curves`: runs stopped at a target are not drawn flat)
     performance_profile.png  fraction of runs above each normalised score, with CI bands
     aggregates.png           overall IQM and mean with CIs
 """
@@ -36,6 +37,7 @@ from marl.experiment.runner import DONE_FILE, RUN_FILE
 from marl.logging.run_dir import RESULT_FILE, read_results
 from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
 from marl.experiment.runner import SUITE_FILE
+from marl.experiment.report_curves import curve_lines, draw, run_curve
 from marl.experiment.targets import targets_report
 import warnings
 from omegaconf import OmegaConf
@@ -170,7 +172,12 @@ class Report:
             self.bounds[task] = (lo, hi if hi > lo else lo + 1.0)
 
     def curve(self, run: Run) -> np.ndarray:
-        return np.interp(self.grid, run.steps, run.returns)
+        """The run's returns at the grid's env steps; NaN past its last row (`report_curves.run_curve`)."""
+        return run_curve(self.grid, run.steps, run.returns)
+
+    def ends(self, task: str | None = None) -> dict[str, list[float]]:
+        """{algorithm: env steps of its runs' last rows}, on one task or all."""
+        return {a: [float(r.steps[-1]) for r in self.runs if r.algorithm == a and task in (None, r.task)] for a in self.algorithms}
 
     def normalise(self, task: str, values):
         lo, hi = self.bounds[task]
@@ -297,21 +304,20 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
     paths = []
     iqm_per_point = lambda s: np.array([metrics.aggregate_iqm(s[..., p]) for p in range(s.shape[-1])])  # noqa: E731
     overall = report.overall_curves()  # empty where no algorithm ran every task (a suite of `targets:` rows)
-    panels = [("overall (normalised)", overall, "IQM normalised return")] if overall else []
-    panels += [(task, report.task_curves(task), "IQM return") for task in report.tasks]
+    estimate = lambda scores: interval_estimates(scores, iqm_per_point, reps)  # noqa: E731
+    panels = [("overall (normalised)", curve_lines(report.grid, overall, report.ends(), estimate), "IQM normalised return")] if overall else []
+    panels += [(task, curve_lines(report.grid, report.task_curves(task), report.ends(task), estimate), "IQM return")
+               for task in report.tasks]
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.2 * rows), dpi=100, squeeze=False)
     colours = dict(zip(report.algorithms, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    for ax, (title, curves, ylabel) in zip(axes.flat, panels):
-        point, interval = interval_estimates(curves, iqm_per_point, reps)
-        plot_utils.plot_sample_efficiency_curve(report.grid, point, interval, algorithms=list(curves), colors=colours,
-                                                xlabel="env steps", ylabel=ylabel, ax=ax, labelsize="medium",
-                                                ticklabelsize="small")
+    for ax, (title, lines, ylabel) in zip(axes.flat, panels):
+        draw(ax, lines, colours, "env steps", ylabel)  # each line ends where its runs did (report_curves)
         ax.set_title(title)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    for ax in list(axes.flat)[:len(panels) if len({tuple(c) for _, c, _ in panels}) > 1 else 1]:
+    for ax in list(axes.flat)[:len(panels) if len({tuple(line.label for line in c) for _, c, _ in panels}) > 1 else 1]:
         ax.legend(fontsize=8, loc="best")  # every panel where panels show different algorithms
     fig.tight_layout()
     paths.append(out / "sample_efficiency.png")

@@ -80,7 +80,7 @@ def train_run(
             algo.restore(run_dir / CHECKPOINT_DIR)
             resume_from = {"iteration": algo.iteration, "env_steps_total": algo.metrics.counters.get(m.ENV_STEPS_SAMPLED, 0)}
             say(f"resumed from {run_dir / CHECKPOINT_DIR} at iteration {algo.iteration}, {resume_from['env_steps_total']} env steps")
-        logger = RunLogger(run_dir, config.to_dict(), resume_from=resume_from)
+        logger = RunLogger(run_dir, algo.config.to_dict(), resume_from=resume_from)  # as built: `auto` keys resolved
         _record_cluster(algo, run_dir, say)
         stop_cfg, ckpt_cfg = config.stop_cfg, config.checkpointing_cfg
         reason = None

@@ -27,6 +27,10 @@ class MAPPOTraining(PPOTraining):
     # BenchMARL's MAPPO settings for MPE/VMAS (marl's PPO defaults are CartPole's: with lr 3e-4, 64-row
     # minibatches, 10 epochs and 64x64 MAPPO stayed at random play's -86 on simple_spread for 33k env steps).
     lr: float = doc("Adam learning rate", 1e-3, min=0)
+    # PPO picks these by action space (`auto`); MAPPO keeps one set, the one its canonical task was measured with.
+    gae_lambda: float = doc("GAE lambda", 0.95, min=0, max=1)
+    vf_loss_coeff: float = doc("value loss weight", 0.5, min=0)
+    grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
     minibatch_size: int = doc("agent rows per SGD minibatch (num_epochs x train_batch_size / minibatch_size SGD steps per update, whatever the number of agents)", 512, min=1, at_most="train_batch_size")
     num_epochs: int = doc("passes over each train batch", 5, min=1)
     entropy_coeff: float = doc("entropy bonus weight", 0.01, min=0)

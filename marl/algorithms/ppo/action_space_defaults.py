@@ -1,0 +1,56 @@
+"""PPO's defaults that depend on the action space: the training keys whose default is `auto`.
+
+A key left at `auto` is set when the config builds (`AlgorithmConfig.resolved`), from the env's action spaces:
+BOX where every agent of the env acts in a Box space, DISCRETE otherwise (Discrete, MultiDiscrete, mixed).
+A value the user gives (a number, null) is kept as given; only `auto` is replaced.
+
+DISCRETE is sized for CartPole (the canonical discrete task), as PPO's defaults were before this split. BOX is
+RLlib's multi-agent Pendulum PPO example's settings (lambda 0.1, 6 epochs, 128-row minibatches, relu [256, 256],
+value loss weight 1, no gradient clipping) at marl's 4,096-row train batch (RLlib's 8,000 rows reached -300 on
+single-agent Pendulum at 221k-246k env steps, 4,096 rows at 143k-160k). With the DISCRETE values two Pendulum
+copies missed RLlib's -600 within 250k env steps on 2 of 3 seeds (docs/results/rllib_targets/).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from marl.config.checks import AUTO, section_fields
+
+DISCRETE = {
+    "gae_lambda": 0.95,
+    "minibatch_size": 64,
+    "num_epochs": 10,
+    "vf_loss_coeff": 0.5,
+    "grad_clip": 0.5,
+    "model": {"hiddens": [64, 64], "activation": "tanh"},
+}
+BOX = {
+    "gae_lambda": 0.1,
+    "minibatch_size": 128,
+    "num_epochs": 6,
+    "vf_loss_coeff": 1.0,
+    "grad_clip": None,
+    "model": {"hiddens": [256, 256], "activation": "relu"},
+}
+
+
+def auto_doc(text: str, key: str) -> str:
+    """A key's reference text with what `auto` becomes for each kind of action space."""
+    def yaml(value) -> str:
+        return json.dumps(value).replace('"', "")
+
+    return f"{text}; auto: {yaml(DISCRETE[key])} for discrete actions, {yaml(BOX[key])} for Box (marl.algorithms.ppo.action_space_defaults)"
+
+
+def auto_keys(training) -> list[str]:
+    """The keys of a training section still at `auto`."""
+    return [name for name in section_fields(training) if isinstance(getattr(training, name), str) and getattr(training, name) == AUTO]
+
+
+def resolve_auto(training, box: bool) -> None:
+    """Sets every `auto` key of `training` to its value for the action space (BOX or DISCRETE)."""
+    table = BOX if box else DISCRETE
+    for key in auto_keys(training):
+        object.__setattr__(training, key, copy.deepcopy(table[key]))
