@@ -196,7 +196,7 @@ def main() -> None:
         t0 = time.perf_counter()
         pool = sample_pool(algo, max(1, round(max(sizes) / ROWS_PER_FRAGMENT)))
         print(f"  {algo}: sampled {len(pool)} fragments in {time.perf_counter() - t0:.1f} s", flush=True)
-        epochs = config_for(algo, "cpu", 512).training_cfg.num_epochs
+        epochs = config_for(algo, "cpu", 512).resolved().training_cfg.num_epochs  # (PPO's `auto` keys set)
         for size in sizes:
             batch = SampledBatch.concat(pool[: max(1, round(size / ROWS_PER_FRAGMENT))]).batch
             n = batch.agent_steps()

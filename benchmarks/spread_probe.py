@@ -68,7 +68,7 @@ def main() -> None:
 
     def record(env_steps: int) -> None:
         agent = env.possible_agents[0]
-        module = build_module(None, env.observation_space(agent), env.action_space(agent), dict(config.training_cfg.model))
+        module = build_module(None, env.observation_space(agent), env.action_space(agent), dict(algo.config.training_cfg.model))  # (the built, resolved config)
         module.set_state(algo.get_weights()["modules"][pid])
         rows.append([f"{env_steps:,}", *[C.fmt_num(x) for x in probe(env, module, args.episodes)]])
         print(f"  probed at {env_steps:,} env steps", flush=True)

@@ -211,7 +211,7 @@ def test_reward_clip_then_gae():
     from marl.algorithms.ppo.config import PPOParts
     from marl.connectors import compute_gae, learner_pipeline
 
-    config = cartpole(learner=[{"name": "reward_clip", "limit": 0.5}])
+    config = cartpole(learner=[{"name": "reward_clip", "limit": 0.5}]).resolved()  # PPO's `auto` keys set, as build does
     rng = np.random.default_rng(0)
     n = 10
     cols = {sb.REWARDS: rng.normal(0, 2, n).astype(np.float32), sb.VF_PREDS: rng.normal(size=n).astype(np.float32),
