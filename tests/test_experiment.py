@@ -50,10 +50,16 @@ def test_ready_suites_load_and_build_every_run():
     assert config.stop_cfg.env_steps_total == mpe.env_steps and config.stop_cfg.episode_return_mean is None
     rllib = load_suite(ROOT / "suites/rllib_targets.yaml")  # RLlib's targets, each in half its budget
     rows = {(r.task, r.algorithm): (r.target, r.budget) for r in rllib.runs}
-    assert len(rllib.runs) == 18 and rows[("cartpole_2", "PPO")] == (800.0, 150_000)
+    assert len(rllib.runs) == 15 and rows[("cartpole_2", "PPO")] == (800.0, 150_000)
+    assert rows[("pendulum_2", "PPO")] == (-600.0, 250_000)  # PPO's own Box defaults (its rllib-settings row is gone)
     assert rows[("cartpole_4", "APPO")] == (600.0, 100_000) and rows[("pendulum_2", "SAC")] == (-900.0, 250_000)
     sac = next(r for r in rllib.runs if r.algorithm == "SAC").config()
     assert sac.stop_cfg.episode_return_window == 5 and sac.environment_cfg.env == "copies.Pendulum-v1"
+    batched = load_suite(ROOT / "suites/mpe_batched_2m.yaml")  # JaxMARL's MPE on the batched path, 2M steps
+    assert len(batched.runs) == 30 and {r.algorithm for r in batched.runs} == {"IPPO", "MAPPO"}
+    listener = next(r for r in batched.runs if r.task == "simple_speaker_listener" and r.algorithm == "MAPPO").config()
+    assert set(listener.policy_specs()) == {"speaker", "listener"} and listener.training_cfg.train_batch_size == 16384
+    assert listener.env_runners_cfg.num_envs_per_env_runner == 256 and listener.stop_cfg.env_steps_total == 2_000_000
 
 
 @pytest.mark.parametrize("text, message", [
