@@ -371,11 +371,19 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     def resolve_auto_keys(self, acts_in_box: Callable[[], bool]) -> None:
         """Sets, in place, the training keys the algorithm picks when it builds (PPO's `auto` ones); the base has none."""
 
+    built_form = False  # True on what `resolved` returns (and its copies): components use it as it is
+
     def resolved(self) -> "AlgorithmConfig":
         """A copy with the keys the algorithm picks when it builds set (`resolve_auto_keys`): what `build` runs."""
         out = self.copy()
         out.resolve_auto_keys(out.acts_in_box)
+        out.built_form = True
         return out
+
+    def as_built(self) -> "AlgorithmConfig":
+        """What a runner or learner works from: this config once resolved, else its resolved copy (one made straight
+        from an unbuilt config sees PPO's `auto` keys set, as `build` sets them)."""
+        return self if self.built_form else self.resolved()
 
     def build(self):
         self.validate()

@@ -35,6 +35,7 @@ def check_gpu_resources(config) -> None:
 
 class LearnerGroup:
     def __init__(self, config, specs: dict):
+        config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
         n = config.learners_cfg.num_learners
         self.is_local = n == 0
         if n:

@@ -90,6 +90,7 @@ def _prepared(algo, module, tensors: dict, tables: dict, cfg) -> dict:
 
 class Learner:
     def __init__(self, config, specs: dict):
+        config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
         torch.set_num_threads(config.learners_cfg.num_threads)
         keep_freed_memory()  # minibatch activations reuse the heap instead of faulting in fresh pages each step
         self.config = config

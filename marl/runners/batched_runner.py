@@ -64,6 +64,7 @@ def _freeze_startup_objects() -> None:
 
 class BatchedEnvRunner(ActorBasics):
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
+        config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
         torch.set_num_threads(1)  # one thread per runner, as EnvRunner: runners and learner share the cores
         threadpool_limits(1, user_api="blas")
         reason = unsupported(config)

@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; checkpoint state; ping, getpid, node_id
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
         """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
+        config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
         torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
         threadpool_limits(1, user_api="blas")  # NumPy's BLAS as well (NumPy acting): a second thread only spins
         self.config = config

@@ -38,7 +38,7 @@ def _first_line(err: BaseException) -> str:
 class EnvRunnerGroup:
     def __init__(self, config, first_index: int = 0):
         """`first_index` offsets the runners' worker indices (evaluation runners get their own seeds)."""
-        self.config = config
+        self.config = config = config.as_built()
         self.first_index = first_index
         self.num_remote = config.env_runners_cfg.num_env_runners
         self.is_local = self.num_remote == 0
