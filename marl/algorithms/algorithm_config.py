@@ -48,6 +48,7 @@ from marl.config.sections import (
 from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
 from marl.envs import make_env
+from marl.envs.batched_families import make_batched_env, natively_batched
 from marl.envs.registry import registered_creator
 from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
 from marl.policies.league import League, LeagueMapping
@@ -361,7 +362,13 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     def acts_in_box(self) -> bool:
         """Whether every agent of the env acts in a Box space (asked of one fresh env, once)."""
         if self._acts_in_box is None:
-            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
+            env_cfg = self.environment_cfg
+            if natively_batched(env_cfg.env):  # (a name only register_batched_env knows has no dict form to ask)
+                worlds = self.env_runners_cfg.num_envs_per_env_runner  # (what its runners make: the same checks)
+                env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), worlds, None, "cpu")
+                self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in env.agents)
+                return self._acts_in_box
+            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
             try:
                 self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in env.possible_agents)
             finally:
