@@ -366,13 +366,14 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
             if natively_batched(env_cfg.env):  # (a name only register_batched_env knows has no dict form to ask)
                 worlds = self.env_runners_cfg.num_envs_per_env_runner  # (what its runners make: the same checks)
                 env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), worlds, None, "cpu")
-                self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in env.agents)
-                return self._acts_in_box
-            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
+                agents = env.agents
+            else:
+                env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
+                agents = env.possible_agents
             try:
-                self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in env.possible_agents)
+                self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in agents)
             finally:
-                env.close()
+                env.close()  # (both forms: a vector env's worker processes end here)
         return self._acts_in_box
 
     def resolve_auto_keys(self, acts_in_box: Callable[[], bool]) -> None:
