@@ -70,6 +70,8 @@ def machine_line(with_load: bool = True) -> str:
 
     line = (f"python {platform.python_version()}, torch {torch.__version__} "
             f"(threads {torch.get_num_threads()}), {os.cpu_count()} CPUs")
+    if torch.cuda.is_available():
+        line += f", {torch.cuda.get_device_name(0)}"
     if not with_load:
         return line
     try:

@@ -130,6 +130,7 @@ def main() -> None:
     ap.add_argument("--max-env-steps", type=int, default=30_720)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--worlds", type=int, default=None, help="VMAS tasks: worlds (32 otherwise)")
+    ap.add_argument("--device", default="cpu", help="sampling, train and buffer device (VMAS tasks: the worlds too)")
     ap.add_argument("--parallel", action="store_true",
                     help="experiment.parallel_collection: the envs in TorchRL's ParallelEnv (one process per env)")
     args = ap.parse_args()
@@ -141,7 +142,7 @@ def main() -> None:
     algorithm.critic_coef, algorithm.loss_critic_type, algorithm.share_param_critic = 0.5, "l2", True
     model = MlpConfig(num_cells=[128, 128], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
     cfg = ExperimentConfig.get_from_yaml()
-    cfg.sampling_device = cfg.train_device = cfg.buffer_device = "cpu"
+    cfg.sampling_device = cfg.train_device = cfg.buffer_device = args.device
     cfg.share_policy_params, cfg.prefer_continuous_actions = True, settings["continuous"]
     cfg.gamma, cfg.lr, cfg.adam_eps = 0.99, settings["lr"], 1e-5
     cfg.clip_grad_norm, cfg.clip_grad_val = True, 0.5

@@ -87,20 +87,20 @@ def raw_env_rate(seconds: float) -> float:
     return steps / elapsed
 
 
-def raw_vmas_rate(env: str, worlds: int, seconds: float) -> float:
+def raw_vmas_rate(env: str, worlds: int, seconds: float, device: str = "cpu") -> float:
     """A VMAS scenario stepped alone with random actions over `worlds` worlds (vmas_rate.py's loop), in this process;
     the scenario's kwargs are those of its file in scenarios/ (what both sides run)."""
     import yaml
     from vmas_rate import VmasAlone
 
     env_config = yaml.safe_load(VMAS_SCENARIOS[env].read_text())["environment"]["env_config"]
-    alone = VmasAlone(env, env_config, worlds, seed=0)
+    alone = VmasAlone(env, env_config, worlds, seed=0, device=device)
     steps, elapsed = C.run_for(seconds, lambda: alone.run(100))
     return steps / elapsed
 
 
-def raw_rate(env: str, worlds: int | None, seconds: float) -> float:
-    return raw_env_rate(seconds) if env == "spread" else raw_vmas_rate(env, worlds, seconds)
+def raw_rate(env: str, worlds: int | None, seconds: float, device: str = "cpu") -> float:
+    return raw_env_rate(seconds) if env == "spread" else raw_vmas_rate(env, worlds, seconds, device)
 
 
 def raw_pettingzoo_rate(seconds: float) -> float:
@@ -178,6 +178,9 @@ def main() -> None:
     ap.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated, of: {', '.join(SIDES)}")
     ap.add_argument("--raw-seconds", type=float, default=5.0, help="seconds of the raw env-rate loop, before and after")
     ap.add_argument("--benchmarl-python", default=str(DEFAULT_BENCHMARL_PY))
+    ap.add_argument("--device", default="cpu", help="VMAS tasks: the device of the worlds, policy and learner on both "
+                    "sides (marl: env_runners.device and one GPU per learner; BenchMARL: sampling, train and buffer "
+                    "device); simple_spread always runs on the CPU")
     ap.add_argument("--log-dir", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--merge", action="append", default=[], metavar="JSON", help="add an earlier --json file's runs")
@@ -208,7 +211,7 @@ def main() -> None:
     # marl's runs (and their Ray workers, which inherit the environment) import the marl of this checkout,
     # not whichever one the venv has installed.
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
-    print(f"compare_benchmarl: {C.machine_line()}; load avg {os.getloadavg()[0]:.2f}; logs in {log_dir}", flush=True)
+    print(f"compare_benchmarl: {C.machine_line()}; VMAS on {args.device}; load avg {os.getloadavg()[0]:.2f}; logs in {log_dir}", flush=True)
 
     def budget_of(label: str) -> int:
         algo, worlds = case_of(label)
@@ -218,7 +221,7 @@ def main() -> None:
     t_all = time.time()
     # each env's own random-action rate (VMAS: at each world count), before and after
     env_keys = {env_key(ALGOS[a][2], w): (ALGOS[a][2], w) for _, a, w in cases}
-    raw = {k: [raw_rate(*ew, args.raw_seconds)] for k, ew in env_keys.items()}
+    raw = {k: [raw_rate(*ew, args.raw_seconds, args.device)] for k, ew in env_keys.items()}
     print("  raw env rates (random actions): " + "; ".join(f"{k} {r[0]:,.0f} env steps/s" for k, r in raw.items()), flush=True)
     if "spread" in env_keys:
         print(f"  simple_spread as PettingZoo's parallel_env() builds it (guard wrappers kept, as BenchMARL steps it): "
@@ -226,7 +229,8 @@ def main() -> None:
     for seed in range(args.seeds):  # seed-major: an interrupted invocation still has whole seeds of every task
         for label, algo, worlds in cases:
             marl_task, bm_task, env = ALGOS[algo]
-            extra = ["--max-env-steps", str(budget_of(label)), *([] if worlds is None else ["--worlds", str(worlds)])]
+            extra = ["--max-env-steps", str(budget_of(label)), *([] if worlds is None else ["--worlds", str(worlds)]),
+                     *([] if worlds is None or args.device == "cpu" else ["--device", args.device])]
             sides = [(side, bm_py if side.startswith("BenchMARL") else MARL_PY,
                       "benchmarl_tasks.py" if side.startswith("BenchMARL") else "marl_tasks.py",
                       bm_task if side.startswith("BenchMARL") else marl_task, [*SIDES[side](env, worlds), *extra])
@@ -243,7 +247,7 @@ def main() -> None:
                       f"peak {fmt_mb(run.peak_pss)}, return at end {fmt(run.return_at_end(budget_of(label)))}, "
                       f"load {run.load:.1f}", flush=True)
     for k, ew in env_keys.items():
-        raw[k].append(raw_rate(*ew, args.raw_seconds))
+        raw[k].append(raw_rate(*ew, args.raw_seconds, args.device))
     print_tables(runs, budget_of, raw)
     print(f"\ntotal {time.time() - t_all:.0f} s; load avg now {os.getloadavg()[0]:.2f}")
     if args.json:

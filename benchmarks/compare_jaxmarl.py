@@ -20,6 +20,11 @@ Known differences not matched: JaxMARL IPPO trains on the reward times 3, and tr
 as termination; marl bootstraps at truncation. VMAS's simple_spread is VMAS's port (its own reward
 scale), so its return ratio is indicative only. `--compile-loss` sets marl's `learners.compile_loss` (its PPO
 loss through torch.compile, as JaxMARL's update is XLA-compiled; the compilation falls in marl's start-up).
+
+On a GPU (`--device cuda`, with the 4096x32 setting): marl's env (VMAS's torch worlds, or JaxMARL's
+through DLPack), policy and learner run on the device (`env_runners.device: cuda`,
+`learners.num_gpus_per_learner: 1`); JaxMARL runs on its default backend, the GPU. Where JaxMARL lives
+in the same interpreter rather than a venv: `--jaxmarl-python python3 --jaxmarl-src DIR`.
 """
 
 from __future__ import annotations
@@ -37,11 +42,12 @@ import _common as C
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32)}
+SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32), "4096x32": (4096, 32)}
 SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas")
 
 
-def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool) -> dict:
+def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool,
+              device: str = "cpu") -> dict:
     """One marl run (in this process: started by `--side`)."""
     t0 = time.time()
     import marl
@@ -49,26 +55,32 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
     env_config = {"continuous_actions": False, "max_steps": 25} if env.startswith("vmas.") else {}
     batch = worlds * steps * 3  # agent steps: 3 agents
     algo = (marl.PPOConfig().environment(env, env_config=env_config)
-            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps)
+            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps, device=device)
             .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
                       gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
                       grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
-            .learners(num_threads=threads, compile_loss=compile_loss).debugging(seed=seed).build())
+            .learners(num_threads=threads, compile_loss=compile_loss,
+                      num_gpus_per_learner=0 if device == "cpu" else 1).debugging(seed=seed).build())
     returns, env_steps, first = [], 0, None
+    sample_s = learn_s = 0.0  # over the timed iterations: where marl's time goes
     while env_steps < budget or first is None or len(returns) < 2:
         result = algo.train()
         if first is None:  # the first iteration compiles the JaxMARL step (and the loss): start-up, as JaxMARL's compile is
             first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
+        else:
+            sample_s += result["perf/sample_time_s"]
+            learn_s += result["perf/learn_time_s"]
         env_steps = int(result["env_steps_total"])
         returns.append(float(result.get("episode_return_mean", float("nan"))))
     done, cpu = time.time(), time.process_time() - cpu
     algo.stop()
     return {"startup_s": first - t0, "train_s": done - first, "cpu_s": cpu, "env_steps": env_steps,
-            "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns}
+            "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns,
+            "sample_s": sample_s, "learn_s": learn_s}
 
 
 def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int,
-             compile_loss: bool) -> dict:
+             compile_loss: bool, device: str = "cpu") -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
         per_update = worlds * steps
@@ -78,7 +90,8 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
         cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(overrides)]
     else:
         env = "jaxmarl.MPE_simple_spread_v3" if side == "marl jaxmarl" else "vmas.simple_spread"
-        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads), str(int(compile_loss))]
+        cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads), str(int(compile_loss)),
+               device]
     # One thread: XLA's Eigen pool off and one OpenMP thread. More: both sides use that many (XLA takes every core).
     flags = {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
         "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
@@ -88,7 +101,7 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
     row = json.loads(p.stdout.strip().splitlines()[-1])
     tail = row["returns"][int(len(row["returns"]) * 0.8):] or row["returns"][-1:]
     timed = row.get("timed_env_steps", row["env_steps"])
-    return {"side": side, "setting": setting, "seed": seed, "threads": threads,
+    return {"side": side, "setting": setting, "seed": seed, "threads": threads, "device": device,
             "compile_loss": compile_loss and side != "JaxMARL", **row, "env_steps_per_s": timed / row["train_s"],
             "env_steps_per_cpu_s": timed / row["cpu_s"],
             "final_return": statistics.fmean(tail)}
@@ -104,42 +117,52 @@ def main() -> None:
                         help="threads per side: 1 (default) turns XLA's Eigen pool off and gives marl's learner one "
                              "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads")
     parser.add_argument("--compile-loss", action="store_true", help="marl sides: learners.compile_loss (torch.compile)")
+    parser.add_argument("--device", default="cpu", help="marl sides: env_runners.device and the learner's (cpu, cuda)")
+    parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=list(SIDES))
+    parser.add_argument("--jaxmarl-python", help="the interpreter JaxMARL's side runs in (default: the venv's)")
+    parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
     parser.add_argument("--json", help="write the rows here")
-    parser.add_argument("--side", nargs=6, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE"),
+    parser.add_argument("--side", nargs=7, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE", "DEVICE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a marl run in this fresh process
-        env, setting, budget, seed, threads, compile_loss = args.side
-        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads), compile_loss == "1")))
+        env, setting, budget, seed, threads, compile_loss, device = args.side
+        print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads), compile_loss == "1",
+                                   device)))
         return
     venv = Path(args.jaxmarl_venv)
-    if not (venv / "JAXMARL_SRC").is_file():
+    if not args.jaxmarl_src and not (venv / "JAXMARL_SRC").is_file():
         raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
-    src = (venv / "JAXMARL_SRC").read_text().strip()
+    src = args.jaxmarl_src or (venv / "JAXMARL_SRC").read_text().strip()
+    jax_python = Path(args.jaxmarl_python) if args.jaxmarl_python else venv / "bin" / "python"
+    print(f"compare_jaxmarl: {C.machine_line()}, marl device {args.device}", flush=True)
+    sides = [s for s in SIDES if s in args.sides]
     rows = []
     for setting in args.settings:
         for seed in range(args.seeds):
-            order = SIDES[seed % 3:] + SIDES[:seed % 3]  # alternate who runs first (the machine drifts)
+            order = sides[seed % len(sides):] + sides[:seed % len(sides)]  # alternate who runs first (the machine drifts)
             for side in order:
-                row = run_side(side, setting, args.env_steps, seed, venv / "bin" / "python", src, args.threads,
-                               args.compile_loss)
+                row = run_side(side, setting, args.env_steps, seed, jax_python, src, args.threads, args.compile_loss,
+                               args.device)
                 rows.append(row)
                 print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
                       f"({row['env_steps_per_cpu_s']:,.0f} per CPU-s, load {os.getloadavg()[0]:.1f}), start-up "
-                      f"{row['startup_s']:5.1f} s, return {row['final_return']:8.2f} @ {row['env_steps']:,}", flush=True)
+                      f"{row['startup_s']:5.1f} s, return {row['final_return']:8.2f} @ {row['env_steps']:,}"
+                      + (f", sampling {row['sample_s']:.1f} s + learning {row['learn_s']:.1f} s of {row['train_s']:.1f} s"
+                         if "sample_s" in row else ""), flush=True)
     table = []
     for setting in args.settings:
         med = {side: {k: statistics.median(r[k] for r in rows if r["side"] == side and r["setting"] == setting)
-                      for k in ("env_steps_per_s", "env_steps_per_cpu_s", "startup_s", "final_return")} for side in SIDES}
-        base = med["JaxMARL"]
-        for side in SIDES:
+                      for k in ("env_steps_per_s", "env_steps_per_cpu_s", "startup_s", "final_return")} for side in sides}
+        base = med.get("JaxMARL", med[sides[0]])
+        for side in sides:
             m = med[side]
             table.append([setting, side, f"{m['env_steps_per_s']:,.0f}", f"{m['env_steps_per_s'] / base['env_steps_per_s']:.3f}",
                           f"{m['env_steps_per_cpu_s']:,.0f}", f"{m['env_steps_per_cpu_s'] / base['env_steps_per_cpu_s']:.3f}",
                           f"{m['startup_s']:.1f} s", f"{m['startup_s'] / base['startup_s']:.2f}", f"{m['final_return']:.2f}"])
     C.print_table(["settings", "side", "env steps/s incl. learning", "/ JaxMARL", "per CPU-second", "/ JaxMARL",
                    "start-up", "/ JaxMARL", "return at the budget"], table,
-                  title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side"
+                  title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side, marl on {args.device}"
                         f"{', marl learners.compile_loss' if args.compile_loss else ''})")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -112,12 +112,15 @@ def main() -> None:
     ap.add_argument("--target-return", type=float, default=None)
     ap.add_argument("--max-env-steps", type=int, default=10**9)
     ap.add_argument("--max-train-s", type=float, default=600.0)
+    ap.add_argument("--device", default="cpu", help="VMAS tasks: env_runners.device, and one GPU for the learner if not cpu")
     args = ap.parse_args()
 
     cfg = make_config(args.task, args.runners, args.seed, args.overlap, args.envs_per_runner, args.worlds)
     if cfg is None:
         emit("unavailable", why="marl has no DQN yet")
         return
+    if args.device != "cpu":
+        cfg.env_runners(device=args.device).learners(num_gpus_per_learner=1)
     algo = cfg.build()
     emit("built")
 

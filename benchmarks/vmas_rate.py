@@ -36,11 +36,12 @@ from marl.runners.vector_env_runner import VectorEnvRunner
 
 
 def make_config(scenario: str, env_config: dict, num_envs: int, fragment: int, seed: int, algo: str = "MAPPO",
-                batched="auto"):
+                batched="auto", device: str = "cpu"):
     cfg = (
         getattr(marl, f"{algo}Config")()
         .environment(f"vmas.{scenario}", env_config=dict(env_config))
-        .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment, batched=batched)
+        .env_runners(num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment, batched=batched,
+                     device=device if batched is not False else "cpu")
         .multi_agent(policies=["shared"], policy_mapping_fn=lambda agent, episode: "shared")
         .debugging(seed=seed)
     )
@@ -53,12 +54,12 @@ class VmasAlone:
 
     POOL = 64
 
-    def __init__(self, scenario: str, env_config: dict, num_envs: int, seed: int):
+    def __init__(self, scenario: str, env_config: dict, num_envs: int, seed: int, device: str = "cpu"):
         import vmas
 
         config = dict(env_config)
         max_steps = config.pop("max_steps", 100)
-        self.env = vmas.make_env(scenario, num_envs=num_envs, device="cpu", continuous_actions=True,
+        self.env = vmas.make_env(scenario, num_envs=num_envs, device=device, continuous_actions=True,
                                  max_steps=max_steps, seed=seed, terminated_truncated=True, **config)
         self.env.reset()
         self.pool = [self.env.get_random_actions() for _ in range(self.POOL)]
@@ -109,6 +110,8 @@ def main() -> None:
     ap.add_argument("--algo", default="MAPPO", help="whose sample columns the runners record (default MAPPO)")
     ap.add_argument("--dict-max", type=int, default=1024,
                     help="measure the dict-API runner over the same worlds only up to this K (default 1024)")
+    ap.add_argument("--device", default="cpu", help="torch device of VMAS and the batched runner (cpu, cuda); the dict "
+                    "and copies sides stay on the CPU (set --dict-max 0 --copies-max 0 to leave them out)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -119,9 +122,9 @@ def main() -> None:
           f"{args.seconds:g} s per side, sides interleaved chunk by chunk; env step = one world's step")
     rows = []
     for num_envs in args.envs:
-        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed, args.algo)
+        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed, args.algo, device=args.device)
         batched = BatchedEnvRunner(cfg, 0)
-        alone = VmasAlone(args.scenario, env_config, num_envs, args.seed)
+        alone = VmasAlone(args.scenario, env_config, num_envs, args.seed, args.device)
         sides = {
             "vmas": lambda a=alone: a.run(args.fragment),
             "batched": lambda r=batched: r.sample().batch.env_steps,
@@ -131,7 +134,8 @@ def main() -> None:
                                                       args.algo, batched=False), 0)
             sides["dict"] = lambda r=dict_runner: r.sample().batch.env_steps
         if num_envs <= args.copies_max:
-            copies = EnvRunner(cfg, 0)  # K single-world VMAS envs, stepped one after the other
+            copies = EnvRunner(make_config(args.scenario, env_config, num_envs, args.fragment, args.seed, args.algo), 0)
+            # K single-world VMAS envs, stepped one after the other
             sides["copies"] = lambda r=copies: r.sample().batch.env_steps
         for fn in sides.values():  # warm-up
             fn()
@@ -152,7 +156,7 @@ def main() -> None:
     C.print_table(
         ["worlds", "VMAS alone steps/s", "marl batched steps/s", "batched/VMAS", "marl dict steps/s", "dict/VMAS",
          "marl K copies steps/s", "batched/copies"],
-        rows, title=f"vmas.{args.scenario} ({args.algo}'s columns): env steps/s (medians)",
+        rows, title=f"vmas.{args.scenario} ({args.algo}'s columns) on {args.device}: env steps/s (medians)",
     )
     if args.json:
         C.write_json(args.json, {"benchmark": "vmas_rate", "args": vars(args), "rows": rows})

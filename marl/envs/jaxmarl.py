@@ -18,7 +18,9 @@ World-level done is the env's `__all__`; a world that ended at the env's `max_st
 in spaces: observations [W, N, ...], rewards [W, N], masks [W, N, n] as single views of the packed
 array (each agent's columns sit side by side), actions [W, N] in: no Python object per agent per step.
 `get_state()` saves the env state pytree, the PRNG key and the last packed output as NumPy: a
-restored env continues exactly. Runs on JAX's CPU backend; torch tensors are CPU tensors.
+restored env continues exactly. Device: the JAX device matching `env_runners.device` (cpu: JAX's CPU
+backend, also on a machine whose JAX has a GPU; cuda:i: JAX's i-th GPU), chosen by committing the PRNG key
+and state there; the torch tensors handed out live on the same device, shared through DLPack.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import inspect
+import os
 from typing import Any
 
 import gymnasium
@@ -46,10 +49,28 @@ def is_jaxmarl(name: str | None) -> bool:
 def _import_jaxmarl():
     if importlib.util.find_spec("jaxmarl") is None:
         raise EnvError("JaxMARL envs need the jaxmarl package: pip install 'marl[jaxmarl]'")
+    # On a GPU, JAX would take 75% of its memory at start-up; torch (the policy, the learner) shares the device in
+    # this process, so JAX allocates as it goes unless the user set otherwise.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
     import jaxmarl
 
     return jax, jaxmarl
+
+
+def jax_device(jax, name: str, device) -> Any:
+    """The JAX device matching torch `device` (cpu, cuda, cuda:i), or one EnvError line saying what JAX here has."""
+    device = torch.device("cpu" if device is None else device)
+    platform = {"cpu": "cpu", "cuda": "gpu"}.get(device.type)
+    try:
+        devices = jax.devices(platform) if platform else []
+    except RuntimeError:
+        devices = []
+    index = device.index or 0
+    if index >= len(devices):
+        raise EnvError(f"env {name!r}: env_runners.device {str(device)!r} needs a JAX {platform or device.type} device "
+                       f"{index}, but JAX here has {[str(d) for d in jax.devices()]} (for CUDA: pip install 'jax[cuda13]')")
+    return devices[index]
 
 
 def to_gymnasium(space) -> gymnasium.Space:
@@ -142,10 +163,10 @@ class JaxMarlEnv(BatchedEnv):
     def __init__(self, name: str, env_config: dict[str, Any], num_worlds: int, seed: int | None = None, device=None,
                  stack: bool = False):
         jax, _ = _import_jaxmarl()
-        if device is not None and torch.device(device).type != "cpu":
-            raise EnvError(f"env {name!r}: the JaxMARL adapter runs on CPU (env_runners.device: cpu); got {device}")
+        self._jax_device = jax_device(jax, name, device)
         self.env = env = make_jaxmarl(name, env_config)
-        self.name, self.num_worlds, self.device = name, num_worlds, torch.device("cpu")
+        self.name, self.num_worlds = name, num_worlds
+        self.device = torch.device("cpu" if device is None else device)
         self.agents = list(env.agents)
         super().__init__({a: to_gymnasium(env.observation_space(a)) for a in self.agents},
                          {a: to_gymnasium(env.action_space(a)) for a in self.agents})
@@ -162,7 +183,7 @@ class JaxMarlEnv(BatchedEnv):
         self._mask_fn = env.get_avail_actions if own else getattr(env, "get_legal_moves", None)
         self._masked = self._mask_fn is not None and all(self._discrete.values())
         self._world_state = callable(getattr(env, "get_world_state", None))
-        self._key = jax.random.PRNGKey(0 if seed is None else int(seed))
+        self._key = self._put(jax.random.PRNGKey(0 if seed is None else int(seed)))
         self._layout()
         # One compilation per (env, kwargs, worlds) in a process: probes, evaluation and restored runners reuse it.
         cache_key = (name, repr(sorted(env_config.items())), num_worlds)
@@ -256,6 +277,10 @@ class JaxMarlEnv(BatchedEnv):
 
         return jax.jit(reset), jax.jit(step)
 
+    def _put(self, x):
+        """`x` committed to this env's JAX device: the jitted calls taking it run there."""
+        return self._jax.device_put(x, self._jax_device)
+
     def _view(self, key: str) -> torch.Tensor:
         return self._packed[:, self._slices[key]]
 
@@ -276,7 +301,7 @@ class JaxMarlEnv(BatchedEnv):
     # -- the contract ------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
         if seed is not None:
-            self._key = self._jax.random.PRNGKey(int(seed))
+            self._key = self._put(self._jax.random.PRNGKey(int(seed)))
         self._key, self._state, packed = self._reset_fn(self._key)
         self._receive(packed)
         return self._last_obs
@@ -326,13 +351,13 @@ class JaxMarlEnv(BatchedEnv):
             return None
         leaves = self._jax.tree_util.tree_leaves(self._state)
         return {"leaves": [np.asarray(x).copy() for x in leaves], "key": np.asarray(self._key).copy(),
-                "packed": self._packed.numpy().copy()}
+                "packed": self._packed.cpu().numpy().copy()}
 
     def set_state(self, state: dict) -> None:
         jax = self._jax
         if self._state is None:  # the pytree's structure comes from a reset
             self.reset()
         treedef = jax.tree_util.tree_structure(self._state)
-        self._state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in state["leaves"]])
-        self._key = jax.numpy.asarray(state["key"])
-        self._receive(jax.numpy.asarray(state["packed"]))
+        self._state = jax.tree_util.tree_unflatten(treedef, [self._put(np.asarray(x)) for x in state["leaves"]])
+        self._key = self._put(np.asarray(state["key"]))
+        self._receive(self._put(np.asarray(state["packed"])))
