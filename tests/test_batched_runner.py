@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import marl
 from marl.connectors.learner import reverse_scan
@@ -301,3 +302,42 @@ def test_exact_resume_where_the_simulator_can_be_saved(stacked):
     restored = BatchedEnvRunner(cfg, 0)
     restored.set_state(state)
     assert_same_samples([restored.sample() for _ in range(2)], went_on)
+
+
+@pytest.mark.parametrize("algo", ["PPO", "MAPPO"])
+@pytest.mark.parametrize("batched", ["auto", False])
+def test_a_user_batched_env_trains_through_build_on_either_path(algo, batched):
+    """A name given only to register_batched_env builds and trains: the config checks probe its world 0 through
+    make_env (SingleWorldView), the batched path steps all its worlds, the dict path steps one-world views. MAPPO's
+    critic reads the state the ended worlds reached, which the swarm leaves to the default (observations joined)."""
+    marl.register_batched_env("user_swarm", lambda env_config, worlds, seed, device: Swarm(
+        worlds, n=3, max_steps=6, seed=seed or 0))
+    built = (getattr(marl, f"{algo}Config")().environment("user_swarm")
+             .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=8, batched=batched)
+             .training(train_batch_size=4 * 8 * 3).debugging(seed=0).build())
+    try:
+        runner = type(built.runners.local).__name__
+        result = built.train()
+    finally:
+        built.stop()
+    assert runner == ("BatchedEnvRunner" if batched == "auto" else "EnvRunner")
+    assert result["env_steps_total"] >= 32 and np.isfinite(result["episode_return_mean"])
+
+
+class OwnStateSwarm(Swarm):
+    """A swarm whose global state is its own (not the observations joined) but whose step gives no final_state."""
+
+    def state(self, obs=None):
+        return torch.zeros((self.num_worlds, 5))
+
+
+def test_an_own_state_without_final_state_is_one_line():
+    marl.register_batched_env("own_state_swarm", lambda env_config, worlds, seed, device: OwnStateSwarm(
+        worlds, n=3, max_steps=4, seed=seed or 0))
+    cfg = (marl.MAPPOConfig().environment("own_state_swarm")
+           .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=8, batched=True))
+    runner = BatchedEnvRunner(cfg, 0)
+    with pytest.raises(EnvError, match=r"^env 'own_state_swarm' defines its own state\(\) but its step gave no "
+                                       r"final_state where worlds ended: return the state they reached in "
+                                       r"BatchedStep.final_state$"):
+        runner.sample()

@@ -28,6 +28,11 @@ def register_batched_env(name: str, creator: Callable[..., BatchedEnv]) -> None:
     _REGISTERED[name] = creator
 
 
+def is_registered_batched(name: str | None) -> bool:
+    """A name given to `register_batched_env`."""
+    return name in _REGISTERED
+
+
 def natively_batched(name: str | None) -> bool:
     """An env that simulates many worlds in one object (the batched path is its default)."""
     return isinstance(name, str) and (name in _REGISTERED or name.startswith(NATIVE_PREFIXES))

@@ -24,6 +24,7 @@ from pettingzoo.utils.env import AECEnv, ParallelEnv
 
 from marl.envs.base import EnvError, MultiAgentEnv
 from marl.envs.copies import PREFIX as COPIES_PREFIX, make_copies_env
+from marl.envs.batched_families import is_registered_batched, make_batched_env
 from marl.envs.batched_view import SingleWorldView
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a jaxmarl.* env is made)
@@ -123,7 +124,9 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     scenario, see :mod:`marl.envs.vmas`); ``copies.<Gymnasium id>`` (``num_agents`` independent copies
     as one env, RLlib's ``make_multi_agent``, see :mod:`marl.envs.copies`); ``openspiel.<game>`` (an OpenSpiel game, its
     parameters in ``env_config``, see :mod:`marl.envs.openspiel`); ``jaxmarl.<env id>`` (one world of
-    :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a PettingZoo-style module
+    :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a
+    :func:`register_batched_env` name (one world of it, through :class:`SingleWorldView`: what the config
+    checks probe and what the dict path steps); a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
     ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``;
     either may also return a marl ``MultiAgentEnv``, used as it is);
@@ -147,6 +150,11 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
                 f"creator registered for env {name!r} returned an unusable object: {e}"
             ) from None
     tried.append("register_env: no env registered under that name")
+
+    if is_registered_batched(name):  # a user's own batched simulator: its world 0 answers the dict API's questions
+        if wrappers:
+            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to batched envs")
+        return SingleWorldView(make_batched_env(name, config, num_worlds=1, seed=0, device="cpu"))
 
     if name.startswith("vmas."):
         if wrappers:

@@ -35,6 +35,8 @@ from marl.connectors.build import build_policy_module
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.data.records import SampledBatch
+from marl.envs.base import EnvError
+from marl.envs.batched import BatchedEnv
 from marl.envs.batched_families import make_batched_env
 from marl.errors import ConfigError
 from marl.modules import MultiRLModule
@@ -195,13 +197,23 @@ class BatchedEnvRunner(ActorBasics):
         actions[:, p.index] = env_act
         return actions
 
+    def _final_state(self, result) -> torch.Tensor:
+        """The global state the ended worlds reached: the env's `final_state`, or, where it gives none and its state is
+        the default (observations joined), the reached observations joined."""
+        if result.final_state is not None:
+            return result.final_state
+        if type(self.env).state is not BatchedEnv.state:
+            raise EnvError(f"env {self.config.environment_cfg.env!r} defines its own state() but its step gave no final_state where worlds "
+                           "ended: return the state they reached in BatchedStep.final_state")
+        return BatchedEnv.state(self.env, result.final_obs)
+
     def _record_ends(self, t: int, result) -> None:
         """Step t ended some worlds: the observations and state they reached; V(s') where truncated."""
         world = self.world
+        final_state = self._final_state(result) if self.state_dim is not None else None
         if world.next_state is not None:
-            world.next_state[t] = result.final_state
+            world.next_state[t] = final_state
         truncated = bool(result.truncated.any())
-        final_state = result.final_state if self.state_dim is not None else None
         masks = self.env.action_masks() if self.masked else None
         for p in self.policies.values():
             frag = p.fragment
