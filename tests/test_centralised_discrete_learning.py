@@ -2,6 +2,11 @@
 
 Slow tests. The random team's return (summed over the agents) is measured here on the same env; each algorithm
 trains a fixed budget and the mean of its last three iterations' returns must beat the random mean by MARGIN.
+
+Measured when the margin was set (random team -81.0 over 200 episodes, so the bar is -71.0; last-three mean at
+10k env steps, seeds 1 / 2 / 3): MASAC -62.7 / -65.8 / -64.6, MADDPG -60.8 / -64.6 / about -62; the lr=0 mutant
+(either algorithm: its policies stay uniform) -79.2 on seed 1, missing the bar by 8. About 45 s (MASAC) and 30 s
+(MADDPG) on a quiet machine; MASAC's expectation over each agent's own actions costs 15 critic rows per row.
 """
 
 from __future__ import annotations
@@ -9,14 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import marl
 from marl.algorithms import config_from_dict
 
 pytestmark = pytest.mark.slow
 
 BUDGET = 10_000  # env steps
 MARGIN = 10.0  # return units over the random team's mean (about -80)
-SMALL = {  # small nets and batches, 0.25 updates per env step: the budget runs in well under a minute
+SMALL = {  # small nets and batches, 0.25 updates per env step
     "training": {"model": {"hiddens": [64, 64], "activation": "relu"}, "train_batch_size": 128, "training_intensity": 32,
                  "gamma": 0.95, "num_steps_sampled_before_learning_starts": 1000, "min_env_steps_per_iteration": 1000},
     "env_runners": {"num_envs_per_env_runner": 8, "rollout_fragment_length": 25},
