@@ -31,9 +31,10 @@ def test_the_records_say_what_the_modules_and_graphs_do():
     caps = {name: cls.capabilities for name, cls in ALGORITHMS.items()}
     for name in ("DQN", "VDN", "QMIX"):  # Q networks: one value per discrete action
         assert caps[name].action_spaces == {"Discrete"}, name
-    for name in ("TD3", "MASAC", "MADDPG"):  # deterministic actors, centralised critics over joint Box actions
-        assert caps[name].action_spaces == {"Box"}, name
-    assert caps["SAC"].action_spaces == caps["CQL"].action_spaces == {"Discrete", "Box"}
+    assert caps["TD3"].action_spaces == {"Box"}  # a deterministic actor over tanh actions
+    # centralised critics over the joint action: Box, or Discrete one-hots (MADDPG: Gumbel-softmax; MASAC: expectations)
+    for name in ("SAC", "CQL", "MASAC", "MADDPG"):
+        assert caps[name].action_spaces == {"Discrete", "Box"}, name
     assert {n for n, c in caps.items() if c.centralised_critic} == {"MAPPO", "MASAC", "MADDPG", "QMIX", "VDN"}
     assert {n for n, c in caps.items() if c.overlap} == {"A2C", "DQN", "MAPPO", "PG", "PPO", "QMIX", "VDN"}
     assert {n: c.mixed_family for n, c in caps.items() if c.mixed_family} == {
@@ -130,7 +131,7 @@ def test_reference_prints_each_named_algorithms_capabilities():
     text = scenario_reference(["DQN", "MASAC", "MIXED"])
     assert "## Capabilities" in text
     assert "| DQN | Discrete | yes | yes | yes | replay | no | yes |" in text
-    assert "| MASAC | Box | no | yes | no | no | yes | yes |" in text
+    assert "| MASAC | Discrete, Box | no | yes | no | no | yes | yes |" in text
     assert "- MIXED: each policy is checked against its own algorithm's record" in text
     assert "| PPO |" not in text
     header = next(line for line in text.splitlines() if line.startswith("| algorithm |"))

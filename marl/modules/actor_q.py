@@ -3,13 +3,16 @@
 The actor reads one agent's observation and acts:
 - stochastic (SAC): Box -> a tanh-squashed Gaussian (`SquashedGaussian`), Discrete -> a categorical;
 - deterministic (TD3, MADDPG): Box -> tanh(actor(o)) plus exploration noise whose std follows the
-  `exploration_noise` schedule ([[env_step, sigma], ...]) while sampling (`NoisyDeterministic`).
+  `exploration_noise` schedule ([[env_step, sigma], ...]) while sampling (`NoisyDeterministic`);
+  Discrete (MADDPG only: centralised critics) -> logits, explored by sampling their categorical (the
+  Gumbel-max sample whose relaxation trains the actor, `marl.algorithms.maddpg.loss`), argmax at inference.
 Box actions live in [-1, 1]; the `unsquash_actions` piece maps them to the env's bounds.
 
 The critics (two with `twin_q`) value a state-action pair. Decentralised (no `agent_indices`):
 Q(o, a) of one agent, or for Discrete actions Q(o, .) over all actions. Centralised (MASAC,
 MADDPG: `agent_indices` names the group's env agents, filled in by their configs): Q(s, a_1..a_n)
-over the joined observations and actions of the group at one env step (`marl.replay.joint`), or
+over the joined observations and actions of the group at one env step (`marl.replay.joint`;
+Discrete actions as one-hots, `one_hot_actions`), or
 with `state_dim` Q(state, a_1..a_n) over the env's global state (`critic_state: global_state`).
 A group's agents share one actor (`shared_actor`, with a one-hot of the agent's place in the
 group when `agent_id`) or each has its own.
@@ -18,8 +21,8 @@ The learner trains three parameter groups (`actor_parameters`, `critic_parameter
 and keeps target copies of `critics` (and of `actors` for the deterministic family).
 
 model options: hiddens, critic_hiddens (default: hiddens), activation, deterministic, twin_q,
-exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices, state_dim, dueling (Discrete
-critics: Q = V + A - mean(A), as DQN's dueling head), conv_filters and conv_activation.
+exploration_noise, initial_alpha, shared_actor, agent_id, agent_indices, state_dim, dueling (decentralised
+Discrete critics: Q = V + A - mean(A), as DQN's dueling head), conv_filters and conv_activation.
 
 Image observations (`marl.modules.catalog`): each actor and each critic reads them through a conv encoder of
 its own (`Encoded`: the target copies copy theirs), uint8 end to end until the encoder scales them; a
@@ -86,13 +89,15 @@ class ActorQModule(RLModule):
         if not self.continuous and not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"SAC/TD3 need a Box or Discrete action space, got {action_space}")
         self.deterministic = bool(cfg.get("deterministic", False))
-        if self.deterministic and not self.continuous:
-            raise ValueError(f"a deterministic actor (TD3/MADDPG) needs a Box action space, got {action_space}; use SAC for Discrete")
         indices = cfg.get("agent_indices")
         self.central = bool(indices)
         self.group_size = len(indices) if indices else 1
-        if self.central and not self.continuous:
-            raise ValueError("centralised critics (MASAC/MADDPG) need Box actions; discrete actions: use SAC per agent")
+        if self.deterministic and not self.continuous and not self.central:
+            raise ValueError(f"a deterministic actor over {action_space} needs centralised critics (MADDPG's Gumbel-softmax); "
+                             "TD3 is Box only: use SAC for Discrete")
+        if self.central and bool(cfg.get("dueling", False)):
+            raise ValueError("model.dueling needs per-action critics (SAC's per-agent Discrete critics); "
+                             "centralised critics value the joint action: set it to false")
         self.state_dim = cfg.get("state_dim")
         if self.state_dim is not None and not self.central:
             raise ValueError("model.state_dim (critics over the global state) needs centralised critics (agent_indices)")
@@ -123,7 +128,7 @@ class ActorQModule(RLModule):
             Encoded(encoder(), 1, one_hot, hiddens, actor_out, activation, 0.01) if encoder
             else mlp(self.obs_dim + one_hot, hiddens, actor_out, activation, out_gain=0.01) for _ in range(n_actors))
         frames = 0 if self.state_dim is not None else self.group_size  # the frames a critic encodes per row
-        if self.continuous:
+        if self.continuous or self.central:  # Q of a (joint) action; Discrete: the agents' one-hots
             seen = self.group_size * self.obs_dim if self.state_dim is None else int(self.state_dim)
             extra, critic_out = self.group_size * self.act_dim, 1
         else:
@@ -139,7 +144,7 @@ class ActorQModule(RLModule):
             self.noise_schedule = cfg.get("exploration_noise", [[0, 0.1]])
             piecewise_linear(self.noise_schedule, 0)  # fail early on a malformed schedule
             self.sigma = float(piecewise_linear(self.noise_schedule, 0))
-            self.action_dist = NoisyDeterministic
+            self.action_dist = NoisyDeterministic if self.continuous else Categorical
         else:
             alpha = float(cfg.get("initial_alpha", 1.0))
             if alpha <= 0:
@@ -174,7 +179,7 @@ class ActorQModule(RLModule):
         return every[places, torch.arange(obs.shape[0])]
 
     def _dist_inputs(self, raw: torch.Tensor, batch, sigma: float) -> torch.Tensor:
-        if self.deterministic:
+        if self.deterministic and self.continuous:
             action = torch.tanh(raw)
             return torch.cat([action, torch.full_like(action, sigma)], dim=-1)
         if self.continuous:
@@ -204,11 +209,12 @@ class ActorQModule(RLModule):
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None, critics: nn.ModuleList | None = None,
                  state: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Each critic's Q: Box, obs [B, n, obs_dim] (or the global state [B, state_dim] with `state_dim`)
-        and actions [B, n, act_dim] -> [B]; Discrete, obs [B, 1, obs_dim] -> [B, actions] (actions unused)."""
+        """Each critic's Q: Box or centralised, obs [B, n, obs_dim] (or the global state [B, state_dim] with
+        `state_dim`) and actions [B, n, act_dim] (Discrete: `one_hot_actions`) -> [B]; decentralised Discrete,
+        obs [B, 1, obs_dim] -> [B, actions] (actions unused)."""
         critics = self.critics if critics is None else critics
         b = obs.shape[0]
-        if self.continuous:
+        if self.continuous or self.central:
             if self.state_dim is not None and state is None:
                 raise ValueError("critics over the global state (model.state_dim) need the batch's state columns")
             seen = obs if self.state_dim is None else state.reshape(b, -1)
@@ -217,3 +223,7 @@ class ActorQModule(RLModule):
         if not self.dueling:
             return outs
         return [out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True) for out in outs]
+
+    def one_hot_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Discrete actions [B, n] (integers) as the one-hots [B, n, actions] a centralised critic reads."""
+        return nn.functional.one_hot(actions.long(), self.act_dim).float()

@@ -12,6 +12,10 @@ critics read the env's global state instead of the joined observations: the
 state runners record for MAPPO's critic (`state()` where the env has one, else
 all agents' joined observations, `marl.runners.global_state`), with the state
 reached after each step (`next_state`) for the targets.
+
+Box or Discrete actions. Discrete: the critic reads every agent's one-hot action and each actor is trained by
+discrete SAC's expectation over its own actions given the others' (`marl.algorithms.masac.loss`, which says why
+this form and not MADDPG's Gumbel-softmax relaxation).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from marl.algorithms.canonical import CanonicalTask
-from marl.config.capabilities import BOX, Capabilities
+from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.mixing.config import MixingConfig
-from marl.algorithms.sac.config import SACConfig, SACTraining
+from marl.algorithms.masac import loss as masac_loss
+from marl.algorithms.sac.config import SACConfig, SACParts, SACTraining
 from marl.config.sections import EnvRunnersSection, doc
 from marl.data import sample_batch as sb
 
@@ -50,6 +55,11 @@ class MASACTraining(SACTraining, GroupTraining):
         "replayed joint transitions per sampled env step (train_batch_size of them per update); null: one update per sampling round",
         64, min=0,
     )
+    dueling: bool = doc("SAC's per-agent Discrete critics only: MASAC's centralised critic values the joint one-hot action", False)
+
+
+class MASACParts(SACParts):
+    losses = (masac_loss.critic_loss, masac_loss.actor_loss, masac_loss.alpha_loss)
 
 
 class CentralisedGroups:
@@ -100,5 +110,8 @@ class MASACConfig(CentralisedGroups, SACConfig):
         ),
     )
     training_section_cls = MASACTraining
-    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=True, overlap=False,
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=True, overlap=False,
                                 mixed_family=None, centralised_critic=True, batched=True)
+
+    def algorithm_parts(self):
+        return MASACParts()

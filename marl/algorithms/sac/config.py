@@ -85,14 +85,16 @@ def group_lr(cfg, group: str) -> float:
 class SACParts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
     per_row_stats = ("td_error",)
+    losses = (critic_loss, actor_loss, alpha_loss)  # MASAC: its own, for centralised critics over Discrete actions
 
     def param_groups(self, cfg):
+        critic, actor, alpha = self.losses
         return [
-            ParamGroup("critic", critic_loss, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("critic", critic, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.critic_parameters()),
-            ParamGroup("actor", actor_loss, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("actor", actor, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.actor_parameters()),
-            ParamGroup("alpha", alpha_loss, lr=group_lr(cfg, "alpha"), eps=cfg.adam_eps, params=lambda m: [m.log_alpha]),
+            ParamGroup("alpha", alpha, lr=group_lr(cfg, "alpha"), eps=cfg.adam_eps, params=lambda m: [m.log_alpha]),
         ]
 
     def target_copies(self, cfg):

@@ -34,12 +34,14 @@ class TD3Training(ReplayActorCriticTraining):
 class TD3Parts(AlgorithmParts):
     loss_columns = LOSS_COLUMNS
     per_row_stats = ("td_error",)
+    losses = (critic_loss, actor_loss)  # MADDPG: its own, for centralised critics over Discrete actions
 
     def param_groups(self, cfg):
+        critic, actor = self.losses
         return [
-            ParamGroup("critic", critic_loss, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("critic", critic, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.critic_parameters()),
-            ParamGroup("actor", actor_loss, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
+            ParamGroup("actor", actor, lr=group_lr(cfg, "actor"), eps=cfg.adam_eps, grad_clip=cfg.grad_clip,
                        params=lambda m: m.actor_parameters(), every=int(cfg.policy_delay)),
         ]
 
