@@ -15,7 +15,7 @@ import marl
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 from marl.modules import ActorCriticMLP, CentralCriticMLP, QMLP
-from marl.modules.catalog import ConvEncoder, FlatEncoder, PartsEncoder, encoder_for
+from marl.modules.catalog import ConvEncoder, FlatEncoder, FramesEncoder, PartsEncoder, encoder_for
 from marl.runners import EnvRunner
 
 IMAGE = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
@@ -200,6 +200,27 @@ def test_ppo_with_a_cnn_learns_to_read_the_image():
         algo.stop()
 
 
+@pytest.mark.slow
+def test_mappo_with_conv_actor_and_critic_learns_to_read_the_image():
+    """MAPPO on the quadrant task: the actor reads its frame, the critic both frames through one conv stack
+    (FramesEncoder). Chance earns 2 of 8 per agent; reading the pixels earns 8."""
+    cfg = (quadrant_config(marl.MAPPOConfig, num_envs_per_env_runner=8, rollout_fragment_length=32)
+           .training(lr=1e-3, train_batch_size=1024, minibatch_size=128, num_epochs=4, entropy_coeff=0.0,
+                     model={"conv_filters": [[8, 4, 2], [16, 3, 2]], "hiddens": [64]}))
+    algo = cfg.build()
+    try:
+        assert isinstance(algo.learners.local.module["default_policy"].state_encoder, FramesEncoder)
+        best = 0.0
+        for _ in range(40):
+            ret = algo.train()["episode_return_mean"]
+            best = max(best, ret / 2) if ret == ret else best  # two agents: per-agent return
+            if best >= 7.0:
+                break
+        assert best >= 7.0, best
+    finally:
+        algo.stop()
+
+
 # -- a PettingZoo image env through `marl train` ------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,9 +336,10 @@ def test_model_options_per_policy():
 
 
 @pytest.mark.parametrize("recurrent", [None, "gru"])
-def test_mappo_keeps_a_global_state_of_frames_uint8_and_its_critic_scales_it(recurrent):
+def test_mappo_keeps_a_global_state_of_frames_uint8_and_its_critic_reads_each_frame_through_a_conv(recurrent):
     """No env state(): the global state is the agents' frames joined; it stays uint8 in batches (one row per
-    env step) and the critic reads it scaled to [0, 1], as it would read the frames / 255 as floats."""
+    env step) and the critic reads each agent's frame through one shared conv stack (scaled to [0, 1] there),
+    the features joined in agent order."""
     model = {"conv_filters": [[8, 4, 2]], "hiddens": [32], "recurrent": recurrent, "max_seq_len": 4}
     algo = quadrant_config(marl.MAPPOConfig).training(model=model, train_batch_size=40, minibatch_size=20,
                                                      num_epochs=2).build()
@@ -328,12 +350,17 @@ def test_mappo_keeps_a_global_state_of_frames_uint8_and_its_critic_scales_it(rec
         assert table.dtype == np.uint8 and table.shape[1:] == (2 * 16 * 16,) and set(np.unique(table)) == {0, 255}
         module = algo.learners.local.module["default_policy"]
         state = torch.from_numpy(table[:3])
+        encoder = module.state_encoder if recurrent is None else module.critic.encoder
+        assert isinstance(encoder, FramesEncoder) and encoder.count == 2 and encoder.frame == (16, 16, 1)
+        frames = state.reshape(3, 2, 16, 16, 1)
+        expected = torch.cat([encoder.conv(frames[:, 0]), encoder.conv(frames[:, 1])], dim=1)  # agent order
+        assert torch.equal(encoder.conv(frames[:, 0].float()), encoder.conv(frames[:, 0]))  # raw values, scaled inside
         if recurrent is None:
             inputs = {"state": state, "agent_index": torch.zeros(3, dtype=torch.int64)}
-            read = module._state(inputs, module._ids(inputs))[:, : 2 * 16 * 16]
-            torch.testing.assert_close(read, state.float() / 255.0)  # (the agent id one-hot follows)
+            read = module._state(inputs, module._ids(inputs))[:, : encoder.out_dim]
+            torch.testing.assert_close(read, expected)  # (the agent id one-hot follows)
         else:
-            torch.testing.assert_close(module.critic_input({"state": state}), state.float() / 255.0)
+            torch.testing.assert_close(encoder(module.critic_input({"state": state})), expected)
         for _ in range(2):
             result = algo.train()
         assert np.isfinite(result["losses/default_policy/vf_loss"])

@@ -189,6 +189,33 @@ class ConvEncoder(nn.Module):
         return self.convs(x).flatten(1)
 
 
+class FramesEncoder(nn.Module):
+    """A global state of `count` agents' frames joined (MAPPO's state where the env has no state()): each frame through
+    one shared conv stack, the features joined in agent order. Input [B, count * prod(frame)] raw (uint8 or its float
+    values), output [B, count * conv features]."""
+
+    def __init__(self, state_dim: int, frame, conv_filters=None, activation: str = "relu"):
+        super().__init__()
+        self.frame = tuple(int(n) for n in frame)
+        per = int(np.prod(self.frame))
+        if state_dim % per:
+            raise ValueError(f"model option state_frame {list(self.frame)} does not divide the state's {state_dim} values")
+        self.count = state_dim // per
+        self.conv = ConvEncoder(gym.spaces.Box(0, 255, self.frame, np.uint8), conv_filters, activation)
+        self.out_dim = self.count * self.conv.out_dim
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.conv(state.reshape(len(state) * self.count, -1)).reshape(len(state), self.out_dim)
+
+
+def state_encoder(state_dim: int, cfg: dict) -> nn.Module:
+    """The critic's encoder of the global state: `FramesEncoder` where `state_frame` says it is frames, else flat."""
+    frame = cfg.get("state_frame")
+    if not frame:
+        return FlatEncoder(state_dim)
+    return FramesEncoder(state_dim, frame, cfg.get("conv_filters"), cfg.get("conv_activation", "relu"))
+
+
 class PartsEncoder(nn.Module):
     """Dict/Tuple spaces with image parts: one encoder per part (conv for images, the flat vector for the rest,
     Discrete one-hot), concatenated in part order.

@@ -8,7 +8,9 @@ hiddens), initial_log_std (Box actions), and, set by `MAPPOConfig` from the env:
 state_dim, num_agents, agent_id (append a one-hot of the agent's index in
 `possible_agents` to both inputs, so one shared network can tell agents apart);
 conv_filters / conv_activation (image observations: the actor reads them through a
-conv encoder, `marl.modules.catalog`; the critic's global state stays a flat vector).
+conv encoder, `marl.modules.catalog`); state_frame (set by `MAPPOConfig` where the global state is the
+agents' frames joined: the critic reads each frame through one shared conv stack, `FramesEncoder`, and
+joins the features; otherwise the state is a flat vector).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import torch
 
 from marl.modules.catalog import (
     ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, core_for, encoder_for, gaussian_log_std,
-    policy_head, value_head,
+    policy_head, state_encoder, value_head,
 )
 from marl.modules.functional import as_float_state, run_sequential
 from marl.modules.numpy_acting import NumpyActor
 from marl.modules.rl_module import RLModule
 
-MODEL_KEYS = {"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id"} | ENCODER_KEYS
+MODEL_KEYS = ({"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id",
+               "state_frame"} | ENCODER_KEYS)
 
 
 class CentralCriticMLP(RLModule):
@@ -53,7 +56,9 @@ class CentralCriticMLP(RLModule):
         self.encoder = encoder_for(observation_space, cfg)
         self.core = core_for(self.encoder.out_dim, cfg)
         self._direct = isinstance(self.encoder, FlatEncoder) and isinstance(self.core, IdentityCore)
-        self.actor_in_dim, self.critic_in_dim = self.core.out_dim + extra, self.state_dim + extra
+        self.state_encoder = state_encoder(self.state_dim, cfg)
+        self._flat_state = isinstance(self.state_encoder, FlatEncoder)
+        self.actor_in_dim, self.critic_in_dim = self.core.out_dim + extra, self.state_encoder.out_dim + extra
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.pi = policy_head(self.actor_in_dim, hiddens, action_space, activation)
         self.vf = value_head(self.critic_in_dim, critic_hiddens, activation)
@@ -89,7 +94,8 @@ class CentralCriticMLP(RLModule):
     def _state(self, batch, ids: torch.Tensor | None) -> torch.Tensor:
         if "state" not in batch:
             raise KeyError("the centralised critic needs the 'state' input (the runner records it when the algorithm asks)")
-        return self._join(as_float_state(batch["state"]), ids)
+        state = batch["state"]
+        return self._join(as_float_state(state) if self._flat_state else self.state_encoder(state), ids)
 
     def _dist_inputs(self, logits: torch.Tensor, batch) -> torch.Tensor:
         if self.continuous:
@@ -120,7 +126,7 @@ class CentralCriticMLP(RLModule):
 
     def numpy_actor(self):
         # Mirrors this class's own passes only (a subclass acts in torch); the joins as above, in NumPy.
-        if type(self) is not CentralCriticMLP or not self._direct:
+        if type(self) is not CentralCriticMLP or not self._direct or not self._flat_state:
             return None
         id_rows = np.eye(max(self.num_agents, 1), dtype=np.float32)
         agent_id = self.agent_id

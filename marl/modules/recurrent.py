@@ -31,7 +31,9 @@ import torch
 from torch import nn
 
 from marl.errors import ConfigError
-from marl.modules.catalog import ACTIVATIONS, ENCODER_KEYS, FlatEncoder, check_activation, check_hiddens, encoder_for, linear
+from marl.modules.catalog import (
+    ACTIVATIONS, ENCODER_KEYS, check_activation, check_hiddens, encoder_for, linear, state_encoder,
+)
 from marl.modules.rl_module import RLModule
 from marl.import_paths import import_object
 from marl.modules.functional import as_float_state
@@ -279,7 +281,7 @@ class RecurrentCentralCritic(RecurrentActorCritic):
     """MAPPO's recurrent actor-critic: the actor's core runs over the agent's observations, the critic's
     over the global state (model options of `CentralCriticMLP` plus the recurrent ones)."""
 
-    MODEL_KEYS = RecurrentActorCritic.MODEL_KEYS | {"critic_hiddens", "state_dim", "num_agents", "agent_id"}
+    MODEL_KEYS = RecurrentActorCritic.MODEL_KEYS | {"critic_hiddens", "state_dim", "num_agents", "agent_id", "state_frame"}
 
     def __init__(self, observation_space, action_space, model_config=None):
         cfg = dict(model_config or {})
@@ -294,7 +296,7 @@ class RecurrentCentralCritic(RecurrentActorCritic):
         self.inputs = ("obs", "action_mask", "state") + (("agent_index",) if self._agent_id else ())
 
     def critic_encoder(self):
-        return FlatEncoder(self._state_dim)
+        return state_encoder(self._state_dim, self.model_config)
 
     def extra_dim(self) -> int:
         return self._num_agents if self._agent_id else 0
@@ -308,4 +310,6 @@ class RecurrentCentralCritic(RecurrentActorCritic):
         return check_hiddens(self.model_config.get("critic_hiddens") or hiddens, "critic_hiddens")
 
     def critic_input(self, batch):
-        return as_float_state(batch["state"]) if "state" in batch else None
+        if "state" not in batch:
+            return None
+        return batch["state"] if self.model_config.get("state_frame") else as_float_state(batch["state"])

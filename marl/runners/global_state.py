@@ -22,7 +22,8 @@ JOINED_OBS = "joined_obs"
 
 
 def probe_global_state(env) -> dict:
-    """{source, dim, num_agents} of an env's global state; resets the env once to ask for `state()`."""
+    """{source, dim, num_agents, dtype[, frame]} of an env's global state; resets the env once to ask for `state()`.
+    `frame`: where the state is the agents' uint8 frames joined and the frames are alike, one frame's shape."""
     env.reset(seed=0)
     state = env.state()
     agents = list(env.possible_agents)
@@ -32,7 +33,10 @@ def probe_global_state(env) -> dict:
     parts = [observation_part(env.observation_space(a)) for a in agents]
     dim = sum(int(gym.spaces.flatdim(p)) for p in parts)
     frames = all(image_shape(p) is not None and p.dtype == np.uint8 for p in parts)
-    return {"source": JOINED_OBS, "dim": dim, "num_agents": len(agents), "dtype": "uint8" if frames else "float32"}
+    spec = {"source": JOINED_OBS, "dim": dim, "num_agents": len(agents), "dtype": "uint8" if frames else "float32"}
+    if frames and len({p.shape for p in parts}) == 1:  # frames alike: a critic can read each through one conv stack
+        spec["frame"] = [int(n) for n in parts[0].shape]
+    return spec
 
 
 class GlobalState:

@@ -67,6 +67,8 @@ class MAPPOConfig(PPOConfig):
             model.setdefault("state_dim", spec["dim"])
             model.setdefault("num_agents", spec["num_agents"])
             model.setdefault("agent_id", self.training_cfg.agent_id)
+            if spec.get("frame"):  # the state is the agents' frames joined: the critic reads them through a conv stack
+                model.setdefault("state_frame", spec["frame"])
             if self.training_cfg.critic_hiddens is not None:
                 model.setdefault("critic_hiddens", list(self.training_cfg.critic_hiddens))
         return replace(plan, model=model)
