@@ -13,7 +13,21 @@
   envs and samples for `--seconds` — the random loop alone vs the marl runner (which
   also imports torch and holds the conv module).
 
-The env is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) made grey and
+With `--defaults`, instead: **PPO's defaults on full Pistonball** (`marl train --algo PPO --env
+pettingzoo.butterfly.pistonball_v6`: 20 pistons, 457x120 RGB crops, Box actions), one fresh process per side,
+the sides one after the other in the same run: *before*, the settings those defaults had before images got
+their own (`environment.wrappers: []`, full-size frames; PPO's Box `auto` values: 6 epochs of 128-row
+minibatches, [256, 256] head), written out; *after*, the defaults (`wrappers: auto` resizes to 42x42, PPO's
+IMAGE `auto` values). Per side: seconds per iteration (its sample and learn parts) and the peak resident set.
+
+    .venv/bin/python benchmarks/images.py --defaults [--iterations 3] [--before-iterations 1]
+    .venv/bin/python benchmarks/images.py --learn 60   # the defaults for 60 iterations against a random policy
+
+`--learn N` trains the defaults for N iterations (seed 0) and compares the mean return of the episodes that
+finished in its last N/4 iterations with a random-action loop's episodes on the same env (returns summed
+over the 20 pistons, as `episode_return_mean` sums an episode's agents).
+
+The env of the other rows is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) made grey and
 downscaled by SuperSuit (`color_reduction_v0`, `resize_v1`) to size x size uint8, with marl's
 `frame_stack` connector (k=3): size x size x 3 uint8 module inputs, as `scenarios/pistonball_cnn.yaml`.
 The random loop steps the same SuperSuit-wrapped envs (the wrappers' cost is the env's own).
@@ -28,6 +42,8 @@ import resource
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 import _common as C
 
@@ -145,6 +161,103 @@ def child(args) -> None:
     print(json.dumps({"peak_mb": peak_mb, "steps_per_s": steps / elapsed}))
 
 
+PISTONBALL = "pettingzoo.butterfly.pistonball_v6"
+# PPO's Box `auto` values, what full Pistonball got before image observations had their own (action_space_defaults)
+BEFORE_TRAINING = {"gae_lambda": 0.1, "minibatch_size": 128, "num_epochs": 6, "vf_loss_coeff": 1.0, "grad_clip": None,
+                   "model": {"hiddens": [256, 256], "activation": "relu"}}
+
+
+def pistonball_config(side: str):
+    cfg = marl.PPOConfig().environment(PISTONBALL).debugging(seed=0)
+    if side == "before":
+        cfg.environment(wrappers=[]).training(**BEFORE_TRAINING)
+    return cfg
+
+
+def train_child(side: str, iterations: int) -> None:
+    """`iterations` of PPO on full Pistonball in this process; one JSON line: per-iteration times, returns, peak RSS."""
+    algo = pistonball_config(side).build()
+    resolved = algo.config
+    rows = []
+    for _ in range(iterations):
+        r = algo.train()
+        rows.append({"time_s": r["time_this_iter_s"], "return": r["episode_return_mean"], "episodes": r.get("episodes_this_iter", 0),
+                     "env_steps": r["env_steps_total"],
+                     **{k.split("/")[1]: v for k, v in r.items() if k.startswith("perf/") and k.endswith("_time_s")}})
+    algo.stop()
+    t = resolved.training_cfg
+    print(json.dumps({"rows": rows, "peak_mb": vm_hwm_mb(), "wrappers": resolved.environment_cfg.wrappers,
+                      "training": {"num_epochs": t.num_epochs, "minibatch_size": t.minibatch_size, "model": t.model}}))
+
+
+def run_child(args, mode: str, side: str, iterations: int, timeout: float | None = None) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, "--side", side, "--iterations", str(iterations)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise SystemExit(f"{side} child failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def random_returns(episodes: int, seed: int = 0) -> list[float]:
+    """Returns (summed over the pistons) of `episodes` episodes of uniformly random actions on full Pistonball."""
+    from pettingzoo.butterfly import pistonball_v6
+
+    env = pistonball_v6.parallel_env()
+    out = []
+    for ep in range(episodes):
+        env.reset(seed=seed + ep)
+        total, done = 0.0, False
+        while not done:
+            acts = {a: env.action_space(a).sample() for a in env.agents}
+            _, rew, term, trunc, _ = env.step(acts)
+            total += sum(rew.values())
+            done = not env.agents or all(term[a] or trunc[a] for a in term)
+        out.append(total)
+    env.close()
+    return out
+
+
+def episode_mean(rows: list[dict]) -> tuple[float, int]:
+    """Mean return of the episodes that finished in `rows` (each iteration's mean weighted by its episodes)."""
+    n = sum(r["episodes"] for r in rows)
+    return (sum(r["return"] * r["episodes"] for r in rows if r["episodes"]) / n if n else float("nan")), n
+
+
+def defaults_main(args) -> None:
+    print(f"images benchmark, PPO defaults on full Pistonball: {C.machine_line()}")
+    rows = []
+    for side, iterations in (("before", args.before_iterations), ("after", args.iterations)):
+        res = run_child(args, "train", side, iterations)
+        last = res["rows"][1:] or res["rows"]  # the first iteration also pays warm-up, where there are more
+        rows.append([side, json.dumps(res["wrappers"]), f"{res['training']['num_epochs']} x {res['training']['minibatch_size']}",
+                     f"{C.median([r['time_s'] for r in last]):.1f}", f"{C.median([r.get('sample_time_s', 0) for r in last]):.1f}",
+                     f"{C.median([r.get('learn_time_s', 0) for r in last]):.1f}", f"{res['peak_mb']:,.0f}"])
+        print(f"  {side}: {res['rows']}", flush=True)
+    C.print_table(["side", "wrappers", "epochs x minibatch", "s/iteration", "sample s", "learn s", "peak RSS MB"], rows,
+                  f"PPO on {PISTONBALL} (20 pistons, 4,096 agent steps an iteration), fresh process per side; "
+                  f"median over the iterations after the first (before: its one iteration, {args.before_iterations} run)")
+
+
+def learn_main(args) -> None:
+    print(f"images benchmark, PPO defaults learning full Pistonball: {C.machine_line()}")
+    t0 = time.perf_counter()
+    res = run_child(args, "train", "after", args.learn)
+    wall = time.perf_counter() - t0
+    rows = res["rows"]
+    k = max(1, len(rows) // 4)
+    first, n_first = episode_mean(rows[:k])
+    last, n_last = episode_mean(rows[-k:])
+    rand = random_returns(args.random_episodes)
+    sem = float(np.std(rand) / np.sqrt(len(rand)))
+    C.print_table(["policy", "episodes", "mean return (20 pistons summed)"],
+                  [["random actions", len(rand), f"{np.mean(rand):.1f} +- {sem:.1f} (s.e.)"],
+                   [f"PPO defaults, iterations 1-{k}", n_first, f"{first:.1f}"],
+                   [f"PPO defaults, iterations {len(rows) - k + 1}-{len(rows)}", n_last, f"{last:.1f}"]],
+                  f"{rows[-1]['env_steps']:,} env steps in {len(rows)} iterations, {wall:.0f} s wall, "
+                  f"median {C.median([r['time_s'] for r in rows]):.1f} s/iteration, peak RSS {res['peak_mb']:,.0f} MB")
+    print(f"margin over random: {last - np.mean(rand):+.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
@@ -153,10 +266,25 @@ def main() -> None:
     ap.add_argument("--fragment", type=int, default=32)
     ap.add_argument("--size", type=int, default=32, help="frames are size x size x 3 (default 32)")
     ap.add_argument("--pistons", type=int, default=6)
-    ap.add_argument("--child", choices=["random", "marl"], help=argparse.SUPPRESS)
+    ap.add_argument("--defaults", action="store_true", help="PPO's defaults on full Pistonball, before vs after image defaults")
+    ap.add_argument("--iterations", type=int, default=3, help="--defaults: iterations of the after side")
+    ap.add_argument("--before-iterations", type=int, default=1, help="--defaults: iterations of the before side (minutes each)")
+    ap.add_argument("--learn", type=int, default=0, help="train the defaults this many iterations against random")
+    ap.add_argument("--random-episodes", type=int, default=30)
+    ap.add_argument("--child", choices=["random", "marl", "train"], help=argparse.SUPPRESS)
+    ap.add_argument("--side", choices=["before", "after"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child == "train":
+        train_child(args.side, args.iterations)
+        return
     if args.child:
         child(args)
+        return
+    if args.defaults:
+        defaults_main(args)
+        return
+    if args.learn:
+        learn_main(args)
         return
     print(f"images benchmark: {C.machine_line()}")
     print(f"pistonball_v6, {args.pistons} pistons, grey {args.size}x{args.size} frames, 3 stacked (uint8); "

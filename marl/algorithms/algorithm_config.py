@@ -19,9 +19,9 @@ import dataclasses
 import difflib
 from typing import Any, Callable
 
-import gymnasium as gym
 
 from marl.algorithms.algorithm_parts import AlgorithmParts
+from marl.algorithms.env_probe import EnvFacts, probe_env
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
 from marl.config.capabilities import UNDECLARED, Capabilities
 from marl.config.plain_data import plain_data as _plain
@@ -48,8 +48,9 @@ from marl.config.sections import (
 from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
 from marl.envs import make_env
-from marl.envs.batched_families import make_batched_env, natively_batched
+from marl.envs.batched_families import natively_batched
 from marl.envs.registry import registered_creator
+from marl.envs.wrappers import is_auto
 from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
 from marl.policies.league import League, LeagueMapping
 from marl.policies.self_play import SelfPlay
@@ -112,7 +113,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         # runtime_env py_modules (marl.runners.user_code), so workers need no PYTHONPATH.
         self.user_modules: list[str] = []
         self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
-        self._acts_in_box: bool | None = None  # probed once (see acts_in_box), shipped with the config
+        self._env_facts: EnvFacts | None = None  # probed once (see env_facts), shipped with the config
 
     # -- builder --------------------------------------------------------------
     def _set(self, name: str, values: dict) -> "AlgorithmConfig":
@@ -359,32 +360,29 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     def default_workflow(self):
         raise NotImplementedError
 
-    def acts_in_box(self) -> bool:
-        """Whether every agent of the env acts in a Box space (asked of one fresh env, once)."""
-        if self._acts_in_box is None:
-            env_cfg = self.environment_cfg
-            if natively_batched(env_cfg.env):  # (a name only register_batched_env knows has no dict form to ask)
-                worlds = self.env_runners_cfg.num_envs_per_env_runner  # (what its runners make: the same checks)
-                env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), worlds, None, "cpu")
-                agents = env.agents
-            else:
-                env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
-                agents = env.possible_agents
-            try:
-                self._acts_in_box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in agents)
-            finally:
-                env.close()  # (both forms: a vector env's worker processes end here)
-        return self._acts_in_box
+    def env_facts(self) -> EnvFacts:
+        """Action spaces, image observations and `auto` wrappers of the env (asked of one fresh env, once)."""
+        if self._env_facts is None:
+            self._env_facts = probe_env(self)
+        return self._env_facts
 
-    def resolve_auto_keys(self, acts_in_box: Callable[[], bool]) -> None:
-        """Sets, in place, the training keys the algorithm picks when it builds (PPO's `auto` ones); the base has none."""
+    def acts_in_box(self) -> bool:
+        """Whether every agent of the env acts in a Box space."""
+        return self.env_facts().acts_in_box
+
+    def resolve_auto_keys(self, env_facts: Callable[[], EnvFacts]) -> None:
+        """Sets, in place, the training keys the algorithm picks when it builds (PPO's `auto` ones, from
+        `env_facts()`, asked only where a key is `auto`); the base has none."""
 
     built_form = False  # True on what `resolved` returns (and its copies): components use it as it is
 
     def resolved(self) -> "AlgorithmConfig":
         """A copy with the keys the algorithm picks when it builds set (`resolve_auto_keys`): what `build` runs."""
         out = self.copy()
-        out.resolve_auto_keys(out.acts_in_box)
+        env_cfg = out.environment_cfg
+        if is_auto(env_cfg.wrappers):  # config.yaml names the wrappers the run is made with
+            env_cfg.wrappers = [] if natively_batched(env_cfg.env) else copy.deepcopy(out.env_facts().wrappers)
+        out.resolve_auto_keys(out.env_facts)
         out.built_form = True
         return out
 

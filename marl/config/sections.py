@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marl.config.checks import (  # noqa: F401  (also importable from here, as before)
+    AUTO,
     CHECKS,
     check_relations,
     device_problem,
@@ -36,8 +37,11 @@ class EnvironmentSection:
                            "continuous_actions, device)", default_factory=dict)
     wrappers: list = doc(
         "SuperSuit wrappers applied to the env before marl adapts it, innermost first: a list of names or "
-        "{name: {arg: value}} (e.g. [{color_reduction_v0: {mode: B}}, {resize_v1: {x_size: 32, y_size: 32}}])",
-        default_factory=list,
+        "{name: {arg: value}} (e.g. [{color_reduction_v0: {mode: B}}, {resize_v1: {x_size: 32, y_size: 32}}]); "
+        "auto: frames with a side over 84 px (uint8, HWC: Pistonball's 457x120 crops, Atari's 210x160) are resized "
+        "to 42x42, colour and uint8 kept, and the default modules' conv stack is sized to that; other envs get none "
+        "(marl.envs.wrappers; config.yaml names what auto chose); a list given, even [], replaces auto whole",
+        AUTO, auto=True,
     )
     clip_actions: bool = doc("clip Box actions to the action space's bounds", True)
     unsquash_actions: bool = doc(

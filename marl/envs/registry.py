@@ -31,7 +31,7 @@ from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a 
 from marl.envs.openspiel import make_openspiel_env  # (pyspiel itself is imported only when an openspiel.* env is made)
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
 from marl.envs.vmas import make_vmas_env  # (vmas itself is imported only when a vmas.* env is made)
-from marl.envs.wrappers import apply_wrappers
+from marl.envs.wrappers import apply_wrappers, image_wrappers, is_auto
 
 EnvCreator = Callable[[dict[str, Any]], Any]
 
@@ -157,22 +157,22 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
         return SingleWorldView(make_batched_env(name, config, num_worlds=1, seed=0, device="cpu"))
 
     if name.startswith("vmas."):
-        if wrappers:
+        if wrappers and not is_auto(wrappers):
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to VMAS scenarios")
         return make_vmas_env(name, config)
 
     if name.startswith(COPIES_PREFIX):
-        if wrappers:
+        if wrappers and not is_auto(wrappers):
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to copies.* envs")
         return make_copies_env(name, config)
 
     if name.startswith("jaxmarl."):
-        if wrappers:
+        if wrappers and not is_auto(wrappers):
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to JaxMARL envs")
         return SingleWorldView(JaxMarlEnv(name, config, num_worlds=1, seed=0))
 
     if name.startswith("openspiel."):
-        if wrappers:
+        if wrappers and not is_auto(wrappers):
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to OpenSpiel games")
         return make_openspiel_env(name, config)
 
@@ -191,8 +191,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
 
 
 def _wrapped(made: Any, wrappers: list | None, name: str) -> Any:
-    """``made`` with the scenario's SuperSuit wrappers applied (none: unchanged)."""
-    if not wrappers:
+    """``made`` with the scenario's SuperSuit wrappers applied (none: unchanged; auto: its image defaults)."""
+    if not wrappers or (is_auto(wrappers) and (isinstance(made, MultiAgentEnv) or not image_wrappers(made))):
         return made
     if isinstance(made, MultiAgentEnv):
         raise EnvError(
@@ -200,6 +200,25 @@ def _wrapped(made: Any, wrappers: list | None, name: str) -> Any:
             "or Gymnasium envs only"
         )
     return apply_wrappers(made, wrappers, name)
+
+
+def resolved_wrappers(name: str, env_config: dict[str, Any] | None, wrappers: list | str | None) -> list:
+    """The SuperSuit wrappers `make_env` applies for ``wrappers``: a list as given; auto: the image defaults of
+    the env's own observations (``auto_wrappers_of`` one env made without them)."""
+    if not is_auto(wrappers):
+        return list(wrappers or [])
+    env = make_env(name, env_config, [])
+    try:
+        return auto_wrappers_of(env)
+    finally:
+        env.close()
+
+
+def auto_wrappers_of(env: MultiAgentEnv) -> list:
+    """What `auto` wraps the env's object with (``marl.envs.wrappers.image_wrappers``), given the env made
+    without wrappers; marl's own envs and Tuple envs: none (SuperSuit wraps neither)."""
+    raw = env.env if isinstance(env, (ParallelEnvAdapter, AECEnvAdapter, GymnasiumAdapter)) else None
+    return image_wrappers(raw) if raw is not None else []
 
 
 def _call(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

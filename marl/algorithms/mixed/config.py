@@ -97,7 +97,7 @@ class MixedConfig(AlgorithmConfig):
             setattr(sub, section + "_cfg", getattr(self, section + "_cfg"))
         overrides = {k: v for k, v in self.training_cfg.algorithms[policy_id].items() if k != "algo"}
         update_section(sub.training_cfg, f"training.algorithms.{policy_id}", overrides)
-        sub.resolve_auto_keys(self.acts_in_box)  # PPO's `auto` keys: the env is asked once, by this config
+        sub.resolve_auto_keys(self.env_facts)  # PPO's `auto` keys: the env is asked once, by this config
         sub.env_creator = self.env_creator
         if sb.STATE in sub.columns_for(policy_id):
             sub._global_state_spec = self.global_state_spec()

@@ -1,14 +1,20 @@
-"""PPO's defaults that depend on the action space: the training keys whose default is `auto`.
+"""PPO's defaults that depend on the env: the training keys whose default is `auto`.
 
-A key left at `auto` is set when the config builds (`AlgorithmConfig.resolved`), from the env's action spaces:
-BOX where every agent of the env acts in a Box space, DISCRETE otherwise (Discrete, MultiDiscrete, mixed).
-A value the user gives (a number, null) is kept as given; only `auto` is replaced.
+A key left at `auto` is set when the config builds (`AlgorithmConfig.resolved`), from the env (`EnvFacts`):
+IMAGE where an agent observes images (after `environment.wrappers`, whose own `auto` resizes large frames to
+42x42), else by the action spaces: BOX where every agent acts in a Box space, DISCRETE otherwise (Discrete,
+MultiDiscrete, mixed). A value the user gives (a number, null) is kept as given; only `auto` is replaced.
 
 DISCRETE is sized for CartPole (the canonical discrete task), as PPO's defaults were before this split. BOX is
 RLlib's multi-agent Pendulum PPO example's settings (lambda 0.1, 6 epochs, 128-row minibatches, relu [256, 256],
 value loss weight 1, no gradient clipping) at marl's 4,096-row train batch (RLlib's 8,000 rows reached -300 on
 single-agent Pendulum at 221k-246k env steps, 4,096 rows at 143k-160k). With the DISCRETE values two Pendulum
 copies missed RLlib's -600 within 250k env steps on 2 of 3 seeds (docs/results/rllib_targets/).
+
+IMAGE keeps a conv update to seconds on a CPU: a conv pass costs about a hundred times an MLP's per row, so 3
+epochs of 256-row minibatches (48 SGD steps per 4,096-row batch, not DISCRETE's 640), a [256] relu head over the
+conv stack that `model.conv_filters: null` sizes to the frame, and GAE lambda 0.95 for Box actions too
+(BOX's 0.1 is sized for Pendulum's dense reward). Pistonball with these: benchmarks/images.py --pistonball.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ BOX = {
     "grad_clip": None,
     "model": {"hiddens": [256, 256], "activation": "relu"},
 }
+IMAGE = {
+    "gae_lambda": 0.95,
+    "minibatch_size": 256,
+    "num_epochs": 3,
+    "vf_loss_coeff": 0.5,
+    "grad_clip": 0.5,
+    "model": {"hiddens": [256], "activation": "relu"},
+}
 
 
 def auto_doc(text: str, key: str) -> str:
@@ -41,7 +55,8 @@ def auto_doc(text: str, key: str) -> str:
     def yaml(value) -> str:
         return json.dumps(value).replace('"', "")
 
-    return f"{text}; auto: {yaml(DISCRETE[key])} for discrete actions, {yaml(BOX[key])} for Box (marl.algorithms.ppo.action_space_defaults)"
+    return (f"{text}; auto: {yaml(DISCRETE[key])} for discrete actions, {yaml(BOX[key])} for Box, {yaml(IMAGE[key])} "
+            "for image observations (marl.algorithms.ppo.action_space_defaults)")
 
 
 def auto_keys(training) -> list[str]:
@@ -49,8 +64,8 @@ def auto_keys(training) -> list[str]:
     return [name for name in section_fields(training) if isinstance(getattr(training, name), str) and getattr(training, name) == AUTO]
 
 
-def resolve_auto(training, box: bool) -> None:
-    """Sets every `auto` key of `training` to its value for the action space (BOX or DISCRETE)."""
-    table = BOX if box else DISCRETE
+def resolve_auto(training, box: bool, images: bool = False) -> None:
+    """Sets every `auto` key of `training` to its value for the env: IMAGE, else BOX or DISCRETE."""
+    table = IMAGE if images else BOX if box else DISCRETE
     for key in auto_keys(training):
         object.__setattr__(training, key, copy.deepcopy(table[key]))

@@ -60,10 +60,11 @@ class PPOConfig(AlgorithmConfig):
                                 mixed_family="on_policy", centralised_critic=False, batched=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
 
-    def resolve_auto_keys(self, acts_in_box):
-        """Every `auto` training key, set for the env's action space (`action_space_defaults`)."""
+    def resolve_auto_keys(self, env_facts):
+        """Every `auto` training key, set for the env's observations and action space (`action_space_defaults`)."""
         if auto_keys(self.training_cfg):
-            resolve_auto(self.training_cfg, acts_in_box())
+            facts = env_facts()
+            resolve_auto(self.training_cfg, facts.acts_in_box, facts.observes_images)
 
     def algorithm_parts(self):
         return PPOParts(decoupled=self.env_runners_cfg.overlap)
