@@ -90,6 +90,29 @@ def test_snapshots_after_a_budget_or_a_win_rate_fill_the_slots_with_copies():
         algo.stop()
 
 
+def test_a_permanent_random_member_plays_the_main_agents_share_of_games_and_is_rated():
+    # random_share 0.5: half of main's games against `random` (a uniformly random legal-move player, never trained),
+    # the rest self-play (0.2) and snapshots; the exploiters never meet it, and its games leave the snapshot rule alone
+    # (no snapshot is due here: the tally since the last one holds every game of main but those against random)
+    algo = small_league(random_share=0.5, self_play=0.2, snapshot_every=100, snapshot_win_rate=1.0, main_share=0.5).build()
+    try:
+        for _ in range(3):
+            result = algo.train()
+        book = algo.context.checkpointables["league"]
+        assert dict(map(tuple, book.table["opponents"]["main"]))["random"] == pytest.approx(0.5)
+        assert sum(p for _, p in book.table["opponents"]["main"]) == pytest.approx(1.0)
+        assert all("random" not in dict(map(tuple, book.table["opponents"][m])) for m in ("main_exploiter0", "league_exploiter0"))
+        against_random = book.ratings.games("main", "random")
+        assert against_random > 0 and book.ratings.members[3:5] == ["random", "main.v0"]
+        assert book.since["main"][1] + against_random == sum(book.ratings.games("main", m) for m in book.ratings.members)
+        assert "league/rating/random" in result and not any(k.startswith("losses/random") for k in result)
+        assert "random" in algo.config.league().opponent_ids  # evaluation seats its fixed opponent there too
+        assert algo.evaluate(num_episodes=4, opponent="random")["evaluation/self_play/games"] == 4
+    finally:
+        algo.stop()
+    assert "random" not in small_league().policy_specs()  # random_share 0 (the default): no such member
+
+
 def _same_weights(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(a[m].keys() == b[m].keys() and all(np.array_equal(a[m][k], b[m][k]) for k in a[m]) for m in a)
 
@@ -138,6 +161,8 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
     ({"max_snapshots": 0}, "multi_agent.league.max_snapshots must be an integer >= 1, got 0"),
     ({"main_share": 0}, r"multi_agent.league.main_share must be null or a number in \(0, 1\], got 0"),
     ({"main_share": 0.5, "main_exploiters": 0, "league_exploiters": 0}, "leaves episodes to exploiters, but the league has none"),
+    ({"random_share": 1.5}, r"multi_agent.league.random_share must be a number in \[0, 1\], got 1.5"),
+    ({"random_share": 0.7, "self_play": 0.35}, r"multi_agent.league.self_play \+ random_share must be <= 1"),
     ({"pfsp": "cubic"}, r"multi_agent.league.pfsp must be one of \['squared', 'variance', 'linear', 'uniform'\], got 'cubic'"),
     ({"roles": 3}, r"multi_agent.league: unknown key\(s\) \['roles'\]"),
     ({"policy": "nope"}, "multi_agent.league.policy 'nope' is not a declared policy"),
@@ -148,6 +173,10 @@ def test_bad_league_config_is_one_line(league, message):
     assert "\n" not in str(err.value)
     with pytest.raises(MappingError, match="alternatives"):
         PPOConfig().multi_agent(policies={"main": {}}, league={}, self_play={}).policy_specs()
+    clash = PPOConfig().multi_agent(policies={"main": {}, "random": {}}, league={"random_share": 0.1})
+    with pytest.raises(MappingError, match="adds the member 'random', which is also a declared policy") as err:
+        clash.policy_specs()
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.slow
