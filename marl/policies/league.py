@@ -1,7 +1,7 @@
 """A league (AlphaStar, Vinyals et al. 2019): trained members in three roles plus frozen snapshots.
 
 Declared as `multi_agent.league: {policy, main_agents, main_exploiters, league_exploiters, max_snapshots,
-snapshot_win_rate, min_games, snapshot_every, self_play, main_share, pfsp, elo_k, evaluation_opponent}`.
+snapshot_win_rate, min_games, snapshot_every, self_play, random_share, main_share, pfsp, elo_k, evaluation_opponent}`.
 
 Every member copies the declared policy `policy` (module and model). The trained members are
 `<policy>` (the first main agent), `<policy><i>` (more main agents), `main_exploiter<i>`
@@ -13,8 +13,10 @@ Matchmaking (each episode: one learner, seated first or second at random, and on
 learner is a main agent with probability `main_share`, an exploiter otherwise, drawn uniformly
 within the group; `main_share: null` draws uniformly among all trained members):
 
-- main agent: with probability `self_play` the current main agents (self-play), otherwise a snapshot
-  drawn by prioritised fictitious self-play (PFSP);
+- main agent: with probability `self_play` the current main agents (self-play), with probability
+  `random_share` the permanent member `random` (a uniformly random legal-move player, as RLlib's league
+  example keeps: the main agent goes on meeting weak play and does not forget how to beat it),
+  otherwise a snapshot drawn by prioritised fictitious self-play (PFSP);
 - main exploiter: the current main agents;
 - league exploiter: a snapshot drawn by PFSP.
 
@@ -33,6 +35,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from marl.policies.mapping import MappingError, PolicySpec
+from marl.modules.random_policy import RandomPolicy
 from marl.policies.self_play import SelfPlay, opponent_module_class, with_copies, with_fixed_opponent
 
 PFSP_WEIGHTINGS = ("squared", "variance", "linear", "uniform")
@@ -62,6 +65,7 @@ class League:
     min_games: int = 50
     snapshot_every: int = 20
     self_play: float = 0.35
+    random_share: float = 0.0
     main_share: float | None = None
     pfsp: str = "squared"
     elo_k: float = 16.0
@@ -69,6 +73,7 @@ class League:
 
     section = "league"  # where this lives under multi_agent (evaluation rebuilds it with another opponent)
     OPPONENT_ID = SelfPlay.OPPONENT_ID
+    RANDOM_ID = "random"  # the permanent random member's policy id and rated name (with random_share > 0)
 
     @staticmethod
     def from_any(value) -> "League | None":
@@ -86,11 +91,14 @@ class League:
             v = getattr(league, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise MappingError(f"multi_agent.league.{key} must be an integer >= {low}, got {v!r}")
-        for key, closed in (("snapshot_win_rate", False), ("self_play", True)):
+        for key, closed in (("snapshot_win_rate", False), ("self_play", True), ("random_share", True)):
             v = getattr(league, key)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 <= v <= 1 if closed else 0 < v <= 1):
                 allowed_range = "[0, 1]" if closed else "(0, 1]"
                 raise MappingError(f"multi_agent.league.{key} must be a number in {allowed_range}, got {v!r}")
+        if league.self_play + league.random_share > 1:
+            raise MappingError(f"multi_agent.league.self_play + random_share must be <= 1 (the rest is snapshots), got "
+                               f"{league.self_play} + {league.random_share}")
         share = league.main_share
         if share is not None and (not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share <= 1):
             raise MappingError(f"multi_agent.league.main_share must be null or a number in (0, 1], got {share!r}")
@@ -124,12 +132,23 @@ class League:
         return [f"{self.policy}@{k}" for k in range(self.max_snapshots)]
 
     @property
+    def random_ids(self) -> list[str]:  # the permanent random member, where the main agents play it
+        return [self.RANDOM_ID] if self.random_share > 0 else []
+
+    @property
     def opponent_ids(self) -> list[str]:  # what evaluation replaces by its fixed opponent (as self-play's pool)
-        return [m for m in self.trained_ids + self.snapshot_ids if m != self.policy]
+        return [m for m in self.trained_ids + self.snapshot_ids + self.random_ids if m != self.policy]
 
     def add_pool(self, specs: dict[str, PolicySpec]) -> dict[str, PolicySpec]:
-        """The declared specs plus every other member's: copies of `policy`'s module and model."""
-        return with_copies(specs, self.policy, self.trained_ids[1:] + self.snapshot_ids, "multi_agent.league")
+        """The declared specs plus every other member's: copies of `policy`'s module and model, and the random player."""
+        out = with_copies(specs, self.policy, self.trained_ids[1:] + self.snapshot_ids, "multi_agent.league")
+        for pid in self.random_ids:
+            if pid in specs:
+                raise MappingError(f"multi_agent.league.random_share > 0 adds the member {pid!r}, which is also a declared "
+                                   f"policy; rename that policy")
+            main = out[self.policy]
+            out[pid] = PolicySpec(RandomPolicy, {}, main.observation_space, main.action_space, self.policy)
+        return out
 
     def learner_weights(self) -> list[list]:
         """[[trained member, probability of being an episode's learner], ...]."""

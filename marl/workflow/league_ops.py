@@ -30,7 +30,7 @@ class LeagueBook:
     def __init__(self, league: League, runners=None):
         self.league, self.runners = league, runners
         self.ratings = Ratings(elo_k=league.elo_k)
-        for member in league.trained_ids:
+        for member in league.trained_ids + league.random_ids:
             self.ratings.add(member)
         self.slots = [""] * league.max_snapshots  # slot k -> the rated name of the snapshot in it ("" empty)
         self.next_slot, self.snapshots = 0, 0
@@ -40,7 +40,7 @@ class LeagueBook:
 
     def rated(self, pid: str) -> str | None:
         """The ratings' name of the member a policy id plays as (None: not a league member, or an empty slot)."""
-        if pid in self.since:
+        if pid in self.since or pid in self.league.random_ids:
             return pid
         if pid in self.league.snapshot_ids:
             return self.slots[self.league.snapshot_ids.index(pid)] or None
@@ -104,8 +104,9 @@ class LeagueMatches(Operator):
                     continue
                 score = 1.0 if ra > rb else 0.5 if ra == rb else 0.0
                 book.ratings.record(a, b, score)
+                against_random = book.league.RANDOM_ID in (a, b) and book.league.random_ids
                 for member, s in ((a, score), (b, 1.0 - score)):
-                    if member in book.since:
+                    if member in book.since and not against_random:  # the snapshot rule: games against the league
                         book.since[member][1] += 1
                         book.since[member][2] += s
                         tally[roles[member]][0] += 1
@@ -182,8 +183,10 @@ class Matchmaking(Operator):
                 win_rates = [_mean_score(book.ratings, member, book.rated(s)) for s in snapshots]
                 pfsp = pfsp_probabilities(win_rates, league.pfsp)
                 share = league.self_play if role == "main_agent" else 0.0
+                weak = league.random_share if role == "main_agent" else 0.0
                 opponents[member] = [[m, p * share] for m, p in mains if share > 0] + [
-                    [s, float(p) * (1.0 - share)] for s, p in zip(snapshots, pfsp)]
+                    [r, weak] for r in league.random_ids if weak > 0] + [
+                    [s, float(p) * (1.0 - share - weak)] for s, p in zip(snapshots, pfsp)]
             return {"learners": league.learner_weights(), "opponents": opponents}
 
         def matchmake(results):
