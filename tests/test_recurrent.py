@@ -322,6 +322,24 @@ def test_recurrent_policies_recall_the_cue(algo, kind):
     assert min(rates) >= 0.9, rates
 
 
+def impala_memory_config(recurrent="lstm", **training):
+    """IMPALA's own update on the recall task: one pass (V-trace's advantages are computed once per batch, and
+    IMPALA's loss has no trust region: memory_config's 8 PPO epochs of 96-row minibatches drove the policy's
+    entropy to 0 within 5 iterations, recall then stayed at 0.2-0.5 over 35k env steps) over each 192-agent-step
+    fragment (8 envs x 24): an update per 96 env steps."""
+    return memory_config(marl.IMPALAConfig, recurrent, **({"train_batch_size": 192, "minibatch_size": None,
+                                                          "num_epochs": 1} | training))
+
+
+@pytest.mark.slow
+def test_impala_with_an_lstm_recalls_the_cue():
+    """Greedy recall >= 0.9 for both policies within 30 iterations (~60k env steps; 4 cues: chance is 0.25).
+    Measured (training rates >= 0.95 at): seed 1 32k env steps, seed 2 50k, seed 3 42k; greedy 1.0 each.
+    Mutants: no LSTM (recurrent null) and lr 0 stay near chance; memory_config's 8 PPO epochs collapse."""
+    rates = _recall_rate(impala_memory_config("lstm"), iterations=30)
+    assert min(rates) >= 0.9, rates
+
+
 @pytest.mark.slow
 def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
     rates = _recall_rate(memory_config(recurrent=None), iterations=20)  # 4 cues: chance is 0.25
@@ -344,6 +362,35 @@ def test_mixed_trains_a_recurrent_ppo_policy_beside_a_dqn_policy():
         assert any(not np.array_equal(before[k], after[k]) for k in before if "core" in k)  # the LSTM learns
     finally:
         algo.stop()
+
+
+def test_vtrace_sees_the_acting_log_probs_of_an_lstm_across_fragment_cuts(monkeypatch):
+    """IMPALA's V-trace pass runs the LSTM over the sequences from the states the runner stored: with fragments of 7
+    agent steps cutting the 6-step episodes mid-way, on-policy data (in-process sampling: lag 0) gives importance
+    ratios of 1 on every update, not only the first (where the acting check runs). Zeroing the stored states fails it."""
+    from marl.algorithms.impala.config import IMPALAParts
+    from marl.algorithms.impala.loss import vtrace_prepare
+
+    gaps = []
+
+    def watched(module, tensors, cfg, **kwargs):
+        with torch.no_grad():
+            out = module.forward_train(tensors)
+            logp = module.action_dist(out["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
+        gaps.append(float((logp - tensors[sb.ACTION_LOGP]).abs().max()))
+        return vtrace_prepare(module, tensors, cfg, **kwargs)
+
+    monkeypatch.setattr(IMPALAParts, "prepare", staticmethod(watched))
+    config = impala_memory_config(model={"hiddens": [16], "recurrent": "lstm", "cell_size": 8, "max_seq_len": 4},
+                                  min_env_steps_per_iteration=200).env_runners(rollout_fragment_length=7)
+    algo = config.build()
+    try:
+        for _ in range(2):
+            lag = algo.train()["perf/policy_lag_max"]
+            assert lag == 0, lag
+    finally:
+        algo.stop()
+    assert len(gaps) >= 4 and max(gaps) < 1e-5, gaps
 
 
 @pytest.mark.parametrize("algo", [marl.APPOConfig, marl.IMPALAConfig, marl.A2CConfig])
