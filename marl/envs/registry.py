@@ -152,7 +152,7 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     tried.append("register_env: no env registered under that name")
 
     if is_registered_batched(name):  # a user's own batched simulator: its world 0 answers the dict API's questions
-        if wrappers:
+        if wrappers and not is_auto(wrappers):
             raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to batched envs")
         return SingleWorldView(make_batched_env(name, config, num_worlds=1, seed=0, device="cpu"))
 
