@@ -152,28 +152,23 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     tried.append("register_env: no env registered under that name")
 
     if is_registered_batched(name):  # a user's own batched simulator: its world 0 answers the dict API's questions
-        if wrappers and not is_auto(wrappers):
-            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to batched envs")
+        _no_wrappers(name, wrappers, "batched envs")
         return SingleWorldView(make_batched_env(name, config, num_worlds=1, seed=0, device="cpu"))
 
     if name.startswith("vmas."):
-        if wrappers and not is_auto(wrappers):
-            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to VMAS scenarios")
+        _no_wrappers(name, wrappers, "VMAS scenarios")
         return make_vmas_env(name, config)
 
     if name.startswith(COPIES_PREFIX):
-        if wrappers and not is_auto(wrappers):
-            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to copies.* envs")
+        _no_wrappers(name, wrappers, "copies.* envs")
         return make_copies_env(name, config)
 
     if name.startswith("jaxmarl."):
-        if wrappers and not is_auto(wrappers):
-            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to JaxMARL envs")
+        _no_wrappers(name, wrappers, "JaxMARL envs")
         return SingleWorldView(JaxMarlEnv(name, config, num_worlds=1, seed=0))
 
     if name.startswith("openspiel."):
-        if wrappers and not is_auto(wrappers):
-            raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to OpenSpiel games")
+        _no_wrappers(name, wrappers, "OpenSpiel games")
         return make_openspiel_env(name, config)
 
     env = _try_module(name, config, tried, wrappers)
@@ -190,6 +185,12 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     )
 
 
+def _no_wrappers(name: str, wrappers: list | str | None, kind: str) -> None:
+    """Families marl makes itself take no SuperSuit wrappers: a list given is one EnvError line (auto: none)."""
+    if wrappers and not is_auto(wrappers):
+        raise EnvError(f"env {name!r}: 'environment.wrappers' (SuperSuit) do not apply to {kind}")
+
+
 def _wrapped(made: Any, wrappers: list | None, name: str) -> Any:
     """``made`` with the scenario's SuperSuit wrappers applied (none: unchanged; auto: its image defaults)."""
     if not wrappers or (is_auto(wrappers) and (isinstance(made, MultiAgentEnv) or not image_wrappers(made))):
@@ -200,18 +201,6 @@ def _wrapped(made: Any, wrappers: list | None, name: str) -> Any:
             "or Gymnasium envs only"
         )
     return apply_wrappers(made, wrappers, name)
-
-
-def resolved_wrappers(name: str, env_config: dict[str, Any] | None, wrappers: list | str | None) -> list:
-    """The SuperSuit wrappers `make_env` applies for ``wrappers``: a list as given; auto: the image defaults of
-    the env's own observations (``auto_wrappers_of`` one env made without them)."""
-    if not is_auto(wrappers):
-        return list(wrappers or [])
-    env = make_env(name, env_config, [])
-    try:
-        return auto_wrappers_of(env)
-    finally:
-        env.close()
 
 
 def auto_wrappers_of(env: MultiAgentEnv) -> list:

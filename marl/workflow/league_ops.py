@@ -104,7 +104,7 @@ class LeagueMatches(Operator):
                     continue
                 score = 1.0 if ra > rb else 0.5 if ra == rb else 0.0
                 book.ratings.record(a, b, score)
-                against_random = book.league.RANDOM_ID in (a, b) and book.league.random_ids
+                against_random = any(m in book.league.random_ids for m in (a, b))
                 for member, s in ((a, score), (b, 1.0 - score)):
                     if member in book.since and not against_random:  # the snapshot rule: games against the league
                         book.since[member][1] += 1
