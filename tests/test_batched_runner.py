@@ -341,3 +341,11 @@ def test_an_own_state_without_final_state_is_one_line():
                                        r"final_state where worlds ended: return the state they reached in "
                                        r"BatchedStep.final_state$"):
         runner.sample()
+
+
+@pytest.mark.parametrize("name,kind", [("wrapped_swarm", "batched envs"), ("vmas.balance", "VMAS scenarios")])
+def test_families_marl_makes_take_auto_but_refuse_a_wrapper_list_in_one_line(name, kind):
+    marl.register_batched_env("wrapped_swarm", lambda env_config, worlds, seed, device: Swarm(worlds, n=2, seed=seed or 0))
+    assert marl.make_env(name, {}, "auto").possible_agents  # auto: nothing to wrap
+    with pytest.raises(EnvError, match=rf"^env '{name}': 'environment.wrappers' \(SuperSuit\) do not apply to {kind}$"):
+        marl.make_env(name, {}, ["color_reduction_v0"])
