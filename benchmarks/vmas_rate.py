@@ -30,6 +30,7 @@ import _common as C
 import torch
 
 import marl
+from marl.modules import numpy_acting
 from marl.runners import EnvRunner
 from marl.runners.batched_runner import BatchedEnvRunner
 from marl.runners.vector_env_runner import VectorEnvRunner
@@ -82,6 +83,15 @@ class VmasAlone:
         return steps * self.num_envs
 
 
+def unfolded(call):
+    """`call()` with the NumPy acting pass's tanh left unfolded (its row threshold out of reach)."""
+    small, numpy_acting.SMALL = numpy_acting.SMALL, 1 << 62
+    try:
+        return call()
+    finally:
+        numpy_acting.SMALL = small
+
+
 def measure(sides: dict, fragment: int, seconds: float) -> dict:
     """Env steps/s of each side, in alternating chunks until each side ran ~`seconds`."""
     time_s = dict.fromkeys(sides, 0.0)
@@ -112,6 +122,9 @@ def main() -> None:
                     help="measure the dict-API runner over the same worlds only up to this K (default 1024)")
     ap.add_argument("--device", default="cpu", help="torch device of VMAS and the batched runner (cpu, cuda); the dict "
                     "and copies sides stay on the CPU (set --dict-max 0 --copies-max 0 to leave them out)")
+    ap.add_argument("--unfolded", action="store_true",
+                    help="add a side: the batched runner acting with np.tanh as it is, rather than folded into a "
+                         "sigmoid (marl.modules.numpy_acting: what the fold saves, side by side)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -129,6 +142,8 @@ def main() -> None:
             "vmas": lambda a=alone: a.run(args.fragment),
             "batched": lambda r=batched: r.sample().batch.env_steps,
         }
+        if args.unfolded:
+            sides["unfolded"] = lambda r=BatchedEnvRunner(cfg, 0): unfolded(r.sample).batch.env_steps
         if num_envs <= args.dict_max:
             dict_runner = VectorEnvRunner(make_config(args.scenario, env_config, num_envs, args.fragment, args.seed,
                                                       args.algo, batched=False), 0)
@@ -151,11 +166,14 @@ def main() -> None:
             row += [C.fmt_num(med["copies"]), f"{C.median([r['batched'] / r['copies'] for r in results]):.2f}"]
         else:
             row += ["-", "-"]
+        if "unfolded" in med:
+            row += [C.fmt_num(med["unfolded"]), f"{C.median([r['batched'] / r['unfolded'] for r in results]):.3f}"]
         rows.append(row)
         C.flush()
     C.print_table(
         ["worlds", "VMAS alone steps/s", "marl batched steps/s", "batched/VMAS", "marl dict steps/s", "dict/VMAS",
-         "marl K copies steps/s", "batched/copies"],
+         "marl K copies steps/s", "batched/copies"] + (["marl batched, tanh unfolded", "folded/unfolded"]
+                                                         if args.unfolded else []),
         rows, title=f"vmas.{args.scenario} ({args.algo}'s columns) on {args.device}: env steps/s (medians)",
     )
     if args.json:

@@ -31,15 +31,16 @@ def torch_pass(module, inputs: dict, explore: bool, generator: torch.Generator):
 @pytest.mark.parametrize("activation", ["tanh", "relu", "elu", "silu"])
 @pytest.mark.parametrize("space", [gym.spaces.Discrete(5), gym.spaces.Box(-1.0, 1.0, (2,))], ids=["discrete", "box"])
 @pytest.mark.parametrize("explore", [True, False])
-def test_numpy_actor_gives_the_torch_pass_actions_log_probs_and_values(activation, space, explore):
+@pytest.mark.parametrize("rows", [24, 2000])  # a dict runner's few rows (np.tanh) and a batched runner's (tanh folded)
+def test_numpy_actor_gives_the_torch_pass_actions_log_probs_and_values(activation, space, explore, rows):
     torch.manual_seed(0)
     module = ActorCriticMLP(OBS, space, {"hiddens": [128, 128], "activation": activation, "initial_log_std": -0.5})
     actor = module.numpy_actor()
     assert actor is not None
-    inputs = {"obs": np.random.default_rng(0).normal(size=(2000, 18)).astype(np.float32)}
+    inputs = {"obs": np.random.default_rng(0).normal(size=(rows, 18)).astype(np.float32)}
     ours = actor.act(inputs, torch.Generator().manual_seed(3), explore)
     theirs = torch_pass(module, inputs, explore, torch.Generator().manual_seed(3))
-    if isinstance(space, gym.spaces.Discrete):  # the same draws: the same actions (2,000 rows, no tie flips)
+    if isinstance(space, gym.spaces.Discrete):  # the same draws: the same actions (no tie flips)
         assert ours[0].dtype == theirs[0].dtype and (ours[0] == theirs[0]).all()
     else:
         np.testing.assert_allclose(ours[0], theirs[0], atol=1e-6)
