@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 
 from marl.algorithms.algorithm_parts import AlgorithmParts
-from marl.algorithms.env_probe import EnvFacts, probe_env
+from marl.algorithms.env_probe import EnvFacts, action_kind_choice, probe_env
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
 from marl.config.capabilities import UNDECLARED, Capabilities
 from marl.config.plain_data import plain_data as _plain
@@ -382,6 +382,8 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         env_cfg = out.environment_cfg
         if is_auto(env_cfg.wrappers):  # config.yaml names the wrappers the run is made with
             env_cfg.wrappers = [] if natively_batched(env_cfg.env) else copy.deepcopy(out.env_facts().wrappers)
+        if (choice := action_kind_choice(out)) is not None:  # an env made with either action kind: the algorithm's
+            env_cfg.env_config, out._env_facts = {**env_cfg.env_config, choice[0]: choice[1]}, None  # (probed anew)
         out.resolve_auto_keys(out.env_facts)
         out.built_form = True
         return out

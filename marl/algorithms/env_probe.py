@@ -8,15 +8,19 @@ with the config to runner and learner processes).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import gymnasium as gym
 
 from marl.envs import make_env
+from marl.envs.action_kinds import action_kind_key
 from marl.envs.batched_families import make_batched_env, natively_batched
 from marl.envs.registry import auto_wrappers_of
 from marl.envs.wrappers import is_auto
 from marl.modules.catalog import is_image
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,3 +54,23 @@ def probe_env(config) -> EnvFacts:
     finally:
         env.close()  # (both forms: a vector env's worker processes end here)
     return EnvFacts(acts_in_box=box, observes_images=images, wrappers=wrappers)
+
+
+def action_kind_choice(config) -> tuple[str, object] | None:
+    """(env_config key, value) that makes the env act in the kind the algorithm acts in, where the env offers both
+    kinds (`marl.envs.action_kinds`), the user left that key out and the env as configured acts in the other one;
+    else None. Asked by `AlgorithmConfig.resolved`, which records the value in the built config (config.yaml)."""
+    env_cfg = config.environment_cfg
+    option = action_kind_key(env_cfg.env)
+    if option is None or option.key in env_cfg.env_config:
+        return None
+    kinds = type(config).capabilities.action_spaces
+    have = "Box" if config.env_facts().acts_in_box else "Discrete"
+    if have in kinds:
+        return None
+    want = "Discrete" if have == "Box" else "Box"
+    if want not in kinds:
+        return None  # (neither kind: the action-space check names the algorithms that act in this one)
+    log.info("%s: %s acts in %s actions: environment.env_config.%s set to %r (set it to override)",
+             env_cfg.env, config.algo_name, want, option.key, option.value(want))
+    return option.key, option.value(want)
