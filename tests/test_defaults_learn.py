@@ -105,7 +105,7 @@ def record_episodes(folder, env_id: str, step, episodes: int, epsilons, seed: in
     return folder
 
 
-# name -> recorder(folder): what a CanonicalTask's `data` may name
+# name -> recorder(folder): what a CanonicalTask's `data` may name (benchmarks/cql_pendulum.py records pendulum_mixed here too)
 RECORDINGS = {
     # 20 episodes of a policy that balances the pole: 10,000 rows
     "cartpole_expert": lambda folder: record_episodes(folder, "CartPole-v1", cartpole_step, 20, [0.0]),
