@@ -170,6 +170,19 @@ def run_offline(name, task, seed, data) -> dict[int, float]:
         algo.stop()
 
 
+def test_pendulum_recording_mixes_good_and_poor_episodes(tmp_path):
+    """pendulum_mixed holds what benchmarks/cql_pendulum.py says: 8,000 rows of [-1, 1] actions, the heuristic's
+    greedy episodes swinging up (return above -300 on average) and the random ones not (below -900)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(next(RECORDINGS["pendulum_mixed"](tmp_path).glob("*/*.parquet")))
+    actions = np.asarray(table[sb.ACTIONS].combine_chunks().flatten())
+    assert table.num_rows == 8000 and np.abs(actions).max() <= 1.0
+    returns = np.bincount(table[sb.EPS_ID].to_numpy(), weights=table[sb.REWARDS].to_numpy())
+    greedy, random = returns[0::5], returns[4::5]  # epsilon 0 and epsilon 1 episodes
+    assert greedy.mean() > -300 and random.mean() < -900, (greedy.mean(), random.mean())
+
+
 def test_every_algorithm_declares_where_its_defaults_learn():
     """The fast half of the slow test below: each algorithm's own class declares its tasks, well formed."""
     from marl.algorithms.canonical import CanonicalTask
