@@ -38,37 +38,66 @@ def cartpole_heuristic(obs: np.ndarray) -> int:
     return int(obs[2] + 0.5 * obs[3] > 0)
 
 
-def record_cartpole(folder, episodes: int, epsilons, seed: int = 0):
-    """Episodes of the heuristic, each acting at random with its own probability epsilon (cycled)."""
+def pendulum_heuristic(obs: np.ndarray) -> float:
+    """Pendulum-v1 (theta'' = 15 sin theta + 3 u, upright at theta = 0): PD control near the top, else full torque
+    along the swing while the energy is below the upright one. Returns the [-1, 1] action a SAC actor would record
+    (torque / 2); greedy it scores about -130 a episode, uniform random actions about -1200."""
+    cos, sin, speed = obs
+    if cos > 0.8:
+        torque = -(10.0 * math.atan2(sin, cos) + 2.0 * speed)
+    else:
+        energy = 0.5 * speed * speed + 15.0 * (cos - 1.0)  # 0 upright at rest
+        torque = 2.0 * np.sign(speed) if energy < 0 else 0.0
+    return float(np.clip(torque / 2.0, -1.0, 1.0))
+
+
+def cartpole_step(rng, obs, eps):
+    """The heuristic's action, random with probability eps, and its log-prob under that mixture."""
+    greedy = cartpole_heuristic(obs)
+    action = int(rng.integers(2)) if rng.random() < eps else greedy
+    return action, action, math.log(1 - eps / 2 if action == greedy else eps / 2)
+
+
+def pendulum_step(rng, obs, eps):
+    """The heuristic's [-1, 1] action, uniform on [-1, 1] with probability eps; no log-prob (a point mass)."""
+    action = float(rng.uniform(-1.0, 1.0)) if rng.random() < eps else pendulum_heuristic(obs)
+    return np.array([action], np.float32), np.array([2.0 * action], np.float32), None
+
+
+def record_episodes(folder, env_id: str, step, episodes: int, epsilons, seed: int = 0):
+    """Episodes of a heuristic (`step(rng, obs, eps)`: recorded action, env action, log-prob or None), each acting
+    at random with its own probability epsilon (cycled)."""
     import gymnasium as gym
 
     rng = np.random.default_rng(seed)
-    env = gym.make("CartPole-v1")
+    env = gym.make(env_id)
     keys = (sb.OBS, sb.NEXT_OBS, sb.ACTIONS, sb.REWARDS, sb.TERMINATEDS, sb.TRUNCATEDS, sb.T, sb.EPS_ID, sb.ACTION_LOGP)
     cols = {k: [] for k in keys}
     ends = []
     for episode in range(episodes):
         eps = epsilons[episode % len(epsilons)]
         obs, _ = env.reset(seed=seed * 10_000 + episode)
-        for t in range(500):
-            greedy = cartpole_heuristic(obs)
-            action = int(rng.integers(2)) if rng.random() < eps else greedy
-            nxt, reward, terminated, truncated, _ = env.step(action)
-            logp = math.log(1 - eps / 2 if action == greedy else eps / 2)
+        for t in range(env.spec.max_episode_steps):
+            action, env_action, logp = step(rng, obs, eps)
+            nxt, reward, terminated, truncated, _ = env.step(env_action)
             for key, value in zip(keys, (obs, nxt, action, reward, terminated, truncated, t, episode, logp)):
                 cols[key].append(value)
             ends.append(terminated or truncated)
             obs = nxt
             if terminated or truncated:
                 break
+    env.close()
     n = len(ends)
+    actions = np.asarray(cols[sb.ACTIONS])
     batch = SampleBatch({
         sb.OBS: np.asarray(cols[sb.OBS], np.float32), sb.NEXT_OBS: np.asarray(cols[sb.NEXT_OBS], np.float32),
-        sb.ACTIONS: np.asarray(cols[sb.ACTIONS], np.int64), sb.REWARDS: np.asarray(cols[sb.REWARDS], np.float32),
+        sb.ACTIONS: actions.astype(np.int64 if actions.ndim == 1 else np.float32),
+        sb.REWARDS: np.asarray(cols[sb.REWARDS], np.float32),
         sb.TERMINATEDS: np.asarray(cols[sb.TERMINATEDS]), sb.TRUNCATEDS: np.asarray(cols[sb.TRUNCATEDS]),
         sb.SEGMENT_END: np.asarray(ends), sb.EPS_ID: np.asarray(cols[sb.EPS_ID], np.int64),
         sb.AGENT_INDEX: np.zeros(n, np.int32), sb.ENV_INDEX: np.zeros(n, np.int32),
-        sb.T: np.asarray(cols[sb.T], np.int32), sb.ACTION_LOGP: np.asarray(cols[sb.ACTION_LOGP], np.float32),
+        sb.T: np.asarray(cols[sb.T], np.int32),
+        **({} if cols[sb.ACTION_LOGP][0] is None else {sb.ACTION_LOGP: np.asarray(cols[sb.ACTION_LOGP], np.float32)}),
     })
     writer = OfflineWriter(folder, ["agent_0"])
     writer.write({"default_policy": batch}, weights_version=0)
@@ -76,12 +105,14 @@ def record_cartpole(folder, episodes: int, epsilons, seed: int = 0):
     return folder
 
 
-# name -> recorder(folder): what a CanonicalTask's `data` may name (CartPole-v1 recordings)
+# name -> recorder(folder): what a CanonicalTask's `data` may name (benchmarks/cql_pendulum.py records pendulum_mixed here too)
 RECORDINGS = {
     # 20 episodes of a policy that balances the pole: 10,000 rows
-    "cartpole_expert": lambda folder: record_cartpole(folder, 20, [0.0]),
+    "cartpole_expert": lambda folder: record_episodes(folder, "CartPole-v1", cartpole_step, 20, [0.0]),
     # 40 episodes of mixed quality, epsilon 0 to 1: good and poor episodes side by side
-    "cartpole_mixed": lambda folder: record_cartpole(folder, 40, [0.0, 0.25, 0.5, 0.75, 1.0]),
+    "cartpole_mixed": lambda folder: record_episodes(folder, "CartPole-v1", cartpole_step, 40, [0.0, 0.25, 0.5, 0.75, 1.0]),
+    # 40 Pendulum-v1 episodes (8,000 rows), epsilon 0 to 1: returns about -130, -210, -580, -860, -1220 a level
+    "pendulum_mixed": lambda folder: record_episodes(folder, "Pendulum-v1", pendulum_step, 40, [0.0, 0.25, 0.5, 0.75, 1.0]),
 }
 
 
@@ -137,6 +168,19 @@ def run_offline(name, task, seed, data) -> dict[int, float]:
         return scores
     finally:
         algo.stop()
+
+
+def test_pendulum_recording_mixes_good_and_poor_episodes(tmp_path):
+    """pendulum_mixed holds what benchmarks/cql_pendulum.py says: 8,000 rows of [-1, 1] actions, the heuristic's
+    greedy episodes swinging up (return above -300 on average) and the random ones not (below -900)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(next(RECORDINGS["pendulum_mixed"](tmp_path).glob("*/*.parquet")))
+    actions = np.asarray(table[sb.ACTIONS].combine_chunks().flatten())
+    assert table.num_rows == 8000 and np.abs(actions).max() <= 1.0
+    returns = np.bincount(table[sb.EPS_ID].to_numpy(), weights=table[sb.REWARDS].to_numpy())
+    greedy, random = returns[0::5], returns[4::5]  # epsilon 0 and epsilon 1 episodes
+    assert greedy.mean() > -300 and random.mean() < -900, (greedy.mean(), random.mean())
 
 
 def test_every_algorithm_declares_where_its_defaults_learn():
