@@ -366,3 +366,13 @@ def test_mappo_keeps_a_global_state_of_frames_uint8_and_its_critic_reads_each_fr
         assert np.isfinite(result["losses/default_policy/vf_loss"])
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("shape", [(84, 84, 3), (42, 42, 3), (7, 7, 3), (5, 5, 2), (5, 4, 26), (4, 5, 26), (3, 3, 1),
+                                   (2, 9, 4), (1, 1, 8), (3, 5, 5)])
+def test_the_default_conv_stack_fits_every_image_size(shape):
+    # (3, 5, 5) is CHW: 5x5 frames of 3 channels; the rest HWC. Overcooked's layouts are 5x4 grids of 26 planes.
+    space = gym.spaces.Box(0.0, 1.0, shape, np.float32)
+    encoder = ConvEncoder(space)
+    out = encoder(torch.from_numpy(np.stack([space.sample(), space.sample()])))
+    assert out.shape == (2, encoder.out_dim) and encoder.out_dim > 0

@@ -135,13 +135,19 @@ class FlatEncoder(nn.Module):
 
 
 def default_conv_filters(shape: tuple, layout: str) -> list[list[int]]:
+    """A conv stack that fits the image: Atari's from 64 px, smaller kernels and strides below, down to grids of a
+    few cells (Overcooked's 5x4 layouts: 2x2 kernels at stride 1; a 1x1 grid: a 1x1 conv over its channels)."""
     h, w = (shape[0], shape[1]) if layout == "HWC" else (shape[1], shape[2])
     side = min(h, w)
     if side >= 64:
         return [[32, 8, 4], [64, 4, 2], [64, 3, 1]]
     if side >= 24:
         return [[16, 4, 2], [32, 4, 2], [32, 3, 1]]
-    return [[16, 3, 1], [32, 3, 2]]
+    if side >= 5:
+        return [[16, 3, 1], [32, 3, 2]]
+    if side >= 3:
+        return [[32, 2, 1], [64, 2, 1]]
+    return [[32, side, 1]]
 
 
 def check_conv_filters(value) -> list[list[int]]:
