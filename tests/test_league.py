@@ -90,6 +90,27 @@ def test_snapshots_after_a_budget_or_a_win_rate_fill_the_slots_with_copies():
         algo.stop()
 
 
+
+def test_snapshot_against_previous_counts_only_a_main_agents_games_against_its_latest_snapshot():
+    from marl.workflow.league_ops import LeagueBook
+
+    book = LeagueBook(League(snapshot_against="previous"))
+    book.versions["main"] = 2  # main.v0 and main.v1 taken
+    assert book.counts_for_snapshot("main", "main.v1")
+    assert not any(book.counts_for_snapshot("main", m) for m in ("main.v0", "main_exploiter0", "league_exploiter0.v0"))
+    assert book.counts_for_snapshot("main_exploiter0", "main")  # exploiters never meet their own snapshots
+    assert LeagueBook(League()).counts_for_snapshot("main", "main.v0")  # "league" (the default): every member
+    # In a run: main's tally since main.v0 holds exactly its games against main.v0 (win rate 1.0: no snapshot due)
+    algo = small_league(snapshot_against="previous", snapshot_every=100, snapshot_win_rate=1.0, self_play=0.0,
+                        main_exploiters=0, league_exploiters=0).build()
+    try:
+        for _ in range(2):
+            algo.train()
+        book = algo.context.checkpointables["league"]
+        assert book.since["main"][1] == book.ratings.games("main", "main.v0") > 0
+    finally:
+        algo.stop()
+
 def test_a_permanent_random_member_plays_the_main_agents_share_of_games_and_is_rated():
     # random_share 0.5: half of main's games against `random` (a uniformly random legal-move player, never trained),
     # the rest self-play (0.2) and snapshots; the exploiters never meet it, and its games leave the snapshot rule alone
@@ -164,6 +185,7 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
     ({"random_share": 1.5}, r"multi_agent.league.random_share must be a number in \[0, 1\], got 1.5"),
     ({"random_share": 0.7, "self_play": 0.35}, r"multi_agent.league.self_play \+ random_share must be <= 1"),
     ({"pfsp": "cubic"}, r"multi_agent.league.pfsp must be one of \['squared', 'variance', 'linear', 'uniform'\], got 'cubic'"),
+    ({"snapshot_against": "last"}, r"multi_agent.league.snapshot_against must be one of \['league', 'previous'\], got 'last'"),
     ({"roles": 3}, r"multi_agent.league: unknown key\(s\) \['roles'\]"),
     ({"policy": "nope"}, "multi_agent.league.policy 'nope' is not a declared policy"),
 ])
