@@ -203,11 +203,10 @@ def test_bad_league_config_is_one_line(league, message):
 
 @pytest.mark.slow
 def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
-    """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.85 of sampled games
-    against random (0.49 untrained; measured 0.88-0.93 from 60k to 120k), the league grows, main's rating rises and
-    its snapshots' mu rises by >= 10 from the first to the last (lr=0: 29.5, 27.0, 27.7, while main's ordinal still
-    rose from about 0 to 24). The issue's 0.95 within 200k is not reached, with or without exploiters or a random
-    member (400-game measurements in docs/population.md)."""
+    """100k env steps of scenarios/connect_four_league.yaml (about 50 s on a quiet machine): main wins >= 0.93 of
+    sampled games against random (0.49 untrained; the issue's 0.95 within 200k on 3 seeds is
+    benchmarks/league_targets.py's record), the league grows, and main's snapshots, each taken when main beat the
+    one before at >= 0.6 over >= 50 games (snapshot_against: previous), have mu rising one after the other."""
     from marl.algorithms.scenario import load_scenario
 
     config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
@@ -223,14 +222,13 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
         after = win_rate()
         assert first["league/size"] == 1 and result["league/size"] >= 4
         assert result["league/rating/main"] > first["league/rating/main"]
-        # The snapshots' skill rises from the first to the last: mu, not the ordinal mu - 3 sigma, which rises with
-        # the games played alone (sigma shrinks), learning or not. Neighbours are not asserted in order: a snapshot
-        # every ~2.5k env steps, about 1 point of mu apart with sigma about 1.7 (docs/population.md)
+        # mu, not the ordinal mu - 3 sigma, which rises with the games played alone (sigma shrinks), learning or not
         ratings = algo.context.checkpointables["league"].ratings
         snapshots = sorted((m for m in ratings.members if m.startswith("main.v")), key=lambda m: int(m.split(".v")[1]))
         mu = [ratings.skill[m][0] for m in snapshots]
-        assert mu[-1] - mu[0] >= 10, f"snapshots' mu from first to last: {[round(v, 1) for v in mu]}"
-        assert before <= 0.65 and after >= 0.85, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+        assert len(mu) >= 3 and all(b > a for a, b in zip(mu, mu[1:])), (
+            f"main's snapshots' mu in the order taken: {[round(v, 1) for v in mu]}")
+        assert before <= 0.65 and after >= 0.93, f"win rate against random: {before:.3f} before, {after:.3f} after training"
     finally:
         algo.stop()
 
