@@ -90,6 +90,27 @@ def test_snapshots_after_a_budget_or_a_win_rate_fill_the_slots_with_copies():
         algo.stop()
 
 
+
+def test_snapshot_against_previous_counts_only_a_main_agents_games_against_its_latest_snapshot():
+    from marl.workflow.league_ops import LeagueBook
+
+    book = LeagueBook(League(snapshot_against="previous"))
+    book.versions["main"] = 2  # main.v0 and main.v1 taken
+    assert book.counts_for_snapshot("main", "main.v1")
+    assert not any(book.counts_for_snapshot("main", m) for m in ("main.v0", "main_exploiter0", "league_exploiter0.v0"))
+    assert book.counts_for_snapshot("main_exploiter0", "main")  # exploiters never meet their own snapshots
+    assert LeagueBook(League()).counts_for_snapshot("main", "main.v0")  # "league" (the default): every member
+    # In a run: main's tally since main.v0 holds exactly its games against main.v0 (win rate 1.0: no snapshot due)
+    algo = small_league(snapshot_against="previous", snapshot_every=100, snapshot_win_rate=1.0, self_play=0.0,
+                        main_exploiters=0, league_exploiters=0).build()
+    try:
+        for _ in range(2):
+            algo.train()
+        book = algo.context.checkpointables["league"]
+        assert book.since["main"][1] == book.ratings.games("main", "main.v0") > 0
+    finally:
+        algo.stop()
+
 def test_a_permanent_random_member_plays_the_main_agents_share_of_games_and_is_rated():
     # random_share 0.5: half of main's games against `random` (a uniformly random legal-move player, never trained),
     # the rest self-play (0.2) and snapshots; the exploiters never meet it, and its games leave the snapshot rule alone
@@ -164,6 +185,7 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
     ({"random_share": 1.5}, r"multi_agent.league.random_share must be a number in \[0, 1\], got 1.5"),
     ({"random_share": 0.7, "self_play": 0.35}, r"multi_agent.league.self_play \+ random_share must be <= 1"),
     ({"pfsp": "cubic"}, r"multi_agent.league.pfsp must be one of \['squared', 'variance', 'linear', 'uniform'\], got 'cubic'"),
+    ({"snapshot_against": "last"}, r"multi_agent.league.snapshot_against must be one of \['league', 'previous'\], got 'last'"),
     ({"roles": 3}, r"multi_agent.league: unknown key\(s\) \['roles'\]"),
     ({"policy": "nope"}, "multi_agent.league.policy 'nope' is not a declared policy"),
 ])
@@ -181,11 +203,12 @@ def test_bad_league_config_is_one_line(league, message):
 
 @pytest.mark.slow
 def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
-    """100k env steps of scenarios/connect_four_league.yaml (about 50 s here): main wins >= 0.85 of sampled games
-    against random (0.49 untrained; measured 0.88-0.93 from 60k to 120k), the league grows, main's rating rises and
-    its snapshots' mu rises by >= 10 from the first to the last (lr=0: 29.5, 27.0, 27.7, while main's ordinal still
-    rose from about 0 to 24). The issue's 0.95 within 200k is not reached, with or without exploiters or a random
-    member (400-game measurements in docs/population.md)."""
+    """100k env steps of scenarios/connect_four_league.yaml (about 80 s on a quiet machine, 285 s at a load of 12):
+    main wins >= 0.93 of sampled games against random (0.49 untrained; this run: 0.9525, snapshots mu 22.8, 25.4, 31.9
+    with sigma 1.6-1.9, the first gap narrow; the issue's
+    0.95 within 200k on 3 seeds is benchmarks/league_targets.py's record), the league grows, and main's snapshots,
+    each taken when main beat the one before at >= 0.6 over >= 50 games (snapshot_against: previous), have mu
+    rising one after the other. lr=0 fails it: no member beats another at 0.6, the league keeps its one snapshot."""
     from marl.algorithms.scenario import load_scenario
 
     config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
@@ -201,14 +224,13 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
         after = win_rate()
         assert first["league/size"] == 1 and result["league/size"] >= 4
         assert result["league/rating/main"] > first["league/rating/main"]
-        # The snapshots' skill rises from the first to the last: mu, not the ordinal mu - 3 sigma, which rises with
-        # the games played alone (sigma shrinks), learning or not. Neighbours are not asserted in order: a snapshot
-        # every ~2.5k env steps, about 1 point of mu apart with sigma about 1.7 (docs/population.md)
+        # mu, not the ordinal mu - 3 sigma, which rises with the games played alone (sigma shrinks), learning or not
         ratings = algo.context.checkpointables["league"].ratings
         snapshots = sorted((m for m in ratings.members if m.startswith("main.v")), key=lambda m: int(m.split(".v")[1]))
         mu = [ratings.skill[m][0] for m in snapshots]
-        assert mu[-1] - mu[0] >= 10, f"snapshots' mu from first to last: {[round(v, 1) for v in mu]}"
-        assert before <= 0.65 and after >= 0.85, f"win rate against random: {before:.3f} before, {after:.3f} after training"
+        assert len(mu) >= 3 and all(b > a for a, b in zip(mu, mu[1:])), (
+            f"main's snapshots' mu in the order taken: {[round(v, 1) for v in mu]}")
+        assert before <= 0.65 and after >= 0.93, f"win rate against random: {before:.3f} before, {after:.3f} after training"
     finally:
         algo.stop()
 

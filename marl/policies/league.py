@@ -1,7 +1,8 @@
 """A league (AlphaStar, Vinyals et al. 2019): trained members in three roles plus frozen snapshots.
 
 Declared as `multi_agent.league: {policy, main_agents, main_exploiters, league_exploiters, max_snapshots,
-snapshot_win_rate, min_games, snapshot_every, self_play, random_share, main_share, pfsp, elo_k, evaluation_opponent}`.
+snapshot_win_rate, min_games, snapshot_every, snapshot_against, self_play, random_share, main_share, pfsp, elo_k,
+evaluation_opponent}`.
 
 Every member copies the declared policy `policy` (module and model). The trained members are
 `<policy>` (the first main agent), `<policy><i>` (more main agents), `main_exploiter<i>`
@@ -23,6 +24,13 @@ within the group; `main_share: null` draws uniformly among all trained members):
 PFSP draws snapshot j with probability proportional to f(p_j), p_j the learner's mean score
 against j (0.5 before they met): `pfsp="squared"` f = (1 - p)^2 (hard opponents first),
 `"variance"` f = p (1 - p) (opponents of similar strength), `"linear"` f = 1 - p, `"uniform"`.
+A trained member is snapshotted when its mean score since its last snapshot reaches `snapshot_win_rate`
+over at least `min_games` games, or after `snapshot_every` learner updates. The games counted:
+`snapshot_against="league"` every game against another member but `random`; `"previous"` a main
+agent's games against its own latest snapshot only (AlphaStar's "beats the last snapshot"), so each
+snapshot beats the one before by that margin (exploiters, which do not meet their own snapshots,
+count the league's games either way).
+
 The draws are made on the runners by `LeagueMapping`, seeded by the episode id, from a table the
 `matchmaking` workflow node computes on the driver and sends them after every update.
 """
@@ -39,6 +47,7 @@ from marl.modules.random_policy import RandomPolicy
 from marl.policies.self_play import SelfPlay, opponent_module_class, with_copies, with_fixed_opponent
 
 PFSP_WEIGHTINGS = ("squared", "variance", "linear", "uniform")
+SNAPSHOT_AGAINST = ("league", "previous")
 ROLES = ("main_agent", "main_exploiter", "league_exploiter")
 
 
@@ -64,6 +73,7 @@ class League:
     snapshot_win_rate: float = 0.7
     min_games: int = 50
     snapshot_every: int = 20
+    snapshot_against: str = "league"
     self_play: float = 0.35
     random_share: float = 0.0
     main_share: float | None = None
@@ -106,6 +116,9 @@ class League:
             raise MappingError(f"multi_agent.league.main_share={share} leaves episodes to exploiters, but the league has none")
         if league.pfsp not in PFSP_WEIGHTINGS:
             raise MappingError(f"multi_agent.league.pfsp must be one of {list(PFSP_WEIGHTINGS)}, got {league.pfsp!r}")
+        if league.snapshot_against not in SNAPSHOT_AGAINST:
+            raise MappingError(f"multi_agent.league.snapshot_against must be one of {list(SNAPSHOT_AGAINST)}, "
+                               f"got {league.snapshot_against!r}")
         if league.evaluation_opponent is not None:
             opponent_module_class(league.evaluation_opponent, "multi_agent.league.evaluation_opponent")
         return league

@@ -6,7 +6,8 @@
   members' Elo and openskill ratings (`marl.policies.ratings.Ratings`) and the trained members'
   tallies; it logs `league/win_rate/<role>` and `league/games`.
 - `league_snapshot` copies a trained member's weights into the next snapshot slot when its mean
-  score since its last snapshot passes `snapshot_win_rate` (over at least `min_games` games) or
+  score since its last snapshot (against the league, or with `snapshot_against: previous` a main
+  agent's against its latest snapshot) passes `snapshot_win_rate` (over at least `min_games` games) or
   after `snapshot_every` learner updates; the snapshot starts from its member's ratings. It logs
   `league/size`, `league/snapshots` and `league/rating/<member>` (openskill ordinal), `league/elo/<member>`.
 - `matchmaking` turns the win rates into each learner's opponent distribution (PFSP) and sends it
@@ -45,6 +46,12 @@ class LeagueBook:
         if pid in self.league.snapshot_ids:
             return self.slots[self.league.snapshot_ids.index(pid)] or None
         return None
+
+    def counts_for_snapshot(self, member: str, opponent: str) -> bool:
+        """Whether a trained member's game against `opponent` counts towards its snapshot rule (snapshot_against)."""
+        if self.league.snapshot_against == "league" or self.league.roles()[member] != "main_agent":
+            return True
+        return self.versions[member] > 0 and opponent == f"{member}.v{self.versions[member] - 1}"
 
     def filled(self) -> list[str]:
         return [sid for sid, name in zip(self.league.snapshot_ids, self.slots) if name]
@@ -105,12 +112,14 @@ class LeagueMatches(Operator):
                 score = 1.0 if ra > rb else 0.5 if ra == rb else 0.0
                 book.ratings.record(a, b, score)
                 against_random = any(m in book.league.random_ids for m in (a, b))
-                for member, s in ((a, score), (b, 1.0 - score)):
-                    if member in book.since and not against_random:  # the snapshot rule: games against the league
+                for member, other, s in ((a, b, score), (b, a, 1.0 - score)):
+                    if member not in book.since or against_random:
+                        continue
+                    tally[roles[member]][0] += 1
+                    tally[roles[member]][1] += s
+                    if book.counts_for_snapshot(member, other):
                         book.since[member][1] += 1
                         book.since[member][2] += s
-                        tally[roles[member]][0] += 1
-                        tally[roles[member]][1] += s
             if results is SKIP:
                 return results
             results.extra["league/games"] = sum(t[0] for t in tally.values())
