@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 
 from marl.algorithms.algorithm_parts import AlgorithmParts
-from marl.algorithms.env_probe import EnvFacts, action_kind_choice, probe_env
+from marl.algorithms.env_probe import EnvFacts, default_groups, probe_env, resolve_env_choices
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
 from marl.config.capabilities import UNDECLARED, Capabilities
 from marl.config.plain_data import plain_data as _plain
@@ -48,9 +48,8 @@ from marl.config.sections import (
 from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
 from marl.envs import make_env
-from marl.envs.batched_families import natively_batched
 from marl.envs.registry import registered_creator
-from marl.envs.wrappers import is_auto
+from marl.policies.groups import group_mapping
 from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
 from marl.policies.league import League, LeagueMapping
 from marl.policies.self_play import SelfPlay
@@ -252,13 +251,15 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         return sp or league
 
     def policy_specs(self) -> dict[str, PolicySpec]:
-        policies = self.multi_agent_cfg.policies or {DEFAULT_POLICY_ID: None}
+        policies = self.multi_agent_cfg.policies or dict.fromkeys(default_groups(self) or [DEFAULT_POLICY_ID])
         specs = {str(pid): PolicySpec.from_any(str(pid), spec) for pid, spec in policies.items()}
         sp = self.seated_pool()
         return sp.add_pool(specs) if sp is not None else specs
 
     def policy_mapping(self) -> PolicyMapping:
         mapping, sp, league = self.multi_agent_cfg.policy_mapping, self.self_play(), self.league()
+        if mapping is None and (groups := default_groups(self)):  # agents that differ: a policy per group
+            mapping = group_mapping(groups)
         if mapping is None and sp is not None:
             mapping = sp.mapping
         if mapping is None and league is not None:  # stateful: the matchmaking node sends it its table
@@ -379,11 +380,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     def resolved(self) -> "AlgorithmConfig":
         """A copy with the keys the algorithm picks when it builds set (`resolve_auto_keys`): what `build` runs."""
         out = self.copy()
-        env_cfg = out.environment_cfg
-        if is_auto(env_cfg.wrappers):  # config.yaml names the wrappers the run is made with
-            env_cfg.wrappers = [] if natively_batched(env_cfg.env) else copy.deepcopy(out.env_facts().wrappers)
-        if (choice := action_kind_choice(out)) is not None:  # an env made with either action kind: the algorithm's
-            env_cfg.env_config, out._env_facts = {**env_cfg.env_config, choice[0]: choice[1]}, None  # (probed anew)
+        resolve_env_choices(out)  # wrappers, action kind, agent groups: config.yaml names what the run is made with
         out.resolve_auto_keys(out.env_facts)
         out.built_form = True
         return out

@@ -8,6 +8,7 @@ with the config to runner and learner processes).
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from marl.envs.batched_families import make_batched_env, natively_batched
 from marl.envs.registry import auto_wrappers_of
 from marl.envs.wrappers import is_auto
 from marl.modules.catalog import is_image
+from marl.policies.groups import agent_groups, group_mapping
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,7 @@ class EnvFacts:
     acts_in_box: bool  # every agent acts in a Box space
     observes_images: bool  # an agent observes images, once the wrappers below are applied
     wrappers: list  # the SuperSuit wrappers the env is made with (`auto` resolved)
+    agent_groups: dict | None = None  # group -> agents where the agents' spaces differ (marl.policies.groups)
 
 
 def probe_env(config) -> EnvFacts:
@@ -51,9 +54,36 @@ def probe_env(config) -> EnvFacts:
     try:
         box = all(isinstance(env.action_space(a), gym.spaces.Box) for a in agents)
         images = any(is_image(env.observation_space(a)) for a in agents)
+        groups = agent_groups(list(agents), lambda a: (env.observation_space(a), env.action_space(a)))
     finally:
         env.close()  # (both forms: a vector env's worker processes end here)
-    return EnvFacts(acts_in_box=box, observes_images=images, wrappers=wrappers)
+    return EnvFacts(acts_in_box=box, observes_images=images, wrappers=wrappers, agent_groups=groups)
+
+
+def resolve_env_choices(config) -> None:
+    """Sets, in place on the copy `AlgorithmConfig.resolved` builds from, what the build decides from the env, so
+    that config.yaml names it: the wrappers `auto` picks, the action kind of an env made with either
+    (`action_kind_choice`), and the policies `default_groups` gives where agents differ."""
+    env_cfg, ma = config.environment_cfg, config.multi_agent_cfg
+    if is_auto(env_cfg.wrappers):
+        env_cfg.wrappers = [] if natively_batched(env_cfg.env) else copy.deepcopy(config.env_facts().wrappers)
+    if (choice := action_kind_choice(config)) is not None:
+        env_cfg.env_config = {**env_cfg.env_config, choice[0]: choice[1]}
+        config._env_facts = None  # (asked again of the env as it now is)
+    groups = default_groups(config)
+    if groups:
+        ma.policies, ma.policy_mapping = {name: {} for name in groups}, group_mapping(groups)
+        log.info("%s: agents differ in their spaces: one policy per group, %s (multi_agent.policies)", env_cfg.env, groups)
+
+
+def default_groups(config) -> dict | None:
+    """The policies `AlgorithmConfig.policy_specs` defaults to where none, no policy_mapping and no self-play pool
+    or league are declared: one per group of alike agents where the env's agents differ (`marl.policies.groups`,
+    asked of the cached probe), else None (one 'default_policy' for every agent)."""
+    ma = config.multi_agent_cfg
+    if ma.policies or ma.policy_mapping is not None or not config.environment_cfg.env or config.seated_pool() is not None:
+        return None
+    return config.env_facts().agent_groups
 
 
 def action_kind_choice(config) -> tuple[str, object] | None:
