@@ -26,7 +26,10 @@ def quadrant_sac(**training):
 
 
 def test_discrete_sac_keeps_frames_uint8_into_replay_and_reads_them_through_conv_encoders():
-    algo = quadrant_sac(num_steps_sampled_before_learning_starts=32).build()
+    # 64 env steps an iteration, one 32-row update per 4 of them: the path from runner to encoder is what is checked,
+    # not learning (SAC's defaults, 1,000 env steps and a 256-row conv update per env step, took 50 s for 3 iterations).
+    algo = quadrant_sac(num_steps_sampled_before_learning_starts=32, min_env_steps_per_iteration=64,
+                        train_batch_size=32, training_intensity=8).build()
     try:
         module = algo.learners.local.module["default_policy"]
         assert all(isinstance(n, Encoded) and isinstance(n.encoder, ConvEncoder) for n in [*module.actors, *module.critics])

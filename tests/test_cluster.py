@@ -191,7 +191,8 @@ def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(cluster, tmp_
     assert "all 4 runs finished" in job.stdout, job.stdout[-3000:]
     trials = list_actors(address=dashboard, filters=[("class_name", "=", "ImplicitFunc")], detail=True,
                          raise_on_missing_output=False)
-    assert len(trials) == 4 and len({t.node_id for t in trials}) == 2, trials  # trials ran on both nodes
+    # trials ran on both nodes (Tune reuses a trial's process for a later run: one to four processes for 4 runs)
+    assert 2 <= len(trials) <= 4 and len({t.node_id for t in trials}) == 2, trials
     for task in ("cartpole", "simple_spread"):
         for algo in ("PPO", "A2C"):
             run_dir = runs / task / algo / "seed_0"

@@ -383,8 +383,9 @@ def test_report_of_a_directory_without_runs_is_one_line(tmp_path):
 
 def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_path):
     suite = tmp_path / "tiny.yaml"
-    # 500 iterations of 128 env steps: seconds even on a fast machine, so the interrupt always lands mid-run
-    suite.write_text(TINY.replace("env_steps: 512", "env_steps: 64000").replace("seeds: 2", "seeds: 1"))
+    # 250 iterations of 128 env steps, each checkpointed: seconds even on a fast machine, and the interrupt lands two
+    # iterations in, so it always lands mid-run (500 iterations made the resumed run ~20 s of the suite)
+    suite.write_text(TINY.replace("env_steps: 512", "env_steps: 32000").replace("seeds: 2", "seeds: 1"))
     out = tmp_path / "runs"
     results = out / "cartpole/PPO/seed_0/result.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -412,7 +413,7 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
     p = cli("experiment", str(suite), "--local", "--output", str(out))
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
-    assert [r["iteration"] for r in rows] == list(range(1, 501)) and rows[-1]["env_steps_total"] == 64000
+    assert [r["iteration"] for r in rows] == list(range(1, 251)) and rows[-1]["env_steps_total"] == 32000
     assert json.loads((run_dir / "done.json").read_text())["resumed"] is True and kept >= 1
 
 

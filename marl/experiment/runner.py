@@ -198,7 +198,8 @@ def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None =
     trainable = tune.with_resources(_trial, _resources(resources))
     tuner = tune.Tuner(
         trainable, param_space=param_space,
-        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
+        # one trial process runs one run after another (same resources): no process start and torch import per run
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True),
         run_config=tune.RunConfig(
             name=f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((runs_dir / "_tune").resolve()),
             verbose=0, callbacks=[Display()], failure_config=tune.FailureConfig(max_failures=0),
