@@ -11,7 +11,7 @@ import pytest
 from rliable import metrics
 
 from marl.experiment.report import Report, interval_estimates, read_runs, write_report
-from marl.experiment.report_curves import curve_lines, iqm, iqm_per_point, reached_points, run_curve
+from marl.experiment.report_curves import curve_lines, reached_points, run_curve
 
 BUDGET = 1000
 
@@ -42,21 +42,6 @@ def runs_dir(tmp_path):
 def _estimate(reps=50):
     iqm = lambda s: np.array([metrics.aggregate_iqm(s[..., p]) for p in range(s.shape[-1])])  # noqa: E731
     return lambda scores: interval_estimates(scores, iqm, reps)
-
-
-def test_the_reports_iqm_is_rliables_at_every_shape_and_with_nan():
-    """The report's own IQM (rliable's costs ~3 ms a call in SciPy's wrapper) gives rliable's numbers: trimmed by
-    int(n / 4) at each end of all runs x tasks, every point on its own, NaN where any value is NaN."""
-    rng = np.random.default_rng(0)
-    for runs, tasks in ((1, 1), (3, 1), (5, 2), (7, 3), (4, 4)):
-        scores = rng.normal(size=(runs, tasks, 6)) * 50
-        scores[0, 0, 5] = np.nan
-        per_point = iqm_per_point(scores)
-        for p in range(6):
-            expected = metrics.aggregate_iqm(scores[..., p])
-            assert per_point[p] == pytest.approx(expected, rel=1e-12, nan_ok=True)
-            assert iqm(scores[..., p]) == pytest.approx(expected, rel=1e-12, nan_ok=True)
-        assert np.isnan(per_point[5]) and not np.isnan(per_point[:5]).any()
 
 
 def test_a_run_has_no_curve_past_its_last_row():

@@ -37,7 +37,7 @@ from marl.experiment.runner import DONE_FILE, RUN_FILE
 from marl.logging.run_dir import RESULT_FILE, read_results
 from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
 from marl.experiment.runner import SUITE_FILE
-from marl.experiment.report_curves import curve_lines, draw, iqm, iqm_per_point, run_curve
+from marl.experiment.report_curves import curve_lines, draw, run_curve
 from marl.experiment.targets import targets_report
 import warnings
 from omegaconf import OmegaConf
@@ -150,7 +150,7 @@ def interval_estimates(score_dict: dict, func, reps: int, seed: int = 0):
 def aggregate_functions():
     from rliable import metrics
 
-    return {"iqm": iqm, "mean": metrics.aggregate_mean}
+    return {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
 
 
 class Report:
@@ -299,9 +299,10 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from rliable import library as rly
-    from rliable import plot_utils
+    from rliable import metrics, plot_utils
 
     paths = []
+    iqm_per_point = lambda s: np.array([metrics.aggregate_iqm(s[..., p]) for p in range(s.shape[-1])])  # noqa: E731
     overall = report.overall_curves()  # empty where no algorithm ran every task (a suite of `targets:` rows)
     estimate = lambda scores: interval_estimates(scores, iqm_per_point, reps)  # noqa: E731
     panels = [("overall (normalised)", curve_lines(report.grid, overall, report.ends(), estimate), "IQM normalised return")] if overall else []

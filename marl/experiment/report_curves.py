@@ -26,20 +26,6 @@ class CurveLine:
     high: np.ndarray
 
 
-def iqm(scores) -> float:
-    """rliable's `aggregate_iqm` (SciPy's 25 % trimmed mean over every entry; NaN if any is NaN) without SciPy's
-    ~3 ms overhead a call: the bootstrap calls it once per replication, task and curve point (90 % of a report)."""
-    return float(iqm_per_point(np.asarray(scores, dtype=float)[..., None])[0])
-
-
-def iqm_per_point(scores: np.ndarray) -> np.ndarray:
-    """The IQM of [runs x tasks x] points at each point (the last axis), as `iqm` of each slice."""
-    flat = np.sort(scores.reshape(-1, scores.shape[-1]), axis=0)
-    cut = int(0.25 * flat.shape[0])
-    means = flat[cut:flat.shape[0] - cut].mean(axis=0)
-    return np.where(np.isnan(flat).any(axis=0), np.nan, means)
-
-
 def run_curve(grid: np.ndarray, steps: np.ndarray, returns: np.ndarray) -> np.ndarray:
     """The run's returns at the grid's env steps, linearly interpolated; NaN past its last row (it ended there)."""
     values = np.interp(grid, steps, returns)
