@@ -111,7 +111,10 @@ class EnvRunnersSection:
 
 @dataclass
 class MultiAgentSection:
-    policies: dict = doc("policy id -> spec {module_class, model}; empty: one 'default_policy'", default_factory=dict)
+    policies: dict = doc(
+        "policy id -> spec {module_class, model}; empty: one 'default_policy' for every agent, or where agents differ "
+        "in their spaces one policy per group of alike agents (adversary_0, adversary_1 -> 'adversary'; config.yaml "
+        "records them)", default_factory=dict)
     policy_mapping: Any = doc("glob-pattern table agent -> policy (first match wins) or a callable (agent_id, episode)", None)
     policies_to_train: list | None = doc("policies the learner updates; null: all", None)
     self_play: dict | None = doc(
