@@ -260,11 +260,12 @@ def test_vmas_balance_trains_with_mappo_through_marl_train(tmp_path):
 @pytest.mark.slow
 @needs("vmas", "vmas")
 def test_vmas_balance_mappo_learns(tmp_path):
-    """32k env steps of the shipped scenario: the package stops falling (an untrained team scores about -30)."""
+    """40k env steps of the shipped scenario: the package stops falling (an untrained team scores about -30).
+    Mean of the last two iterations at 40k: -7.8 on seed 0; at 32k seeds 0/1/2 gave -12.3/-9.1/-6.9, too near the bar."""
     import json
 
     out = tmp_path / "run"
-    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=32000", "--output", str(out), "--quiet")
+    p = run_cli("train", "scenarios/vmas_balance_mappo.yaml", "stop.env_steps_total=40000", "--output", str(out), "--quiet")
     assert p.returncode == 0, p.stderr
     returns = [json.loads(line)["episode_return_mean"] for line in (out / "result.jsonl").read_text().splitlines()]
     assert returns[0] < -20, returns  # the yardstick: what an untrained team scores
