@@ -62,17 +62,22 @@ def config_from_dict(data: dict, overrides: list[str] | None = None, where: str 
         cls = config_class(plain_top["algo"])
         defaults = cls().to_dict()
         defaults.pop("workflow")
-        # A mapping value in the file (model, env_config, policies, ...) replaces the default
-        # outright, as the builder does; only sections themselves merge key by key.
+        # A mapping or list value in the file (model, env_config, policies, ...) replaces the default
+        # outright, as the builder does (and a list never meets a mapping default in the merge); only
+        # sections themselves merge key by key.
         for section, values in plain_top.items():
+            if isinstance(defaults.get(section), dict) and not isinstance(values, dict) and values is not None:
+                raise ConfigError(f"{where}: '{section}' must be a mapping of its keys, got {type(values).__name__} {values!r}")
             if isinstance(values, dict) and isinstance(defaults.get(section), dict):
                 for key, value in values.items():
-                    if isinstance(value, dict):
+                    if isinstance(value, (dict, list)):
                         defaults[section].pop(key, None)
         merged = OmegaConf.merge(OmegaConf.create(defaults), raw)
         resolved = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as err:
         raise ConfigError(f"{where}: {err}".splitlines()[0]) from None
+    except TypeError as err:  # (OmegaConf's merge of a value into a default of another kind: a section given a list)
+        raise ConfigError(f"{where}: {err}; a section is a mapping of its keys".splitlines()[0]) from None
     config = cls()
     resolved.pop("algo")
     resolved.pop("name", None)
