@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,11 @@ def test_a_config_that_overrides_a_read_of_the_plan_is_refused():
         type("OldStyle", (PPOConfig,), {"model_for": lambda self, policy_id: {}})
     plan = PPOConfig().training(model={"hiddens": [4]}).plan_for("default_policy")
     assert plan.model == {"hiddens": [4]} and plan.burn_in == 0 and plan.replay is None and plan.unsquash_actions is False
+
+
+@pytest.mark.parametrize("override", ["multi_agent.policies=[a]", "multi_agent=[1]"])
+def test_an_override_of_another_kind_than_the_scenarios_value_is_one_line_naming_it(override):
+    data = {"algo": "PPO", "environment": {"env": "CartPole-v1"}, "multi_agent": {"policies": {"a": {}}}}
+    with pytest.raises(ConfigError, match="^" + re.escape(f"override '{override}': a list or mapping where the scenario holds the other")):
+        config_from_dict(data, [override])
+    assert config_from_dict(data, ["training.lr=0.001", "training.lr=0.002"]).training_cfg.lr == 0.002  # last one wins

@@ -42,11 +42,15 @@ def config_from_dict(data: dict, overrides: list[str] | None = None, where: str 
     Its `imports` are imported first (`search_dirs` also on sys.path), then set as `config.user_modules`."""
     try:
         raw = OmegaConf.create(data)
-        if overrides:
-            for item in overrides:
-                if "=" not in item:
-                    raise ConfigError(f"override '{item}' must look like key=value, e.g. training.lr=1e-4")
-            raw = OmegaConf.merge(raw, OmegaConf.from_dotlist(list(overrides)))
+        for item in overrides or []:
+            if "=" not in item:
+                raise ConfigError(f"override '{item}' must look like key=value, e.g. training.lr=1e-4")
+        for item in overrides or []:  # one at a time: a value of another kind than the scenario's is named
+            try:
+                raw = OmegaConf.merge(raw, OmegaConf.from_dotlist([item]))
+            except TypeError:  # (OmegaConf cannot merge a list into a mapping, or the other way)
+                raise ConfigError(f"override '{item}': a list or mapping where the scenario holds the other kind; "
+                                  "give the key's whole value in the scenario's kind") from None
         plain_top = OmegaConf.to_container(raw, resolve=False)
         if not isinstance(plain_top, dict):
             raise ConfigError(f"{where}: a scenario must be a mapping of sections, got {type(plain_top).__name__}")
@@ -76,8 +80,6 @@ def config_from_dict(data: dict, overrides: list[str] | None = None, where: str 
         resolved = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as err:
         raise ConfigError(f"{where}: {err}".splitlines()[0]) from None
-    except TypeError as err:  # (OmegaConf's merge of a value into a default of another kind: a section given a list)
-        raise ConfigError(f"{where}: {err}; a section is a mapping of its keys".splitlines()[0]) from None
     config = cls()
     resolved.pop("algo")
     resolved.pop("name", None)
