@@ -17,6 +17,11 @@ from typing import Any
 
 import gymnasium
 
+from marl.envs.copies import PREFIX as COPIES
+from marl.envs.jaxmarl import PREFIX as JAXMARL
+from marl.envs.openspiel import PREFIX as OPENSPIEL
+from marl.envs.vmas import PREFIX as VMAS
+
 
 @dataclass(frozen=True)
 class ActionKindKey:
@@ -33,11 +38,11 @@ _BOOLEAN_KEYS = ("continuous_actions", "continuous")  # constructor parameters t
 
 def action_kind_key(env: str) -> ActionKindKey | None:
     """The key of `env`'s constructor that picks its action kind, or None where it has none (or it cannot tell)."""
-    if env.startswith("vmas."):
+    if env.startswith(VMAS):
         return ActionKindKey("continuous_actions", True, False)
-    if env.startswith("jaxmarl.MPE_"):
+    if env.startswith(JAXMARL + "MPE_"):
         return ActionKindKey("action_type", "Continuous", "Discrete")
-    if env.startswith(("jaxmarl.", "openspiel.", "copies.")):
+    if env.startswith((JAXMARL, OPENSPIEL, COPIES)):
         return None
     return _boolean_parameter(_constructor(env))
 
