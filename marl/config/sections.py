@@ -141,7 +141,10 @@ class LearnersSection:
         min=0,
     )
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
-    num_threads: int = doc("torch threads in the learner (1 is fastest for small MLPs on few cores)", 1, min=1)
+    num_threads: int = doc(
+        "torch threads in the learner's updates; 1 suits small MLPs and shared machines (threads wait on each "
+        "other, so a busy core slows every update); on a dedicated machine, one per core speeds updates of "
+        "thousands of rows (docs/batched.md)", 1, min=1)
     num_gpus_per_learner: float = doc(
         "GPUs of each learner (0: the CPU); > 0: modules and optimisers on CUDA, each update's batch moved there once "
         "(pinned memory), env runners stay on the CPU; with num_learners > 1 gradients are averaged over NCCL; "
