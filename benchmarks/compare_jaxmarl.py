@@ -20,6 +20,10 @@ Known differences not matched: JaxMARL IPPO trains on the reward times 3, and tr
 as termination; marl bootstraps at truncation. VMAS's simple_spread is VMAS's port (its own reward
 scale), so its return ratio is indicative only. `--compile-loss` sets marl's `learners.compile_loss` (its PPO
 loss through torch.compile, as JaxMARL's update is XLA-compiled; the compilation falls in marl's start-up).
+`--overlap` runs marl's sides with `env_runners.overlap` and one runner actor: it samples the next round
+while the learner trains on this one (half a batch of policy lag, which PPO's ratio to the acting policy's
+log-probs corrects); start-up then includes Ray's, and per-CPU-second figures are left out (nan: the
+actor's CPU is another process's).
 
 On a GPU (`--device cuda`, with the 4096x32 setting): marl's env (VMAS's torch worlds, or JaxMARL's
 through DLPack), policy and learner run on the device (`env_runners.device: cuda`,
@@ -47,7 +51,7 @@ SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas")
 
 
 def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool,
-              device: str = "cpu") -> dict:
+              device: str = "cpu", overlap: bool = False) -> dict:
     """One marl run (in this process: started by `--side`)."""
     t0 = time.time()
     import marl
@@ -55,7 +59,8 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
     env_config = {"continuous_actions": False, "max_steps": 25} if env.startswith("vmas.") else {}
     batch = worlds * steps * 3  # agent steps: 3 agents
     algo = (marl.PPOConfig().environment(env, env_config=env_config)
-            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps, device=device)
+            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps, device=device,
+                         num_env_runners=int(overlap), overlap=overlap)
             .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
                       gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
                       grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
@@ -73,6 +78,8 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
         env_steps = int(result["env_steps_total"])
         returns.append(float(result.get("episode_return_mean", float("nan"))))
     done, cpu = time.time(), time.process_time() - cpu
+    if overlap:  # the runner actor's CPU is another process's: this one's alone would flatter marl
+        cpu = float("nan")
     algo.stop()
     return {"startup_s": first - t0, "train_s": done - first, "cpu_s": cpu, "env_steps": env_steps,
             "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns,
@@ -80,7 +87,7 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
 
 
 def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int,
-             compile_loss: bool, device: str = "cpu") -> dict:
+             compile_loss: bool, device: str = "cpu", overlap: bool = False) -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
         per_update = worlds * steps
@@ -91,7 +98,7 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
     else:
         env = "jaxmarl.MPE_simple_spread_v3" if side == "marl jaxmarl" else "vmas.simple_spread"
         cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads), str(int(compile_loss)),
-               device]
+               device, str(int(overlap))]
     # One thread: XLA's Eigen pool off and one OpenMP thread. More: both sides use that many (XLA takes every core).
     flags = {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
         "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
@@ -102,7 +109,8 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
     tail = row["returns"][int(len(row["returns"]) * 0.8):] or row["returns"][-1:]
     timed = row.get("timed_env_steps", row["env_steps"])
     return {"side": side, "setting": setting, "seed": seed, "threads": threads, "device": device,
-            "compile_loss": compile_loss and side != "JaxMARL", **row, "env_steps_per_s": timed / row["train_s"],
+            "compile_loss": compile_loss and side != "JaxMARL", "overlap": overlap and side != "JaxMARL", **row,
+            "env_steps_per_s": timed / row["train_s"],
             "env_steps_per_cpu_s": timed / row["cpu_s"],
             "final_return": statistics.fmean(tail)}
 
@@ -122,13 +130,17 @@ def main() -> None:
     parser.add_argument("--jaxmarl-python", help="the interpreter JaxMARL's side runs in (default: the venv's)")
     parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
     parser.add_argument("--json", help="write the rows here")
-    parser.add_argument("--side", nargs=7, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE", "DEVICE"),
+    parser.add_argument("--overlap", action="store_true",
+                        help="marl sides: env_runners.overlap with one runner actor (it samples the next round while "
+                             "the learner trains: one round of policy lag, corrected by PPO's ratio)")
+    parser.add_argument("--side", nargs=8, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE", "DEVICE",
+                                                    "OVERLAP"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a marl run in this fresh process
-        env, setting, budget, seed, threads, compile_loss, device = args.side
+        env, setting, budget, seed, threads, compile_loss, device, overlap = args.side
         print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads), compile_loss == "1",
-                                   device)))
+                                   device, overlap == "1")))
         return
     venv = Path(args.jaxmarl_venv)
     if not args.jaxmarl_src and not (venv / "JAXMARL_SRC").is_file():
@@ -143,7 +155,7 @@ def main() -> None:
             order = sides[seed % len(sides):] + sides[:seed % len(sides)]  # alternate who runs first (the machine drifts)
             for side in order:
                 row = run_side(side, setting, args.env_steps, seed, jax_python, src, args.threads, args.compile_loss,
-                               args.device)
+                               args.device, args.overlap)
                 rows.append(row)
                 print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
                       f"({row['env_steps_per_cpu_s']:,.0f} per CPU-s, load {os.getloadavg()[0]:.1f}), start-up "
@@ -163,7 +175,8 @@ def main() -> None:
     C.print_table(["settings", "side", "env steps/s incl. learning", "/ JaxMARL", "per CPU-second", "/ JaxMARL",
                    "start-up", "/ JaxMARL", "return at the budget"], table,
                   title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side, marl on {args.device}"
-                        f"{', marl learners.compile_loss' if args.compile_loss else ''})")
+                        f"{', marl learners.compile_loss' if args.compile_loss else ''}"
+                        f"{', marl env_runners.overlap (one runner actor)' if args.overlap else ''})")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))
