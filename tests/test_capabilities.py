@@ -70,6 +70,22 @@ def test_an_action_space_the_algorithm_does_not_act_in_is_one_line_at_build():
         marl.TD3Config().environment("CartPole-v1").build()
 
 
+@pytest.mark.parametrize("algo", ["VDN", "QMIX", "MASAC", "MADDPG"])
+def test_joint_step_learning_on_a_turn_based_env_is_one_line_at_build(algo):
+    # Found by `marl train --algo QMIX --env pettingzoo.classic.tictactoe_v3`: a traceback from the first store
+    with pytest.raises(ConfigError) as err:
+        getattr(marl, f"{algo}Config")().environment("pettingzoo.classic.tictactoe_v3").build()
+    text = one_line(err)
+    assert text.startswith(f"{algo} learns policy 'default_policy' from joint steps of its agents [0, 1]"), text
+    assert "is turn-based" in text and "PPO" in text
+
+
+def test_joint_step_learning_with_a_policy_per_player_builds_on_a_turn_based_env():
+    algo = (marl.VDNConfig().environment("pettingzoo.classic.tictactoe_v3")
+            .multi_agent(policies={"p1": {}, "p2": {}}, policy_mapping_fn={"player_1": "p1", "player_2": "p2"}).build())
+    algo.stop()  # each group one player: nothing joint to refuse
+
+
 def test_each_policy_of_a_mixed_run_is_checked_against_its_own_algorithm():
     cfg = marl.MixedConfig().environment("CartPole-v1").multi_agent(policies={"p": {}}, policy_mapping_fn={"*": "p"})
     cfg.training(algorithms={"p": {"algo": "TD3"}})

@@ -9,7 +9,8 @@ does not); the plan hands it out per policy (`PolicyPlan.capabilities`: in a MIX
 algorithm's). It is checked where each fact is first known, once:
 - from `AlgorithmConfig.validate`: `env_runners.overlap` (`check_config`), each policy's `model.recurrent`
   (`check_recurrent`);
-- `check_action_spaces(config, specs)` from `Algorithm`, once the env's spaces are known.
+- `check_action_spaces(config, specs)` from `Algorithm`, once the env's spaces are known; `check_joint_steps`
+  there too, once it is known whether the env is turn-based.
 The batched path's `unsupported` reads `batched`; MIXED reads `mixed_family`; `marl reference ALGO` prints it.
 Deeper checks that ask other questions stay where they are (a module refuses a space it cannot build,
 `check_recurrent_support` a built-in module class without a recurrent variant).
@@ -107,6 +108,23 @@ def check_action_spaces(config, specs: dict) -> None:
             raise ConfigError(
                 f"{plan.algo_name} acts in {allowed} action spaces; policy '{pid}' has {spec.action_space}"
                 + (f" (algorithms for {kind}: {others})" if others != "none" else "")
+            )
+
+
+def check_joint_steps(config, specs: dict, turn_based: bool) -> None:
+    """A policy learning from its group's joint steps (VDN, QMIX, MASAC, MADDPG: every agent of the group acting
+    at the same env step) on a turn-based env, where one player moves per step: one line, before any sampling."""
+    if not turn_based:
+        return
+    for pid in specs:
+        plan = config.plan_for(pid)
+        group = plan.group_agent_indices
+        if group is not None and len(group) > 1:
+            raise ConfigError(
+                f"{plan.algo_name} learns policy '{pid}' from joint steps of its agents {list(group)} (all acting at "
+                f"the same env step), but {config.environment_cfg.env} is turn-based (one player moves per step); "
+                "use an algorithm that learns per agent (PPO, DQN, SAC, ...), or give each player its own policy "
+                "(multi_agent.policies and policy_mapping)"
             )
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
+from marl.errors import ConfigError
 from marl.replay.nstep import nstep_transitions
 
 STATE = sb.STATE
@@ -44,11 +45,12 @@ def join_group_steps(batch: SampleBatch, agent_indices: list[int]) -> SampleBatc
     if not complete:
         keys, counts = np.unique(np.stack([eps, t]), axis=1, return_counts=True)
         bad = keys[:, counts != n][:, :1].ravel().tolist() or keys[:, :1].ravel().tolist()
-        raise ValueError(
+        raise ConfigError(  # the env's agents leave or join mid-episode: a choice of algorithm, said in one line
             f"joint transitions need every agent of the group {group.tolist()} to act at every env step; "
             f"episode {bad[0]} step {bad[1]} has rows for agents "
-            f"{sorted(agent[(eps == bad[0]) & (t == bad[1])].tolist())} (turn-based envs and agents that "
-            "leave mid-episode are not supported by VDN/QMIX)"
+            f"{sorted(agent[(eps == bad[0]) & (t == bad[1])].tolist())}: algorithms that learn from joint steps "
+            "(VDN, QMIX, MASAC, MADDPG) need agents that act together from the start to the end of each episode; "
+            "use one that learns per agent (PPO, DQN, SAC, ...)"
         )
 
     def per_step(name):

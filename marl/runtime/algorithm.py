@@ -34,7 +34,7 @@ import numpy as np
 from marl.checkpoint import directory as ckpt
 from marl.runtime import resources
 from marl.runtime.evaluation import Evaluation
-from marl.config.capabilities import check_action_spaces
+from marl.config.capabilities import check_action_spaces, check_joint_steps
 from marl.config.sections import ConfigError, stop_reason
 from marl.envs import make_env
 from marl.execution import SharedMetrics
@@ -116,9 +116,11 @@ class Algorithm:
         probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config), config.environment_cfg.wrappers)
         try:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
+            turn_based = bool(probe.metadata.get("turn_based"))
         finally:
             probe.close()
         check_action_spaces(config, self.policy_specs)  # the algorithm's record, now that the spaces are known
+        check_joint_steps(config, self.policy_specs, turn_based)
         self._check_models()
         self.learners = LearnerGroup(config, self.policy_specs)
         self.runners = EnvRunnerGroup(config)
