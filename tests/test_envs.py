@@ -504,6 +504,20 @@ def test_env_api_forces_aec_for_a_parallel_module() -> None:
 # -- errors -------------------------------------------------------------------
 
 
+def test_a_module_missing_from_its_package_names_the_package_modules() -> None:
+    # PettingZoo 1.27 ships pursuit_v5: a name from another release's docs finds its current version
+    with pytest.raises(EnvError) as err:
+        make_env("pettingzoo.sisl.pursuit_v4")
+    msg = str(err.value)
+    assert "did you mean pettingzoo.sisl.pursuit_v5? pettingzoo.sisl has: multiwalker_v9, pursuit_v5" in msg, msg
+    with pytest.raises(EnvError) as err:  # nothing close: the package's env modules still listed
+        make_env("pettingzoo.sisl.waterworld_v4")
+    assert "No module named 'pettingzoo.sisl.waterworld_v4'; pettingzoo.sisl has: multiwalker_v9" in str(err.value)
+    with pytest.raises(EnvError) as err:  # no package above it: nothing to list
+        make_env("nosuch.pkg_v1")
+    assert "has:" not in str(err.value) and "\n" not in str(err.value)
+
+
 def test_unknown_gymnasium_style_name() -> None:
     register_env("test-listed", lambda cfg: _Coin())
     with pytest.raises(EnvError) as err:

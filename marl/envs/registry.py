@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import pkgutil
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -236,7 +238,7 @@ def _try_module(name: str, config: dict[str, Any], tried: list[str], wrappers: l
             )
             module = importlib.import_module(name)
     except Exception as e:  # ImportError, or the module failing while importing
-        tried.append(f"PettingZoo module: import failed ({type(e).__name__}: {e})")
+        tried.append(f"PettingZoo module: import failed ({type(e).__name__}: {e}{_sibling_hint(name, e)})")
         return None
 
     api = config.pop(_ENV_API_KEY, None)
@@ -262,6 +264,24 @@ def _try_module(name: str, config: dict[str, Any], tried: list[str], wrappers: l
         return made if isinstance(made, MultiAgentEnv) else AECEnvAdapter(made)
     tried.append(f"PettingZoo module: {name} imported but has neither parallel_env() nor env()")
     return None
+
+
+def _sibling_hint(name: str, error: Exception) -> str:
+    """Where the module itself is missing from a package that imports (a version suffix from another release:
+    `pettingzoo.sisl.pursuit_v4` where PettingZoo ships `pursuit_v5`): the package's env modules, the closest named."""
+    parent, _, last = name.rpartition(".")
+    if not parent or not isinstance(error, ModuleNotFoundError) or error.name != name:
+        return ""  # (a dependency of the module missing, or no package above it: the error says enough)
+    try:
+        package = importlib.import_module(parent)
+    except Exception:
+        return ""
+    names = sorted(m.name for m in pkgutil.iter_modules(getattr(package, "__path__", [])) if not m.name.startswith("_"))
+    names = [n for n in names if re.search(r"_v\d+$", n)] or names  # PettingZoo's env modules carry a version
+    if not names:
+        return ""
+    close = difflib.get_close_matches(last, names, n=1, cutoff=0.6)
+    return (f"; did you mean {parent}.{close[0]}?" if close else ";") + f" {parent} has: {', '.join(names)}"
 
 
 def _try_gymnasium(name: str, config: dict[str, Any], tried: list[str], wrappers: list | None = None) -> MultiAgentEnv | None:
