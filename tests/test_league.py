@@ -111,6 +111,28 @@ def test_snapshot_against_previous_counts_only_a_main_agents_games_against_its_l
     finally:
         algo.stop()
 
+def test_rating_games_rate_each_new_snapshot_against_its_members_previous_one():
+    # rating_games: 6 sampled games (3 in each seat) between main.v(n) and main.v(n-1) as main.v(n) is taken; none
+    # between snapshots further apart, none for a member's first snapshot; recorded like the league's own games
+    algo = small_league(snapshot_every=1, rating_games=6, max_snapshots=4, main_exploiters=0, league_exploiters=0).build()
+    try:
+        for _ in range(3):
+            result = algo.train()
+        ratings = algo.context.checkpointables["league"].ratings
+        assert [ratings.games(f"main.v{n}", f"main.v{n - 1}") for n in (1, 2, 3)] == [6, 6, 6]
+        assert ratings.games("main.v2", "main.v0") == ratings.games("main.v3", "main.v1") == 0
+        assert ratings.counts[("main.v3", "main.v2")][0] + ratings.counts[("main.v2", "main.v3")][0] == 6  # scores sum
+        assert result["league/rating/main.v3"] == ratings.ordinal("main.v3")
+    finally:
+        algo.stop()
+    plain = small_league(snapshot_every=1, main_exploiters=0, league_exploiters=0).build()  # rating_games: 0 (default)
+    try:
+        plain.train()
+        assert plain.context.checkpointables["league"].ratings.games("main.v1", "main.v0") == 0
+    finally:
+        plain.stop()
+
+
 def test_a_permanent_random_member_plays_the_main_agents_share_of_games_and_is_rated():
     # random_share 0.5: half of main's games against `random` (a uniformly random legal-move player, never trained),
     # the rest self-play (0.2) and snapshots; the exploiters never meet it, and its games leave the snapshot rule alone
@@ -148,7 +170,7 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
     # two iterations (a budget snapshot comes with the third: snapshot_every=3), save, restore into a fresh build:
     # the same members' weights (trained and frozen slots), ratings, tallies and matchmaking table; then one more
     # iteration from each gives the same results, weights and league
-    algo = small_league(snapshot_every=3).build()
+    algo = small_league(snapshot_every=3, rating_games=4).build()  # with rating matches after the third's snapshots
     try:
         for _ in range(2):
             algo.train()
@@ -160,7 +182,7 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
         after_weights, after_book = algo.learners.get_weights()["modules"], algo.context.checkpointables["league"].get_state()
     finally:
         algo.stop()
-    restored = small_league(snapshot_every=3).build()
+    restored = small_league(snapshot_every=3, rating_games=4).build()
     try:
         restored.restore(path)
         book = restored.context.checkpointables["league"]
@@ -172,6 +194,7 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
         assert {"league/size", "league/games", "league/rating/main", "league/elo/main"} <= set(_deterministic(after))
         assert _same_weights(restored.learners.get_weights()["modules"], after_weights)
         assert book.get_state() == after_book and after_book["snapshots"] == 4  # main@0, then each trained member's
+        assert book.ratings.games("main.v1", "main.v0") == 4  # main's second snapshot met its first (exploiters: one each)
     finally:
         restored.stop()
 
@@ -180,6 +203,8 @@ def test_league_state_survives_save_and_restore_bit_identically(tmp_path):
     ({"snapshot_win_rate": 1.5}, r"multi_agent.league.snapshot_win_rate must be a number in \(0, 1\], got 1.5"),
     ({"self_play": -0.1}, r"multi_agent.league.self_play must be a number in \[0, 1\], got -0.1"),
     ({"max_snapshots": 0}, "multi_agent.league.max_snapshots must be an integer >= 1, got 0"),
+    ({"rating_games": -2}, "multi_agent.league.rating_games must be an integer >= 0, got -2"),
+    ({"rating_games": 1.5}, "multi_agent.league.rating_games must be an integer >= 0, got 1.5"),
     ({"main_share": 0}, r"multi_agent.league.main_share must be null or a number in \(0, 1\], got 0"),
     ({"main_share": 0.5, "main_exploiters": 0, "league_exploiters": 0}, "leaves episodes to exploiters, but the league has none"),
     ({"random_share": 1.5}, r"multi_agent.league.random_share must be a number in \[0, 1\], got 1.5"),
