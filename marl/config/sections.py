@@ -127,7 +127,8 @@ class MultiAgentSection:
         "league_exploiters, max_snapshots, snapshot_win_rate, min_games, snapshot_every (learner updates), snapshot_against (league, previous: the games the win rate counts), "
         "self_play, random_share (main agents' games against "
         "a permanent random member), main_share, "
-        "pfsp (squared, variance, linear, uniform), elo_k, evaluation_opponent}; adds the members' policies and, "
+        "pfsp (squared, variance, linear, uniform), elo_k, rating_games (games between each new snapshot and its member's "
+        "previous one, rated), evaluation_opponent}; adds the members' policies and, "
         "unless given, the mapping and policies_to_train", None,
     )
 

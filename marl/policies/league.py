@@ -2,7 +2,7 @@
 
 Declared as `multi_agent.league: {policy, main_agents, main_exploiters, league_exploiters, max_snapshots,
 snapshot_win_rate, min_games, snapshot_every, snapshot_against, self_play, random_share, main_share, pfsp, elo_k,
-evaluation_opponent}`.
+rating_games, evaluation_opponent}`.
 
 Every member copies the declared policy `policy` (module and model). The trained members are
 `<policy>` (the first main agent), `<policy><i>` (more main agents), `main_exploiter<i>`
@@ -30,6 +30,11 @@ over at least `min_games` games, or after `snapshot_every` learner updates. The 
 agent's games against its own latest snapshot only (AlphaStar's "beats the last snapshot"), so each
 snapshot beats the one before by that margin (exploiters, which do not meet their own snapshots,
 count the league's games either way).
+
+Ratings: every scored game moves both players' ratings. Snapshots are frozen but only ever meet trained
+members, whose strength moves, so two snapshots of one member are ordered by indirect evidence alone;
+`rating_games: N` (0: none) plays N sampled games, seats alternated, between each new snapshot of a
+member and that member's snapshot before it, and rates them from those games too.
 
 The draws are made on the runners by `LeagueMapping`, seeded by the episode id, from a table the
 `matchmaking` workflow node computes on the driver and sends them after every update.
@@ -79,6 +84,7 @@ class League:
     main_share: float | None = None
     pfsp: str = "squared"
     elo_k: float = 16.0
+    rating_games: int = 0
     evaluation_opponent: str | type | None = None
 
     section = "league"  # where this lives under multi_agent (evaluation rebuilds it with another opponent)
@@ -97,7 +103,7 @@ class League:
             raise MappingError(f"multi_agent.league: unknown key(s) {sorted(unknown)}; allowed: {allowed}")
         league = League(**value)
         for key, low in (("main_agents", 1), ("main_exploiters", 0), ("league_exploiters", 0), ("max_snapshots", 1),
-                         ("min_games", 1), ("snapshot_every", 1)):
+                         ("min_games", 1), ("snapshot_every", 1), ("rating_games", 0)):
             v = getattr(league, key)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise MappingError(f"multi_agent.league.{key} must be an integer >= {low}, got {v!r}")

@@ -10,6 +10,8 @@
   agent's against its latest snapshot) passes `snapshot_win_rate` (over at least `min_games` games) or
   after `snapshot_every` learner updates; the snapshot starts from its member's ratings. It logs
   `league/size`, `league/snapshots` and `league/rating/<member>` (openskill ordinal), `league/elo/<member>`.
+  With `rating_games: N` it then plays N sampled games between the new snapshot and its member's previous
+  one (`RatingMatches`) and rates them: frozen snapshots otherwise meet only moving trained members.
 - `matchmaking` turns the win rates into each learner's opponent distribution (PFSP) and sends it
   to the runners, whose `LeagueMapping` draws the next episodes' pairs from it.
 
@@ -20,8 +22,11 @@ hold the snapshots' weights), so a restored run goes on with the same league, ra
 from __future__ import annotations
 
 from marl.data.records import RESULTS, SKIP
+from marl.envs import make_env
+from marl.policies import resolve_policies
 from marl.policies.league import League, pfsp_probabilities
 from marl.policies.ratings import Ratings
+from marl.workflow.member_matches import MemberFactory, play_matches
 from marl.workflow.protocol import Operator
 
 
@@ -85,6 +90,47 @@ def league_book(ctx) -> LeagueBook:
     return book
 
 
+class RatingMatches:
+    """Games between a member's newest snapshot and the one before it, recorded in the ratings (`rating_games`).
+
+    Half the games seat the new snapshot first, half second; sampled actions, seeded by the run's seed and
+    the league's snapshot count, so a restored run plays the same games.
+    """
+
+    def __init__(self, config, book: LeagueBook):
+        self.config, self.book, self._factory = config, book, None
+        self.seed = int(config.debugging_cfg.seed or 0)
+
+    def factory(self) -> MemberFactory:
+        if self._factory is None:  # the members' spaces, resolved once on a probe env
+            env_cfg = self.config.environment_cfg
+            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
+            try:
+                specs, _ = resolve_policies(env, self.config.policy_specs(), self.config.policy_mapping())
+            finally:
+                env.close()
+            policy = self.book.league.policy
+            self._factory = MemberFactory(self.config, policy, specs[policy])
+        return self._factory
+
+    def play(self, member: str, weights: dict) -> None:
+        """Rates `member`'s newest snapshot against its previous one (weights: the learner's, slots included)."""
+        book, games = self.book, self.book.league.rating_games
+        version = book.versions[member] - 1
+        new, previous = f"{member}.v{version}", f"{member}.v{version - 1}"
+        if games == 0 or version == 0 or previous not in book.slots:  # the first, or its predecessor overwritten
+            return
+        slot = book.league.snapshot_ids
+        modules = {name: self.factory().module(weights["modules"][slot[book.slots.index(name)]]) for name in (new, previous)}
+        seed = self.seed * 1_000_003 + book.snapshots
+        first = games // 2
+        for (a, b), n, s in (((new, previous), first, seed), ((previous, new), games - first, seed + 1)):
+            if n == 0:
+                continue
+            for ra, rb in play_matches(self.config, (modules[a], modules[b]), n, s):
+                book.ratings.record(a, b, 1.0 if ra > rb else 0.5 if ra == rb else 0.0)
+
+
 class LeagueMatches(Operator):
     op_name, consumes, produces, handles_skip = "league_matches", (RESULTS,), RESULTS, True
 
@@ -136,7 +182,7 @@ class LeagueSnapshot(Operator):
     def build(self, ctx, inputs):
         (upstream,) = inputs
         book, learners = league_book(ctx), ctx.learners
-        league = book.league
+        league, rating = book.league, RatingMatches(ctx.config, league_book(ctx))
 
         def take(member: str, weights: dict) -> None:
             slot = book.next_slot % league.max_snapshots
@@ -164,6 +210,7 @@ class LeagueSnapshot(Operator):
                 if won or since[0] >= league.snapshot_every:
                     weights = weights or learners.get_weights()
                     take(member, weights)
+                    rating.play(member, weights)
             if weights is not None:
                 weights["version"] += 1  # new weights for the runners: the next sync sends them
                 learners.set_weights(weights)
