@@ -17,7 +17,7 @@ The checks a `doc(...)` may carry:
     auto=True         the key may also hold AUTO ("auto"): a value the algorithm picks when it builds (PPO: by the
                       env's action space, `marl.algorithms.ppo.action_space_defaults`); the other checks judge the rest
 
-`device_problem` and `schedule_of_probabilities` are `check=` functions more than one section uses.
+`device_problem`, `schedule_of_probabilities` and `schedule_of_factors` are `check=` functions more than one section uses.
 """
 
 from __future__ import annotations
@@ -167,18 +167,28 @@ def check_relations(section, section_name: str) -> None:
             )
 
 
-def schedule_of_probabilities(value) -> str | None:
-    """`check=` of a schedule [[step, probability], ...]: steps >= 0 and increasing, probabilities in [0, 1]."""
+def _schedule(value, high: float | None, what: str) -> str | None:
+    """Why `value` is not a schedule [[env_step, v], ...] with steps >= 0 increasing and 0 <= v (<= high)."""
     last = -1
     for point in value:
         if not isinstance(point, (list, tuple)) or len(point) != 2:
             return "must be a list of [env_step, value] pairs"
-        step, prob = point
+        step, v = point
         if not isinstance(step, (int, float)) or isinstance(step, bool) or step < 0 or step < last:
             return "must have env steps >= 0 in increasing order"
-        if not isinstance(prob, (int, float)) or isinstance(prob, bool) or not 0 <= prob <= 1:
-            return "must have values in [0, 1] (probabilities)"
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or (high is not None and v > high):
+            return f"must have values {what}"
         last = step
     if not value:
         return "must have at least one [env_step, value] pair"
     return None
+
+
+def schedule_of_probabilities(value) -> str | None:
+    """`check=` of a schedule [[step, probability], ...]: steps >= 0 and increasing, probabilities in [0, 1]."""
+    return _schedule(value, 1.0, "in [0, 1] (probabilities)")
+
+
+def schedule_of_factors(value) -> str | None:
+    """`check=` of a schedule [[step, factor], ...]: steps >= 0 and increasing, factors >= 0."""
+    return _schedule(value, None, ">= 0 (factors)")

@@ -19,6 +19,7 @@ from marl.config.checks import (  # noqa: F401  (also importable from here, as b
     check_relations,
     device_problem,
     doc,
+    schedule_of_factors,
     schedule_of_probabilities,
     section_fields,
     update_section,
@@ -146,6 +147,12 @@ class LearnersSection:
         "torch threads in the learner's updates; 1 suits small MLPs and shared machines (threads wait on each "
         "other, so a busy core slows every update); on a dedicated machine, one per core speeds updates of "
         "thousands of rows (docs/batched.md)", 1, min=1)
+    lr_multiplier: list | None = doc(
+        "piecewise-linear [[env_step, factor], ...] over the run's sampled env steps (an offline run's: trained), "
+        "held past its ends, multiplying every parameter group's learning rate at each update: [[0, 1.0], "
+        "[1000000, 0.0]] anneals linearly to 0 by 1M (JaxMARL's ANNEAL_LR; RLlib's lr schedules); null: constant",
+        None, check=schedule_of_factors,
+    )
     num_gpus_per_learner: float = doc(
         "GPUs of each learner (0: the CPU); > 0: modules and optimisers on CUDA, each update's batch moved there once "
         "(pinned memory), env runners stay on the CPU; with num_learners > 1 gradients are averaged over NCCL; "

@@ -73,9 +73,10 @@ class LearnerGroup:
             return ray.get([getattr(actor, method).remote(*args) for actor in self.replicas])[0]
         return ray.get(getattr(self.remote, method).remote(*args))
 
-    def update(self, batch, connector_deltas=()):
-        """One update on `batch` (a MultiAgentBatch) -> {policy: {stat: float | per-row ndarray}}."""
-        results = self._call("update", batch, list(connector_deltas))
+    def update(self, batch, connector_deltas=(), env_steps: int | None = None):
+        """One update on `batch` (a MultiAgentBatch) -> {policy: {stat: float | per-row ndarray}}; `env_steps`: the
+        run's so far (`learners.lr_multiplier`)."""
+        results = self._call("update", batch, list(connector_deltas), env_steps)
         if results:
             self.version += 1
         return results

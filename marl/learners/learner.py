@@ -34,6 +34,7 @@ from marl.learners.device import learner_device, to_device
 from marl.learners.memory import keep_freed_memory
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
 from marl.modules import MultiRLModule
+from marl.modules.q_mlp import piecewise_linear
 from marl.modules.recurrent import recurrent_options
 from marl.modules.rl_module import load_network_state, network_state
 from marl.replay.sequences import DETACH_AT, SEQ_MASK, first_loss_steps
@@ -150,11 +151,13 @@ class Learner:
         self.version = 1  # runners start at 0: the first sync always sends
 
     # -- updates --------------------------------------------------------------
-    def update(self, batch: MultiAgentBatch, connector_deltas=()) -> dict[str, dict[str, float]]:
+    def update(self, batch: MultiAgentBatch, connector_deltas=(), env_steps: int | None = None) -> dict[str, dict[str, float]]:
         """One learner update on a train batch: every trained policy that has rows in it.
 
-        `connector_deltas`: the runners' connector-statistics deltas of the sample calls the batch came from."""
+        `connector_deltas`: the runners' connector-statistics deltas of the sample calls the batch came from;
+        `env_steps`: the run's env steps so far, where `learners.lr_multiplier` reads its factor."""
         self.connectors.merge(list(connector_deltas))
+        self._scale_learning_rates(env_steps)
         results = {}
         # The learner's threads for the update only: an in-process runner sets one thread for the process
         # (its small forward passes), which would otherwise hold for the learner's large minibatches too.
@@ -170,6 +173,18 @@ class Learner:
         if results:
             self.version += 1
         return results
+
+    def _scale_learning_rates(self, env_steps: int | None) -> None:
+        """Every trained group's rate: its configured one times `learners.lr_multiplier` at `env_steps` (set anew each
+        update from the run's counter, so a resumed run continues the schedule where it was)."""
+        schedule = self.config.learners_cfg.lr_multiplier
+        if schedule is None or env_steps is None:
+            return
+        factor = piecewise_linear(schedule, env_steps)
+        for pid, groups in self.groups.items():
+            for spec in (g for g in groups if g.trainable):
+                for group in self.optimizers[pid][spec.name].param_groups:
+                    group["lr"] = spec.lr * factor
 
     def _update_policy(self, pid: str, batch: SampleBatch) -> dict:
         cfg = self.train_cfgs[pid]

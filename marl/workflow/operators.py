@@ -175,7 +175,9 @@ class Learn(Operator):
             current = ctx.learners.version
             lags = [current - v for v in record.weights_versions]
             with timer.timing():
-                update = ctx.learners.update(batch, record.connector_deltas)
+                # the schedules' axis: env steps sampled (an offline run samples none: the env steps trained)
+                steps = metrics.counters[m.ENV_STEPS_SAMPLED] or metrics.counters[m.ENV_STEPS_TRAINED]
+                update = ctx.learners.update(batch, record.connector_deltas, int(steps))
             if not update:
                 return SKIP
             results = LearnResults.from_update(update, record, lags)
