@@ -39,7 +39,6 @@ CURVE_SIDES = ("marl", "BenchMARL")
 POINTS = (0.25, 0.5, 0.75, 1.0)  # fractions of the budget the table reads the returns at
 WINDOW = 0.1  # a point's return: the mean of the per-iteration returns over this fraction of the budget before it
 VMAS_ALGOS = [a for a in ALGOS if ALGOS[a][2] != "spread"]
-BOOTSTRAP_REPS = 2000
 
 
 def return_at(run: Run, point: float, budget: int) -> float:
@@ -53,11 +52,11 @@ def wall_s(run: Run) -> float:
     return run.t_end - run.t_spawn
 
 
-def estimate(scores: np.ndarray, per_point) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def estimate(scores: np.ndarray, per_point, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(point, low, high) of `per_point` over the seeds of `scores` (seeds x points): rliable's bootstrap."""
     from marl.experiment.report import interval_estimates
 
-    point, interval = interval_estimates({"x": scores[:, None, :]}, per_point, BOOTSTRAP_REPS)
+    point, interval = interval_estimates({"x": scores[:, None, :]}, per_point, reps)
     return np.asarray(point["x"]), np.asarray(interval["x"][0]), np.asarray(interval["x"][1])
 
 
@@ -66,7 +65,7 @@ def per_point(fn):
     return lambda s: np.array([fn(s[..., p]) for p in range(s.shape[-1])])
 
 
-def iqm_table(runs: list[Run], budget: int) -> list[list[str]]:
+def iqm_table(runs: list[Run], budget: int, reps: int) -> list[list[str]]:
     from rliable import metrics
 
     rows = []
@@ -76,10 +75,12 @@ def iqm_table(runs: list[Run], budget: int) -> list[list[str]]:
             if not ours:
                 continue
             scores = np.array([[return_at(r, p, budget) for p in POINTS] for r in ours])
-            cells = ["-"] * len(POINTS)
-            if not np.isnan(scores).any():
-                point, low, high = estimate(scores, per_point(metrics.aggregate_iqm))
-                cells = [f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" for m, lo, hi in zip(point, low, high)]
+            cells = ["-"] * len(POINTS)  # a point some seed has no return at (no episode ended in its window)
+            whole = [p for p in range(len(POINTS)) if not np.isnan(scores[:, p]).any()]
+            if whole:
+                point, low, high = estimate(scores[:, whole], per_point(metrics.aggregate_iqm), reps)
+                for p, m, lo, hi in zip(whole, point, low, high):
+                    cells[p] = f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]"
             rows.append([label, side, ", ".join(str(r.seed) for r in ours), *cells])
     return rows
 
@@ -97,7 +98,7 @@ def speed_table(runs: list[Run]) -> list[list[str]]:
     return rows
 
 
-def plot(runs: list[Run], budget: int, path: Path) -> None:
+def plot(runs: list[Run], budget: int, path: Path, reps: int) -> None:
     """One panel per task label: each side's mean over seeds of the per-iteration returns, with a 95 % CI band."""
     import matplotlib
 
@@ -105,6 +106,7 @@ def plot(runs: list[Run], budget: int, path: Path) -> None:
     import matplotlib.pyplot as plt
     from rliable import metrics
 
+    from marl.experiment.report import interval_estimates
     from marl.experiment.report_curves import curve_lines, draw, run_curve
 
     labels = list(dict.fromkeys(r.task for r in runs))
@@ -125,7 +127,8 @@ def plot(runs: list[Run], budget: int, path: Path) -> None:
                                       np.array([e["return"] for e in it])))
             curves[side] = np.array(rows)[:, None, :]
             ends[side] = [float(r.env_steps()) for r in ours]
-        lines = curve_lines(grid, curves, ends, lambda s: _estimate_dict(s, per_point(metrics.aggregate_mean)))
+        lines = curve_lines(grid, curves, ends,
+                            lambda s: interval_estimates(s, per_point(metrics.aggregate_mean), reps))
         draw(ax, lines, colours, "env steps", "return (summed over agents), mean over seeds")
         seeds = sorted({r.seed for r in runs if r.task == label})
         ax.set_title(f"{label} (seeds {', '.join(map(str, seeds))})")
@@ -135,12 +138,6 @@ def plot(runs: list[Run], budget: int, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
-
-
-def _estimate_dict(scores: dict, fn) -> tuple[dict, dict]:
-    from marl.experiment.report import interval_estimates
-
-    return interval_estimates(scores, fn, BOOTSTRAP_REPS)
 
 
 def run_all(args, cases, bm_py: Path, log_dir: Path) -> list[Run]:
@@ -185,6 +182,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write every run's events here")
     ap.add_argument("--merge", action="append", default=[], metavar="JSON", help="add an earlier --json file's runs")
     ap.add_argument("--plot", default=None, help="write the curves' PNG here")
+    ap.add_argument("--bootstrap-reps", type=int, default=2000, help="rliable's bootstrap resamples per estimate")
     args = ap.parse_args()
     algos = comma_list(args.algos, ["MAPPO", "IPPO"], "--algos")
     envs = comma_list(args.tasks, ["balance", "navigation"], "--tasks")
@@ -225,7 +223,7 @@ def main() -> None:
                    [r.task, r.side, r.seed, f"{r.load:.1f}", "failed", "", "", "", "", *([""] * len(POINTS))]
                    for r in runs], title="Runs")
     C.print_table(["task", "side", "seeds", *(f"{p:.0%} of {args.env_steps:,}" for p in POINTS)],
-                  iqm_table(runs, args.env_steps),
+                  iqm_table(runs, args.env_steps, args.bootstrap_reps),
                   title=f"Return (summed over agents; mean over the {WINDOW:.0%} of the budget before each point): "
                         f"IQM over seeds [rliable 95 % CI]")
     C.print_table(["task", "marl env steps/s", "BenchMARL env steps/s", "marl / BenchMARL", "marl wall",
@@ -233,7 +231,7 @@ def main() -> None:
                   title="Speed (medians over seeds; env steps/s from the build to the last result, incl. learning; "
                         "wall: process start to exit)")
     if args.plot:
-        plot(runs, args.env_steps, Path(args.plot))
+        plot(runs, args.env_steps, Path(args.plot), args.bootstrap_reps)
         print(f"plot: {args.plot}")
     print(f"\ntotal {time.time() - t_all:.0f} s; load avg now {os.getloadavg()[0]:.2f}")
 
