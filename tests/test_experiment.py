@@ -60,6 +60,14 @@ def test_ready_suites_load_and_build_every_run():
     listener = next(r for r in batched.runs if r.task == "simple_speaker_listener" and r.algorithm == "MAPPO").config()
     assert set(listener.policy_specs()) == {"speaker", "listener"} and listener.training_cfg.train_batch_size == 16384
     assert listener.env_runners_cfg.num_envs_per_env_runner == 256 and listener.stop_cfg.env_steps_total == 2_000_000
+    vmas = load_suite(ROOT / "suites/vmas_10m.yaml")  # VMAS at BenchMARL's 10M-frame budget, 600 worlds
+    assert len(vmas.runs) == 20 and {(r.task, r.algorithm) for r in vmas.runs} == {
+        (t, a) for t in ("navigation", "balance") for a in ("IPPO", "MAPPO")}
+    ippo = next(r for r in vmas.runs if r.task == "balance" and r.algorithm == "IPPO").config()
+    assert ippo.algo_name == "PPO" and ippo.stop_cfg.env_steps_total == 10_000_000
+    assert ippo.env_runners_cfg.num_envs_per_env_runner == 600 and ippo.environment_cfg.env_config["n_agents"] == 3
+    assert (ippo.training_cfg.train_batch_size, ippo.training_cfg.minibatch_size) == (180_000, 3_000)
+    assert ippo.training_cfg.gae_lambda == 0.95  # the tasks' value, not PPO's Box `auto` (Pendulum's 0.1)
 
 
 @pytest.mark.parametrize("text, message", [
