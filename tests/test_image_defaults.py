@@ -132,3 +132,25 @@ def test_one_iteration_of_ppo_defaults_on_full_pistonball_trains_on_42px_frames(
         assert losses and all(np.isfinite(v) for v in losses.values()), losses
     finally:
         algo.stop()
+
+
+@needs_butterfly
+def test_a_large_state_frame_gives_way_to_the_agents_resized_frames_for_mappos_critic():
+    # Found by `marl train --algo MAPPO --env pettingzoo.butterfly.cooperative_pong_v6`: its state() is the
+    # 280x480 screen, which the critic read as a 403,202-wide vector (a 52M-parameter first layer).
+    from marl.runners.global_state import JOINED_OBS, probe_global_state
+
+    env = make_env("pettingzoo.butterfly.cooperative_pong_v6", {}, RESIZE)
+    try:
+        env.reset(seed=0)
+        assert max(np.asarray(env.state()).shape[:2]) > 84  # the screen at full size, past the resize
+        spec = probe_global_state(env)
+    finally:
+        env.close()
+    assert spec["source"] == JOINED_OBS and spec["frame"] == [42, 42, 3] and spec["dtype"] == "uint8", spec
+    algo = marl.MAPPOConfig().environment("pettingzoo.butterfly.cooperative_pong_v6").build()
+    try:
+        critic_in = algo.learners.local.module["default_policy"].vf[0].in_features
+        assert critic_in < 5_000, critic_in  # the two frames' conv features and the agent id, not the screen
+    finally:
+        algo.stop()

@@ -57,7 +57,7 @@ def is_auto(spec: Any) -> bool:
     return isinstance(spec, str) and spec == AUTO
 
 
-def _large_frame(space: Any) -> bool:
+def is_large_frame(space: Any) -> bool:
     """A uint8 Box of HWC frames (1-4 channels last) with a side over LARGE_SIDE."""
     shape = getattr(space, "shape", None)
     if getattr(space, "dtype", None) != np.uint8 or shape is None or len(shape) != 3 or not 1 <= shape[2] <= 4:
@@ -73,7 +73,7 @@ def image_wrappers(made: Any) -> list:
         spaces = [made.observation_space(a) for a in agents]
     else:
         spaces = [getattr(made, "observation_space", None)]
-    if any(_large_frame(s) for s in spaces):
+    if any(is_large_frame(s) for s in spaces):
         return [{"resize_v1": {"x_size": IMAGE_SIDE, "y_size": IMAGE_SIDE}}]
     return []
 

@@ -6,19 +6,27 @@ agents at the same env step, flattened in `possible_agents` order, with zeros
 for agents that do not observe at that step (turn-based games, agents that
 already ended). A state of uint8 pixels (a uint8 `state()`, or every agent's
 observation a uint8 image) stays uint8 in batches (the critic scales it to
-[0, 1]); any other is float32.
+[0, 1]); any other is float32. A `state()` that is a large frame (a side over the size
+`environment.wrappers: auto` resizes observations from: cooperative pong's 280x480 screen) gives way to the
+agents' frames joined where they observe frames (resized by then), which the critic reads through one conv
+stack, rather than a 400k-wide vector into its first layer.
 """
 
 from __future__ import annotations
+
+import logging
 
 import gymnasium as gym
 import numpy as np
 
 from marl.envs.validation import EnvOutputError
+from marl.envs.wrappers import is_large_frame
 from marl.modules.spaces import image_shape, is_masked_space, observation_part
 
 ENV_STATE = "env_state"
 JOINED_OBS = "joined_obs"
+
+log = logging.getLogger(__name__)
 
 
 def probe_global_state(env) -> dict:
@@ -27,12 +35,17 @@ def probe_global_state(env) -> dict:
     env.reset(seed=0)
     state = env.state()
     agents = list(env.possible_agents)
-    if state is not None:
-        dtype = "uint8" if np.asarray(state).dtype == np.uint8 else "float32"
-        return {"source": ENV_STATE, "dim": int(np.asarray(state).size), "num_agents": len(agents), "dtype": dtype}
     parts = [observation_part(env.observation_space(a)) for a in agents]
-    dim = sum(int(gym.spaces.flatdim(p)) for p in parts)
     frames = all(image_shape(p) is not None and p.dtype == np.uint8 for p in parts)
+    if state is not None:
+        state = np.asarray(state)
+        if frames and state.dtype == np.uint8 and is_large_frame(gym.spaces.Box(0, 255, state.shape, np.uint8)):
+            log.info("%s: state() is a %s frame; the centralised critic reads the agents' frames joined instead",
+                     env.metadata.get("name", "?"), "x".join(map(str, state.shape)))
+        else:
+            dtype = "uint8" if state.dtype == np.uint8 else "float32"
+            return {"source": ENV_STATE, "dim": int(state.size), "num_agents": len(agents), "dtype": dtype}
+    dim = sum(int(gym.spaces.flatdim(p)) for p in parts)
     spec = {"source": JOINED_OBS, "dim": dim, "num_agents": len(agents), "dtype": "uint8" if frames else "float32"}
     if frames and len({p.shape for p in parts}) == 1:  # frames alike: a critic can read each through one conv stack
         spec["frame"] = [int(n) for n in parts[0].shape]
