@@ -58,7 +58,7 @@ def is_auto(spec: Any) -> bool:
 
 
 def is_large_frame(space: Any) -> bool:
-    """A uint8 Box of HWC frames (1-4 channels last) with a side over LARGE_SIDE."""
+    """A uint8 Box of HWC frames (1-4 channels last) with a side over LARGE_SIDE (or an array of such a frame)."""
     shape = getattr(space, "shape", None)
     if getattr(space, "dtype", None) != np.uint8 or shape is None or len(shape) != 3 or not 1 <= shape[2] <= 4:
         return False

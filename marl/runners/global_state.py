@@ -39,7 +39,7 @@ def probe_global_state(env) -> dict:
     frames = all(image_shape(p) is not None and p.dtype == np.uint8 for p in parts)
     if state is not None:
         state = np.asarray(state)
-        if frames and state.dtype == np.uint8 and is_large_frame(gym.spaces.Box(0, 255, state.shape, np.uint8)):
+        if frames and is_large_frame(state):  # (an array has the shape and dtype the check reads)
             log.info("%s: state() is a %s frame; the centralised critic reads the agents' frames joined instead",
                      env.metadata.get("name", "?"), "x".join(map(str, state.shape)))
         else:

@@ -182,7 +182,7 @@ class LeagueSnapshot(Operator):
     def build(self, ctx, inputs):
         (upstream,) = inputs
         book, learners = league_book(ctx), ctx.learners
-        league, rating = book.league, RatingMatches(ctx.config, league_book(ctx))
+        league, rating = book.league, RatingMatches(ctx.config, book)
 
         def take(member: str, weights: dict) -> None:
             slot = book.next_slot % league.max_snapshots
