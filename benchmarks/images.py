@@ -174,27 +174,34 @@ def pistonball_config(side: str):
     return cfg
 
 
-def train_child(side: str, iterations: int) -> None:
-    """`iterations` of PPO on full Pistonball in this process; one JSON line: per-iteration times, returns, peak RSS."""
+def train_child(side: str, iterations: int, max_minutes: float | None = None) -> None:
+    """`iterations` of PPO on full Pistonball in this process (fewer where `max_minutes` of training run out first);
+    one JSON line: per-iteration times, returns, peak RSS. Each iteration's row also goes to stderr as it ends."""
     algo = pistonball_config(side).build()
     resolved = algo.config
-    rows = []
+    rows, start = [], time.perf_counter()
     for _ in range(iterations):
         r = algo.train()
         rows.append({"time_s": r["time_this_iter_s"], "return": r["episode_return_mean"], "episodes": r.get("episodes_this_iter", 0),
                      "env_steps": r["env_steps_total"],
                      **{k.split("/")[1]: v for k, v in r.items() if k.startswith("perf/") and k.endswith("_time_s")}})
+        print(f"iteration {len(rows)}: {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+        if max_minutes and time.perf_counter() - start > 60 * max_minutes:
+            break
     algo.stop()
     t = resolved.training_cfg
     print(json.dumps({"rows": rows, "peak_mb": vm_hwm_mb(), "wrappers": resolved.environment_cfg.wrappers,
                       "training": {"num_epochs": t.num_epochs, "minibatch_size": t.minibatch_size, "model": t.model}}))
 
 
-def run_child(args, mode: str, side: str, iterations: int, timeout: float | None = None) -> dict:
+def run_child(args, mode: str, side: str, iterations: int, timeout: float | None = None, progress: bool = False) -> dict:
+    """The child's JSON line; with `progress`, its stderr (a line per iteration, its log) goes to this process's."""
     cmd = [sys.executable, __file__, "--child", mode, "--side", side, "--iterations", str(iterations)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if args.max_minutes:
+        cmd += ["--max-minutes", str(args.max_minutes)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, text=True, timeout=timeout)
     if out.returncode != 0:
-        raise SystemExit(f"{side} child failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"{side} child failed" + (f":\n{out.stderr[-3000:]}" if out.stderr else " (its stderr above)"))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -240,22 +247,30 @@ def defaults_main(args) -> None:
 
 def learn_main(args) -> None:
     print(f"images benchmark, PPO defaults learning full Pistonball: {C.machine_line()}")
+    rand = random_returns(args.random_episodes)  # first: a training run cut short by --max-minutes still compares
+    sem = float(np.std(rand) / np.sqrt(len(rand)))
+    print(f"random actions, {len(rand)} episodes: {np.mean(rand):.1f} +- {sem:.1f} (s.e.)", flush=True)
     t0 = time.perf_counter()
-    res = run_child(args, "train", "after", args.learn)
+    res = run_child(args, "train", "after", args.learn, progress=True)
     wall = time.perf_counter() - t0
     rows = res["rows"]
     k = max(1, len(rows) // 4)
     first, n_first = episode_mean(rows[:k])
     last, n_last = episode_mean(rows[-k:])
-    rand = random_returns(args.random_episodes)
-    sem = float(np.std(rand) / np.sqrt(len(rand)))
+    curve = []
+    for i in range(0, len(rows), k):
+        block_mean, block_episodes = episode_mean(rows[i:i + k])
+        curve.append([f"{i + 1}-{min(i + k, len(rows))}", block_episodes, f"{block_mean:.1f}",
+                      f"{C.median([r['time_s'] for r in rows[i:i + k]]):.1f}"])
+    C.print_table(["iterations", "episodes", "mean return", "median s/iteration"], curve,
+                  f"learning curve: PPO defaults on {PISTONBALL}, blocks of {k} iterations")
     C.print_table(["policy", "episodes", "mean return (20 pistons summed)"],
                   [["random actions", len(rand), f"{np.mean(rand):.1f} +- {sem:.1f} (s.e.)"],
                    [f"PPO defaults, iterations 1-{k}", n_first, f"{first:.1f}"],
                    [f"PPO defaults, iterations {len(rows) - k + 1}-{len(rows)}", n_last, f"{last:.1f}"]],
                   f"{rows[-1]['env_steps']:,} env steps in {len(rows)} iterations, {wall:.0f} s wall, "
                   f"median {C.median([r['time_s'] for r in rows]):.1f} s/iteration, peak RSS {res['peak_mb']:,.0f} MB")
-    print(f"margin over random: {last - np.mean(rand):+.1f}")
+    print(f"margin over random: {last - np.mean(rand):+.1f} ({(last - np.mean(rand)) / sem:+.1f} s.e. of the random mean)")
 
 
 def main() -> None:
@@ -271,11 +286,12 @@ def main() -> None:
     ap.add_argument("--before-iterations", type=int, default=1, help="--defaults: iterations of the before side (minutes each)")
     ap.add_argument("--learn", type=int, default=0, help="train the defaults this many iterations against random")
     ap.add_argument("--random-episodes", type=int, default=30)
+    ap.add_argument("--max-minutes", type=float, default=None, help="--learn: stop training after the iteration that passes this")
     ap.add_argument("--child", choices=["random", "marl", "train"], help=argparse.SUPPRESS)
     ap.add_argument("--side", choices=["before", "after"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "train":
-        train_child(args.side, args.iterations)
+        train_child(args.side, args.iterations, args.max_minutes)
         return
     if args.child:
         child(args)
