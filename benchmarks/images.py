@@ -22,10 +22,15 @@ IMAGE `auto` values). Per side: seconds per iteration (its sample and learn part
 
     .venv/bin/python benchmarks/images.py --defaults [--iterations 3] [--before-iterations 1]
     .venv/bin/python benchmarks/images.py --learn 60   # the defaults for 60 iterations against a random policy
+    .venv/bin/python benchmarks/images.py --conversion [--seconds 3] [--repeats 3]
 
 `--learn N` trains the defaults for N iterations (seed 0) and compares the mean return of the episodes that
 finished in its last N/4 iterations with a random-action loop's episodes on the same env (returns summed
 over the 20 pistons, as `episode_return_mean` sums an episode's agents).
+
+`--conversion` steps full Pistonball (raw frames, and resized to 42x42 as the defaults' wrappers do) with
+random actions through PettingZoo's `aec_to_parallel_wrapper` and through marl's `ObserveOnceConversion`
+(the same step without the `last()` observations upstream throws away), interleaved, one process.
 
 The env of the other rows is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) made grey and
 downscaled by SuperSuit (`color_reduction_v0`, `resize_v1`) to size x size uint8, with marl's
@@ -273,6 +278,55 @@ def learn_main(args) -> None:
     print(f"margin over random: {last - np.mean(rand):+.1f} ({(last - np.mean(rand)) / sem:+.1f} s.e. of the random mean)")
 
 
+class ConversionLoop:
+    """Full Pistonball (20 pistons, its default continuous actions) stepped with random actions through PettingZoo's AEC-to-parallel
+    conversion: upstream's, or marl's `ObserveOnceConversion` (each agent observed once a step)."""
+
+    def __init__(self, observe_once: bool, resize: int | None, seed: int = 0) -> None:
+        import supersuit
+        from pettingzoo.butterfly import pistonball_v6
+
+        from marl.envs.pettingzoo_conversion import observing_once
+
+        env = pistonball_v6.parallel_env()
+        if resize:
+            env = supersuit.resize_v1(env, x_size=resize, y_size=resize)
+        self.env = observing_once(env) if observe_once else env
+        self.rng, self.episode = np.random.default_rng(seed), seed
+        self.env.reset(seed=seed)
+
+    def run(self, steps: int) -> int:
+        env = self.env
+        for _ in range(steps):
+            if not env.agents:
+                self.episode += 1
+                env.reset(seed=self.episode)
+            env.step({a: self.rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents})  # Box(-1, 1, (1,))
+        return steps
+
+
+def conversion_main(args) -> None:
+    print(f"images benchmark, PettingZoo's conversion: upstream vs observing once: {C.machine_line()}")
+    rows = []
+    for resize in (None, 42):
+        loops = {side: ConversionLoop(side == "observe once", resize) for side in ("upstream", "observe once")}
+        rates = {side: [] for side in loops}
+        for repeat in range(args.repeats):
+            for side in (list(loops) if repeat % 2 == 0 else list(loops)[::-1]):  # the order alternates
+                steps, elapsed = C.run_for(args.seconds, lambda: loops[side].run(10))
+                rates[side].append(steps / elapsed)
+        ratios = [b / a for a, b in zip(rates["upstream"], rates["observe once"])]
+        frames = f"resized to {resize}x{resize} (SuperSuit resize_v1, the defaults' wrappers)" if resize else "457x120x3 (raw)"
+        rows.append([frames, C.fmt_num(C.median(rates["upstream"])), C.spread(rates["upstream"]),
+                     C.fmt_num(C.median(rates["observe once"])), C.spread(rates["observe once"]),
+                     f"{C.median(ratios):.2f}", C.spread(ratios)])
+        print(f"  {frames}: {rates}", flush=True)
+    C.print_table(["observations", "upstream env steps/s", "spread", "observe once env steps/s", "spread",
+                   "ratio (median)", "spread"], rows,
+                  f"full {PISTONBALL} (20 pistons), random actions, one process; {args.repeats} repeats of "
+                  f"{args.seconds:g} s per side, interleaved (order alternating); medians")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
@@ -284,6 +338,8 @@ def main() -> None:
     ap.add_argument("--defaults", action="store_true", help="PPO's defaults on full Pistonball, before vs after image defaults")
     ap.add_argument("--iterations", type=int, default=3, help="--defaults: iterations of the after side")
     ap.add_argument("--before-iterations", type=int, default=1, help="--defaults: iterations of the before side (minutes each)")
+    ap.add_argument("--conversion", action="store_true",
+                    help="full Pistonball's env steps/s through PettingZoo's conversion vs marl's ObserveOnceConversion")
     ap.add_argument("--learn", type=int, default=0, help="train the defaults this many iterations against random")
     ap.add_argument("--random-episodes", type=int, default=30)
     ap.add_argument("--max-minutes", type=float, default=None, help="--learn: stop training after the iteration that passes this")
@@ -298,6 +354,9 @@ def main() -> None:
         return
     if args.defaults:
         defaults_main(args)
+        return
+    if args.conversion:
+        conversion_main(args)
         return
     if args.learn:
         learn_main(args)
