@@ -229,6 +229,13 @@ def random_returns(episodes: int, seed: int = 0) -> list[float]:
     return out
 
 
+def iteration_se(rows: list[dict]) -> float:
+    """Standard error of the mean return over `rows`, from the spread of the means of the iterations where
+    episodes ended (the 8 env copies end theirs together: one such iteration is one wave of 8 episodes)."""
+    means = [r["return"] for r in rows if r["episodes"]]
+    return float(np.std(means, ddof=1) / np.sqrt(len(means))) if len(means) > 1 else float("nan")
+
+
 def episode_mean(rows: list[dict]) -> tuple[float, int]:
     """Mean return of the episodes that finished in `rows` (each iteration's mean weighted by its episodes)."""
     n = sum(r["episodes"] for r in rows)
@@ -269,13 +276,15 @@ def learn_main(args) -> None:
                       f"{C.median([r['time_s'] for r in rows[i:i + k]]):.1f}"])
     C.print_table(["iterations", "episodes", "mean return", "median s/iteration"], curve,
                   f"learning curve: PPO defaults on {PISTONBALL}, blocks of {k} iterations")
-    C.print_table(["policy", "episodes", "mean return (20 pistons summed)"],
-                  [["random actions", len(rand), f"{np.mean(rand):.1f} +- {sem:.1f} (s.e.)"],
-                   [f"PPO defaults, iterations 1-{k}", n_first, f"{first:.1f}"],
-                   [f"PPO defaults, iterations {len(rows) - k + 1}-{len(rows)}", n_last, f"{last:.1f}"]],
+    margin, last_se = last - np.mean(rand), iteration_se(rows[-k:])
+    C.print_table(["policy", "episodes", "mean return (20 pistons summed)", "s.e."],
+                  [["random actions", len(rand), f"{np.mean(rand):.1f}", f"{sem:.1f}"],
+                   [f"PPO defaults, iterations 1-{k}", n_first, f"{first:.1f}", f"{iteration_se(rows[:k]):.1f}"],
+                   [f"PPO defaults, iterations {len(rows) - k + 1}-{len(rows)}", n_last, f"{last:.1f}", f"{last_se:.1f}"],
+                   ["margin: last - random", "", f"{margin:+.1f}",
+                    f"{np.hypot(sem, last_se):.1f} ({margin / sem:+.1f} s.e. of the random mean)"]],
                   f"{rows[-1]['env_steps']:,} env steps in {len(rows)} iterations, {wall:.0f} s wall, "
                   f"median {C.median([r['time_s'] for r in rows]):.1f} s/iteration, peak RSS {res['peak_mb']:,.0f} MB")
-    print(f"margin over random: {last - np.mean(rand):+.1f} ({(last - np.mean(rand)) / sem:+.1f} s.e. of the random mean)")
 
 
 class ConversionLoop:
