@@ -22,10 +22,15 @@ IMAGE `auto` values). Per side: seconds per iteration (its sample and learn part
 
     .venv/bin/python benchmarks/images.py --defaults [--iterations 3] [--before-iterations 1]
     .venv/bin/python benchmarks/images.py --learn 60   # the defaults for 60 iterations against a random policy
+    .venv/bin/python benchmarks/images.py --conversion [--seconds 3] [--repeats 3]
 
 `--learn N` trains the defaults for N iterations (seed 0) and compares the mean return of the episodes that
 finished in its last N/4 iterations with a random-action loop's episodes on the same env (returns summed
 over the 20 pistons, as `episode_return_mean` sums an episode's agents).
+
+`--conversion` steps full Pistonball (raw frames, and resized to 42x42 as the defaults' wrappers do) with
+random actions through PettingZoo's `aec_to_parallel_wrapper` and through marl's `ObserveOnceConversion`
+(the same step without the `last()` observations upstream throws away), interleaved, one process.
 
 The env of the other rows is `pettingzoo.butterfly.pistonball_v6` (n_pistons, discrete actions) made grey and
 downscaled by SuperSuit (`color_reduction_v0`, `resize_v1`) to size x size uint8, with marl's
@@ -174,27 +179,34 @@ def pistonball_config(side: str):
     return cfg
 
 
-def train_child(side: str, iterations: int) -> None:
-    """`iterations` of PPO on full Pistonball in this process; one JSON line: per-iteration times, returns, peak RSS."""
+def train_child(side: str, iterations: int, max_minutes: float | None = None) -> None:
+    """`iterations` of PPO on full Pistonball in this process (fewer where `max_minutes` of training run out first);
+    one JSON line: per-iteration times, returns, peak RSS. Each iteration's row also goes to stderr as it ends."""
     algo = pistonball_config(side).build()
     resolved = algo.config
-    rows = []
+    rows, start = [], time.perf_counter()
     for _ in range(iterations):
         r = algo.train()
         rows.append({"time_s": r["time_this_iter_s"], "return": r["episode_return_mean"], "episodes": r.get("episodes_this_iter", 0),
                      "env_steps": r["env_steps_total"],
                      **{k.split("/")[1]: v for k, v in r.items() if k.startswith("perf/") and k.endswith("_time_s")}})
+        print(f"iteration {len(rows)}: {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+        if max_minutes and time.perf_counter() - start > 60 * max_minutes:
+            break
     algo.stop()
     t = resolved.training_cfg
     print(json.dumps({"rows": rows, "peak_mb": vm_hwm_mb(), "wrappers": resolved.environment_cfg.wrappers,
                       "training": {"num_epochs": t.num_epochs, "minibatch_size": t.minibatch_size, "model": t.model}}))
 
 
-def run_child(args, mode: str, side: str, iterations: int, timeout: float | None = None) -> dict:
+def run_child(args, mode: str, side: str, iterations: int, timeout: float | None = None, progress: bool = False) -> dict:
+    """The child's JSON line; with `progress`, its stderr (a line per iteration, its log) goes to this process's."""
     cmd = [sys.executable, __file__, "--child", mode, "--side", side, "--iterations", str(iterations)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if args.max_minutes:
+        cmd += ["--max-minutes", str(args.max_minutes)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, text=True, timeout=timeout)
     if out.returncode != 0:
-        raise SystemExit(f"{side} child failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"{side} child failed" + (f":\n{out.stderr[-3000:]}" if out.stderr else " (its stderr above)"))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -215,6 +227,13 @@ def random_returns(episodes: int, seed: int = 0) -> list[float]:
         out.append(total)
     env.close()
     return out
+
+
+def iteration_se(rows: list[dict]) -> float:
+    """Standard error of the mean return over `rows`, from the spread of the means of the iterations where
+    episodes ended (the 8 env copies end theirs together: one such iteration is one wave of 8 episodes)."""
+    means = [r["return"] for r in rows if r["episodes"]]
+    return float(np.std(means, ddof=1) / np.sqrt(len(means))) if len(means) > 1 else float("nan")
 
 
 def episode_mean(rows: list[dict]) -> tuple[float, int]:
@@ -240,22 +259,81 @@ def defaults_main(args) -> None:
 
 def learn_main(args) -> None:
     print(f"images benchmark, PPO defaults learning full Pistonball: {C.machine_line()}")
+    rand = random_returns(args.random_episodes)  # first: a training run cut short by --max-minutes still compares
+    sem = float(np.std(rand) / np.sqrt(len(rand)))
+    print(f"random actions, {len(rand)} episodes: {np.mean(rand):.1f} +- {sem:.1f} (s.e.)", flush=True)
     t0 = time.perf_counter()
-    res = run_child(args, "train", "after", args.learn)
+    res = run_child(args, "train", "after", args.learn, progress=True)
     wall = time.perf_counter() - t0
     rows = res["rows"]
     k = max(1, len(rows) // 4)
     first, n_first = episode_mean(rows[:k])
     last, n_last = episode_mean(rows[-k:])
-    rand = random_returns(args.random_episodes)
-    sem = float(np.std(rand) / np.sqrt(len(rand)))
-    C.print_table(["policy", "episodes", "mean return (20 pistons summed)"],
-                  [["random actions", len(rand), f"{np.mean(rand):.1f} +- {sem:.1f} (s.e.)"],
-                   [f"PPO defaults, iterations 1-{k}", n_first, f"{first:.1f}"],
-                   [f"PPO defaults, iterations {len(rows) - k + 1}-{len(rows)}", n_last, f"{last:.1f}"]],
+    curve = []
+    for i in range(0, len(rows), k):
+        block_mean, block_episodes = episode_mean(rows[i:i + k])
+        curve.append([f"{i + 1}-{min(i + k, len(rows))}", block_episodes, f"{block_mean:.1f}",
+                      f"{C.median([r['time_s'] for r in rows[i:i + k]]):.1f}"])
+    C.print_table(["iterations", "episodes", "mean return", "median s/iteration"], curve,
+                  f"learning curve: PPO defaults on {PISTONBALL}, blocks of {k} iterations")
+    margin, last_se = last - np.mean(rand), iteration_se(rows[-k:])
+    C.print_table(["policy", "episodes", "mean return (20 pistons summed)", "s.e."],
+                  [["random actions", len(rand), f"{np.mean(rand):.1f}", f"{sem:.1f}"],
+                   [f"PPO defaults, iterations 1-{k}", n_first, f"{first:.1f}", f"{iteration_se(rows[:k]):.1f}"],
+                   [f"PPO defaults, iterations {len(rows) - k + 1}-{len(rows)}", n_last, f"{last:.1f}", f"{last_se:.1f}"],
+                   ["margin: last - random", "", f"{margin:+.1f}",
+                    f"{np.hypot(sem, last_se):.1f} ({margin / sem:+.1f} s.e. of the random mean)"]],
                   f"{rows[-1]['env_steps']:,} env steps in {len(rows)} iterations, {wall:.0f} s wall, "
                   f"median {C.median([r['time_s'] for r in rows]):.1f} s/iteration, peak RSS {res['peak_mb']:,.0f} MB")
-    print(f"margin over random: {last - np.mean(rand):+.1f}")
+
+
+class ConversionLoop:
+    """Full Pistonball (20 pistons, its default continuous actions) stepped with random actions through PettingZoo's AEC-to-parallel
+    conversion: upstream's, or marl's `ObserveOnceConversion` (each agent observed once a step)."""
+
+    def __init__(self, observe_once: bool, resize: int | None, seed: int = 0) -> None:
+        import supersuit
+        from pettingzoo.butterfly import pistonball_v6
+
+        from marl.envs.pettingzoo_conversion import observing_once
+
+        env = pistonball_v6.parallel_env()
+        if resize:
+            env = supersuit.resize_v1(env, x_size=resize, y_size=resize)
+        self.env = observing_once(env) if observe_once else env
+        self.rng, self.episode = np.random.default_rng(seed), seed
+        self.env.reset(seed=seed)
+
+    def run(self, steps: int) -> int:
+        env = self.env
+        for _ in range(steps):
+            if not env.agents:
+                self.episode += 1
+                env.reset(seed=self.episode)
+            env.step({a: self.rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents})  # Box(-1, 1, (1,))
+        return steps
+
+
+def conversion_main(args) -> None:
+    print(f"images benchmark, PettingZoo's conversion: upstream vs observing once: {C.machine_line()}")
+    rows = []
+    for resize in (None, 42):
+        loops = {side: ConversionLoop(side == "observe once", resize) for side in ("upstream", "observe once")}
+        rates = {side: [] for side in loops}
+        for repeat in range(args.repeats):
+            for side in (list(loops) if repeat % 2 == 0 else list(loops)[::-1]):  # the order alternates
+                steps, elapsed = C.run_for(args.seconds, lambda: loops[side].run(10))
+                rates[side].append(steps / elapsed)
+        ratios = [b / a for a, b in zip(rates["upstream"], rates["observe once"])]
+        frames = f"resized to {resize}x{resize} (SuperSuit resize_v1, the defaults' wrappers)" if resize else "457x120x3 (raw)"
+        rows.append([frames, C.fmt_num(C.median(rates["upstream"])), C.spread(rates["upstream"]),
+                     C.fmt_num(C.median(rates["observe once"])), C.spread(rates["observe once"]),
+                     f"{C.median(ratios):.2f}", C.spread(ratios)])
+        print(f"  {frames}: {rates}", flush=True)
+    C.print_table(["observations", "upstream env steps/s", "spread", "observe once env steps/s", "spread",
+                   "ratio (median)", "spread"], rows,
+                  f"full {PISTONBALL} (20 pistons), random actions, one process; {args.repeats} repeats of "
+                  f"{args.seconds:g} s per side, interleaved (order alternating); medians")
 
 
 def main() -> None:
@@ -269,19 +347,25 @@ def main() -> None:
     ap.add_argument("--defaults", action="store_true", help="PPO's defaults on full Pistonball, before vs after image defaults")
     ap.add_argument("--iterations", type=int, default=3, help="--defaults: iterations of the after side")
     ap.add_argument("--before-iterations", type=int, default=1, help="--defaults: iterations of the before side (minutes each)")
+    ap.add_argument("--conversion", action="store_true",
+                    help="full Pistonball's env steps/s through PettingZoo's conversion vs marl's ObserveOnceConversion")
     ap.add_argument("--learn", type=int, default=0, help="train the defaults this many iterations against random")
     ap.add_argument("--random-episodes", type=int, default=30)
+    ap.add_argument("--max-minutes", type=float, default=None, help="--learn: stop training after the iteration that passes this")
     ap.add_argument("--child", choices=["random", "marl", "train"], help=argparse.SUPPRESS)
     ap.add_argument("--side", choices=["before", "after"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "train":
-        train_child(args.side, args.iterations)
+        train_child(args.side, args.iterations, args.max_minutes)
         return
     if args.child:
         child(args)
         return
     if args.defaults:
         defaults_main(args)
+        return
+    if args.conversion:
+        conversion_main(args)
         return
     if args.learn:
         learn_main(args)

@@ -26,6 +26,7 @@ from marl.envs.base import (
     env_name,
 )
 from marl.envs.mpe_state import state_is_joined_observations
+from marl.envs.pettingzoo_conversion import observing_once
 
 
 class _PettingZooBase(MultiAgentEnv):
@@ -121,7 +122,7 @@ class ParallelEnvAdapter(_PettingZooBase):
     _turn_based = False
 
     def __init__(self, env: ParallelEnv) -> None:
-        super().__init__(without_guard_wrappers(env))
+        super().__init__(observing_once(without_guard_wrappers(env)))
         # mpe2: state() is the returned observations joined (marl/envs/mpe_state.py); keep the last ones.
         self._joins_obs = state_is_joined_observations(env)
         self._last_obs: ObsDict = {}
