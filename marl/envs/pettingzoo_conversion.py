@@ -10,50 +10,25 @@ flags without the observation.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from functools import partial
 
 from pettingzoo.utils.conversions import aec_to_parallel_wrapper
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 
 class ObserveOnceConversion(aec_to_parallel_wrapper):
-    """`aec_to_parallel_wrapper` whose `step()` observes each agent once: upstream's step (PettingZoo
-    1.27) with `last(observe=False)` for the values it discards. Everything else is upstream's, line for
-    line: the cycle-order assertions, rewards summed over the cycle's AEC steps, the flag and info dicts
-    copied after the cycle, the observations of the agents still present, ended agents stepped out with
-    `None`. Same observations, rewards, flags and infos as upstream, step for step (tests/test_envs.py)."""
+    """`aec_to_parallel_wrapper` whose `step()` observes each agent once: upstream's own step, run with the
+    AEC env's `last` answering `last(observe=False)` (the call whose values upstream discards; its other
+    observations go through `observe()`, untouched). Same observations, rewards, flags and infos as upstream,
+    step for step (tests/test_pettingzoo_conversion.py)."""
 
     def step(self, actions):
-        rewards = defaultdict(int)
-        for agent in self.aec_env.agents:
-            if agent != self.aec_env.agent_selection:
-                if self.aec_env.terminations[agent] or self.aec_env.truncations[agent]:
-                    raise AssertionError(
-                        f"expected agent {agent} got termination or truncation agent {self.aec_env.agent_selection}. "
-                        "Parallel environment wrapper expects all agent death (setting an agent's self.terminations "
-                        "or self.truncations entry to True) to happen only at the end of a cycle."
-                    )
-                raise AssertionError(
-                    f"expected agent {agent} got agent {self.aec_env.agent_selection}, Parallel environment wrapper "
-                    "expects agents to step in a cycle."
-                )
-            self.aec_env.last(observe=False)  # upstream discards last()'s values; kept for its checks
-            self.aec_env.step(actions[agent])
-            for agent in self.aec_env.agents:  # noqa: B020 (upstream's rebinding, harmless: the outer loop's iterator is unaffected)
-                rewards[agent] += self.aec_env.rewards[agent]
-
-        terminations = dict(**self.aec_env.terminations)
-        truncations = dict(**self.aec_env.truncations)
-        infos = dict(**self.aec_env.infos)
-        observations = {agent: self.aec_env.observe(agent) for agent in self.aec_env.agents}
-        while self.aec_env.agents and (
-            self.aec_env.terminations[self.aec_env.agent_selection]
-            or self.aec_env.truncations[self.aec_env.agent_selection]
-        ):
-            self.aec_env.step(None)
-
-        self.agents = self.aec_env.agents
-        return observations, rewards, terminations, truncations, infos
+        aec_env = self.aec_env
+        aec_env.last = partial(type(aec_env).last, aec_env, observe=False)  # an instance attribute shadows the method
+        try:
+            return super().step(actions)
+        finally:
+            del aec_env.last
 
 
 def observing_once(env):
