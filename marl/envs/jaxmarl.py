@@ -8,8 +8,9 @@ Each step is ONE call of a jitted function over flat arrays (actions [W, N] in; 
 array out): it splits the PRNG key, calls the env's `step_env` (not `step`, whose auto-reset drops
 the observation reached), resets the worlds that ended and packs next observations, the observations
 reached, rewards, flags, action masks and global states into one [W, K] array that torch reads
-through DLPack without a copy; the per-agent tensors handed out are views of it. Actions go in the
-same way (a fresh int32/float32 torch tensor each step: feeding one reused buffer measured 4x slower).
+without a copy (on the CPU as a NumPy view, DLPack on an accelerator); the per-agent tensors handed out
+are views of it. Actions go in the same way (a fresh int32/float32 array each step: feeding one reused
+buffer measured 4x slower).
 
 World-level done is the env's `__all__`; a world that ended at the env's `max_steps` is truncated
 (it bootstraps), any other end is terminated. Masks: `get_avail_actions` where the env defines it
@@ -29,6 +30,7 @@ import difflib
 import importlib.util
 import inspect
 import os
+import warnings
 from typing import Any
 
 import gymnasium
@@ -40,6 +42,19 @@ from marl.envs.batched import BatchedEnv, BatchedStep
 
 PREFIX = "jaxmarl."
 _COMPILED: dict[tuple, tuple] = {}  # (name, env_config, num_worlds) -> the jitted (reset, step) functions
+
+
+_READ_ONLY_WARNED = False
+
+
+def _from_read_only(array: np.ndarray) -> None:
+    """The first read-only NumPy view handed to torch, its once-per-process warning held back (the views are read-only
+    on purpose: they are JAX's buffers)."""
+    global _READ_ONLY_WARNED
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        torch.from_numpy(array)
+    _READ_ONLY_WARNED = True
 
 
 def is_jaxmarl(name: str | None) -> bool:
@@ -172,6 +187,7 @@ class JaxMarlEnv(BatchedEnv):
                          {a: to_gymnasium(env.action_space(a)) for a in self.agents})
         self._jax = jax
         self._discrete = {a: isinstance(self._act_spaces[a], gymnasium.spaces.Discrete) for a in self.agents}
+        self._all_discrete = all(self._discrete.values())
         first = self.agents[0]
         self.stacked = stack and all(self._obs_spaces[a] == self._obs_spaces[first]
                                      and self._act_spaces[a] == self._act_spaces[first] for a in self.agents)
@@ -190,7 +206,7 @@ class JaxMarlEnv(BatchedEnv):
         if cache_key not in _COMPILED:
             _COMPILED[cache_key] = self._compile()
         self._reset_fn, self._step_fn = _COMPILED[cache_key]
-        self._state = self._packed = None
+        self._state = self._packed = self._packed_np = None
 
     # -- the packed output: one float32 row per world, sliced into per-agent views --------------
     def _layout(self) -> None:
@@ -295,7 +311,17 @@ class JaxMarlEnv(BatchedEnv):
         return {a: self._view(f"{part}/{a}").view(self.num_worlds, *self._obs_spaces[a].shape) for a in self.agents}
 
     def _receive(self, packed) -> None:
-        self._packed = torch.from_dlpack(packed)  # shares the JAX buffer (immutable: nothing writes into it)
+        """Takes the packed output: as a NumPy view of JAX's buffer on the CPU (what the flag checks read: NumPy's
+        small ops cost a fraction of torch's; and `np.asarray` costs ~1 us where `torch.from_dlpack`'s Python costs
+        ~8-15), through DLPack on an accelerator. Either shares the buffer, which nothing writes into."""
+        if self.device.type == "cpu":
+            self._packed_np = np.asarray(packed)
+            if not _READ_ONLY_WARNED:  # torch warns once per process that the view is read-only: it is meant so
+                _from_read_only(self._packed_np)
+            self._packed = torch.from_numpy(self._packed_np)
+        else:
+            self._packed = torch.from_dlpack(packed)
+            self._packed_np = None
         self._last_obs = self._agent_views("obs")
 
     # -- the contract ------------------------------------------------------------------------
@@ -307,22 +333,30 @@ class JaxMarlEnv(BatchedEnv):
         return self._last_obs
 
     def step(self, actions: dict[str, torch.Tensor] | torch.Tensor) -> BatchedStep:
-        dtype = torch.int32 if all(self._discrete.values()) else torch.float32
         w = self.num_worlds
-        if self.stacked:  # [W, N, ...] as one fresh contiguous [W, D] tensor
-            joint = actions.to(dtype, copy=True, memory_format=torch.contiguous_format).view(w, -1)
-        else:  # each agent's action flattened, side by side: a fresh tensor each step
-            joint = torch.cat([actions[a].to(dtype).reshape(w, -1) for a in self.agents], dim=1)
-        # On the CPU a NumPy view is the cheaper hand-over (jax's from_dlpack costs ~0.4 ms of Python per call,
-        # most of a 16-world step); on an accelerator DLPack keeps the actions on the device.
-        jax_actions = joint.numpy() if joint.device.type == "cpu" else self._jax.dlpack.from_dlpack(joint)
-        self._key, self._state, packed = self._step_fn(self._key, self._state, jax_actions)
+        if self.device.type == "cpu":  # a fresh contiguous NumPy [W, D] (jax's from_dlpack costs ~0.4 ms of Python
+            # per call, most of a 16-world step; NumPy's cast costs a third of torch's)
+            dtype = np.int32 if self._all_discrete else np.float32
+            joint = (actions.numpy() if self.stacked else np.concatenate(
+                [actions[a].numpy().reshape(w, -1) for a in self.agents], axis=1)).astype(dtype).reshape(w, -1)
+        else:  # DLPack keeps the actions on the device: [W, N, ...] as one fresh contiguous [W, D] tensor
+            dtype = torch.int32 if self._all_discrete else torch.float32
+            joint = self._jax.dlpack.from_dlpack(
+                actions.to(dtype, copy=True, memory_format=torch.contiguous_format).view(w, -1) if self.stacked
+                else torch.cat([actions[a].to(dtype).reshape(w, -1) for a in self.agents], dim=1))
+        self._key, self._state, packed = self._step_fn(self._key, self._state, joint)
         self._receive(packed)
-        flags = self._view("flags")
-        terminated, truncated = flags[:, 0] > 0.5, flags[:, 1] > 0.5
+        if self._packed_np is not None:  # the flags read once, in NumPy
+            flags = self._packed_np[:, self._slices["flags"]] > 0.5
+            terminated, truncated = torch.from_numpy(flags[:, 0]), torch.from_numpy(flags[:, 1])
+            ended = bool(flags.any())
+        else:
+            flags = self._view("flags")
+            terminated, truncated = flags[:, 0] > 0.5, flags[:, 1] > 0.5
+            ended = bool((terminated | truncated).any())
         rewards = self._view("rewards")
         final_obs = final_state = None
-        if bool((terminated | truncated).any()):
+        if ended:
             final_obs = self._agent_views("final")
             final_state = self._view("final_state") if self._world_state else BatchedEnv.state(self, final_obs)
         per_agent = rewards if self.stacked else {a: rewards[:, i] for i, a in enumerate(self.agents)}
