@@ -48,13 +48,15 @@ def test_encoders_follow_the_observation_space():
 
 
 def test_conv_options_on_flat_observations_are_said_once_not_ignored_silently(caplog):
-    """(connect four's observation tensor is flat: conv_filters there would build an MLP without a word.)"""
+    """(a flat vector, or a board of 2 axes: conv_filters there would build an MLP without a word; a board of 3 axes
+    takes them, tests/test_board_conv.py.)"""
     flat = gym.spaces.Box(-1, 1, (11,), np.float32)
     with caplog.at_level("WARNING", logger="marl.modules.catalog"):
         for _ in range(3):
             assert isinstance(encoder_for(flat, {"conv_filters": [[8, 3, 1]]}), FlatEncoder)
+        assert isinstance(encoder_for(gym.spaces.Box(0, 2, (6, 7), np.int8), {"conv_filters": [[8, 3, 1]]}), FlatEncoder)
     said = [r.getMessage() for r in caplog.records if "conv_filters" in r.getMessage()]
-    assert len(said) == 1 and "(11,)" in said[0] and "not images" in said[0]
+    assert len(said) == 2 and "(11,)" in said[0] and "neither images nor boards" in said[0] and "(6, 7)" in said[1]
 
 
 def test_image_spaces_get_a_conv_encoder_in_the_default_modules():

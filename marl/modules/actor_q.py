@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from marl.modules.distributions import Categorical
-from marl.modules.catalog import ENCODER_KEYS, check_activation, check_hiddens, encoder_for, is_image, mlp
+from marl.modules.catalog import ENCODER_KEYS, check_activation, check_hiddens, encoder_for, is_image, mlp, reads_with_conv
 from marl.modules.q_mlp import piecewise_linear
 from marl.modules.rl_module import RLModule
 from marl.modules.squashed import NoisyDeterministic, SquashedGaussian
@@ -118,8 +118,9 @@ class ActorQModule(RLModule):
         self.act_dim = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
         self.images = is_image(observation_space)
         self.obs_rank = len(observation_space.shape) if self.images else 1  # axes of one agent's observation
-        encoder = (lambda: encoder_for(observation_space, cfg)) if self.images else None
-        if not self.images:
+        conv = reads_with_conv(observation_space, cfg)  # images, and boards (which travel flat) given conv_filters
+        encoder = (lambda: encoder_for(observation_space, cfg)) if conv else None
+        if not conv:
             encoder_for(observation_space, cfg)  # (conv options are range-checked where unused too)
         one_hot = self.group_size if self.agent_id else 0
         actor_out = self.act_dim * (2 if self.continuous and not self.deterministic else 1)

@@ -8,8 +8,9 @@ Encoders (`encoder_for(space, model_config)`), chosen from the observation space
   env->module pipeline already made the flat float32 vector; Discrete is one-hot there);
 - image: a Box with 3 axes, (H, W, C) or (C, H, W) (`marl.modules.spaces.image_layout`), of
   uint8 pixels or float feature maps, or a uint8 Box with 2 axes (a grey frame, seen as (H, W, 1));
-  integer-coded boards (Connect Four's int8 planes) stay flat (`marl.modules.spaces.image_shape`):
-  `ConvEncoder` — `conv_filters` ([[out_channels, kernel, stride], ...], valid
+  a Box with 3 axes of another dtype (an integer-coded board: Connect Four's 6x7x2 int8 planes) only where
+  `conv_filters` is set (`reads_with_conv`; it travels as a flat float32 vector, reshaped and read unscaled),
+  else flat: `ConvEncoder` — `conv_filters` ([[out_channels, kernel, stride], ...], valid
   padding), `conv_activation`, then flattened; uint8 images are scaled to [0, 1]
   inside the encoder (they travel as uint8). Default stack by the image's smaller side:
   >= 64 px: [[32, 8, 4], [64, 4, 2], [64, 3, 1]] (the Nature DQN stack, for 84x84);
@@ -62,7 +63,9 @@ MODEL_OPTIONS = [
     ("activation", "str", "`tanh` (actor-critic), `relu` (Q)", ", ".join(f"`{a}`" for a in ACTIVATIONS),
      "activation of the head layers"),
     ("conv_filters", "list or None", "`null`", "`[[out_channels, kernel, stride], ...]`, integers >= 1, leaving >= 1x1",
-     "conv stack of image encoders (valid padding); `null`: by the image's smaller side, >= 64 px "
+     "conv stack of image encoders (valid padding); set, it also reads a Box of 3 axes that is no image (an integer-coded "
+     "board, e.g. Connect Four's 6x7x2 int8 planes, as float values, unscaled), which is read flat without it; "
+     "`null`: by the image's smaller side, >= 64 px "
      "`[[32, 8, 4], [64, 4, 2], [64, 3, 1]]`, 24-63 px `[[16, 4, 2], [32, 4, 2], [32, 3, 1]]`, "
      "smaller `[[16, 3, 1], [32, 3, 2]]`"),
     ("conv_activation", "str", "`relu`", ", ".join(f"`{a}`" for a in ACTIVATIONS), "activation after each conv layer"),
@@ -87,7 +90,9 @@ MODEL_INTRO = (
     "What the default modules are built from (`marl.modules.catalog`): an encoder chosen from the "
     "observation space (flat vectors as they are, Discrete one-hot; images — a Box of (H, W, C) or "
     "(C, H, W) of uint8 pixels or float maps, or a uint8 grey frame of 2 axes — a conv encoder, uint8 "
-    "scaled to [0, 1] inside the module; Dict/Tuple with images: one encoder per part, concatenated), "
+    "scaled to [0, 1] inside the module; a board of 3 axes of integers (Connect Four's) too where `conv_filters` is "
+    "set, else flat; "
+    "Dict/Tuple with images: one encoder per part, concatenated), "
     "then the heads. Set in `training.model`, per policy in `multi_agent.policies.<pid>.model` "
     "(over the former), or `PPOConfig().training(model={...})`; an unknown option is rejected."
 )
@@ -177,7 +182,7 @@ class ConvEncoder(nn.Module):
             if h < 1 or w < 1:
                 raise ValueError(
                     f"model.conv_filters {filters}: layer {i} ([{out_channels}, {kernel}, {stride}]) leaves nothing of "
-                    f"the {self.shape} image ({self.layout}); use smaller kernels or strides"
+                    f"the {self.shape} observation ({self.layout}); use smaller kernels or strides"
                 )
             conv = nn.Conv2d(channels, out_channels, kernel, stride)
             nn.init.orthogonal_(conv.weight, np.sqrt(2))
@@ -253,11 +258,24 @@ def is_image(space: gym.Space) -> bool:
     return image_shape(space) is not None
 
 
+def is_board(space: gym.Space) -> bool:
+    """A Box of 3 axes that is not an image: an integer-coded board (Connect Four's 6x7x2 int8 planes), read flat
+    unless `conv_filters` is set (`reads_with_conv`)."""
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and not is_image(space)
+
+
+def reads_with_conv(space: gym.Space, model_config: dict | None = None) -> bool:
+    """Whether `encoder_for` gives this space (an action mask beside it left out) a `ConvEncoder`: images always,
+    boards when `conv_filters` asks for it."""
+    space = observation_part(space)
+    return is_image(space) or (is_board(space) and (model_config or {}).get("conv_filters") is not None)
+
+
 def encoder_for(space: gym.Space, model_config: dict | None = None) -> nn.Module:
     """The encoder of an observation space (an action mask beside it is left out), by the rules above."""
     cfg = model_config or {}
     space = observation_part(space)
-    if is_image(space):
+    if reads_with_conv(space, cfg):
         return ConvEncoder(space, cfg.get("conv_filters"), cfg.get("conv_activation", "relu"))
     if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)) and any(_has_image(p) for p in _parts(space)):
         return PartsEncoder(space, cfg)
@@ -266,8 +284,8 @@ def encoder_for(space: gym.Space, model_config: dict | None = None) -> nn.Module
         shape = tuple(getattr(space, "shape", None) or ())
         if shape not in _WARNED_FLAT:  # said once: a shared model section may reach flat and image policies alike
             _WARNED_FLAT.add(shape)
-            log.warning("model.conv_filters is set but observations of shape %s are not images (a Box with 3 axes, "
-                        "HWC or CHW): they are read flat by an MLP and conv_filters goes unused", shape)
+            log.warning("model.conv_filters is set but observations of shape %s are neither images nor boards (a Box "
+                        "with 3 axes, HWC or CHW): they are read flat by an MLP and conv_filters goes unused", shape)
     return FlatEncoder(gym.spaces.flatdim(space))
 
 

@@ -29,7 +29,8 @@ def image_shape(box: gym.Space) -> tuple | None:
     """The image shape of a Box that is an image: 3 axes, (H, W, C) or (C, H, W), of uint8 pixels or
     float feature maps (MAgent2); or a uint8 Box of 2 axes (a grey frame, e.g. after SuperSuit's
     color_reduction), seen as (H, W, 1). Else None: integer-coded boards (Connect Four's int8
-    planes) stay flat vectors."""
+    planes) travel as flat float32 vectors, read by a conv stack only where `model.conv_filters` says so
+    (`marl.modules.catalog.reads_with_conv`)."""
     if not isinstance(box, gym.spaces.Box):
         return None
     if len(box.shape) == 3 and (box.dtype == np.uint8 or np.issubdtype(box.dtype, np.floating)):
@@ -42,7 +43,7 @@ def image_shape(box: gym.Space) -> tuple | None:
 def as_image_box(box: gym.spaces.Box) -> gym.spaces.Box:
     """`box` with its image shape (a grey frame gains its channel axis)."""
     shape = image_shape(box)
-    if shape == tuple(box.shape):
+    if shape is None or shape == tuple(box.shape):  # (None: a board of 3 axes read by a conv stack, as it is)
         return box
     return gym.spaces.Box(box.low.reshape(shape), box.high.reshape(shape), shape, box.dtype)
 
