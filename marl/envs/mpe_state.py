@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from marl.envs.pettingzoo_conversion import ObserveOnceConversion
+
 # Wrappers that hand observations through unchanged (PettingZoo's, as mpe2's make_env stacks them).
 _PASS_THROUGH = ("OrderEnforcingWrapper", "AssertOutOfBoundsWrapper", "ClipOutOfBoundsWrapper")
 
@@ -29,7 +31,7 @@ def state_is_joined_observations(env: Any) -> bool:
         from pettingzoo.utils.conversions import aec_to_parallel_wrapper
     except ImportError:
         return False
-    if type(env) is not aec_to_parallel_wrapper:
+    if type(env) not in (aec_to_parallel_wrapper, ObserveOnceConversion):  # (the latter: upstream's, observing once)
         return False
     inner = env.aec_env
     while isinstance(inner, BaseWrapper):
