@@ -26,7 +26,7 @@ from marl.envs.base import (
     env_name,
 )
 from marl.envs.mpe_state import state_is_joined_observations
-from marl.envs.pettingzoo_conversion import observing_once
+from marl.envs.pettingzoo_conversion import observing_once, upstream_conversion
 
 
 class _PettingZooBase(MultiAgentEnv):
@@ -97,13 +97,10 @@ def without_guard_wrappers(env: ParallelEnv) -> ParallelEnv:
     unsquashed to its bounds). Only these two wrapper types are skipped; any other wrapper of the
     chain (TerminateIllegalWrapper, a user's own, SuperSuit's) stays where it is. Observations,
     rewards and flags are the same, step for step."""
-    from pettingzoo.utils.conversions import aec_to_parallel_wrapper
-    from pettingzoo.utils.wrappers import AssertOutOfBoundsWrapper, BaseParallelWrapper, BaseWrapper, OrderEnforcingWrapper
+    from pettingzoo.utils.wrappers import AssertOutOfBoundsWrapper, BaseWrapper, OrderEnforcingWrapper
 
-    conversion = env
-    while isinstance(conversion, BaseParallelWrapper):  # SuperSuit's / a user's parallel wrappers over the conversion
-        conversion = conversion.env
-    if type(conversion) is not aec_to_parallel_wrapper:
+    conversion = upstream_conversion(env)  # under SuperSuit's / a user's parallel wrappers
+    if conversion is None:
         return env
     holder, attribute = conversion, "aec_env"
     inner = getattr(holder, attribute)

@@ -31,15 +31,21 @@ class ObserveOnceConversion(aec_to_parallel_wrapper):
             del aec_env.last
 
 
-def observing_once(env):
-    """`env` with its conversion observing once per agent and step (in place, as `without_guard_wrappers`:
-    `make_env` built the env for its adapter alone). Only PettingZoo's own `aec_to_parallel_wrapper` is
-    changed, found under any parallel wrappers (SuperSuit's, a user's); a subclass of it, which may have
-    its own step(), and any other parallel env are left as they are. The class swap keeps every attribute
-    the conversion holds: ObserveOnceConversion adds none."""
+def upstream_conversion(env):
+    """PettingZoo's own `aec_to_parallel_wrapper` under `env`'s parallel wrappers (SuperSuit's, a user's), or None:
+    another parallel env, or a subclass of the conversion (which may have its own step())."""
     conversion = env
     while isinstance(conversion, BaseParallelWrapper):
         conversion = conversion.env
-    if type(conversion) is aec_to_parallel_wrapper:
+    return conversion if type(conversion) is aec_to_parallel_wrapper else None
+
+
+def observing_once(env):
+    """`env` with its conversion observing once per agent and step (in place, as `without_guard_wrappers`:
+    `make_env` built the env for its adapter alone). Only `upstream_conversion(env)` is changed; any other
+    parallel env is left as it is. The class swap keeps every attribute the conversion holds:
+    ObserveOnceConversion adds none."""
+    conversion = upstream_conversion(env)
+    if conversion is not None:
         conversion.__class__ = ObserveOnceConversion
     return env
