@@ -18,6 +18,7 @@ import json
 import math
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 
 from marl.checkpoint.atomic import MANIFEST
@@ -94,11 +95,14 @@ def _heat_map(fig, ax, data, members: list[str], title: str, cmap: str, bounds: 
 
 def _rating_curves(axes, members: list[str], rows: list[dict], x_key: str, x_label: str) -> None:
     """Each member's openskill ordinal (axes[0]) and Elo (axes[1]) over `x_key` of the rows that hold them."""
+    # matplotlib's default cycle has 10 colours: a league of 11+ members would draw two members alike
+    palette = [matplotlib.colormaps["tab20"](i % 20) for i in range(len(members))] if len(members) > 10 else None
     for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
-        for m in members:
+        for i, m in enumerate(members):
             points = [(row[x_key], row[f"{prefix}{m}"]) for row in rows if f"{prefix}{m}" in row]
             if points:
-                ax.plot(*zip(*points), marker=".", label=m)
+                style = {} if palette is None else {"color": palette[i], "linestyle": "-" if i < 20 else "--"}
+                ax.plot(*zip(*points), marker=".", label=m, **style)
         ax.set_xlabel(x_label)
         ax.set_ylabel(label)
     if len(members) <= 12:
