@@ -114,7 +114,7 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * v_next
     if module.continuous:
-        qs = module.q_values(obs, actions, state=batch.get(sb.STATE))
+        qs = module.q_values(obs, only_live(actions, live_masks(batch)[0]), state=batch.get(sb.STATE))
     else:
         taken = actions.long().reshape(-1, 1)
         qs = [q.gather(1, taken).squeeze(1) for q in module.q_values(obs, None)]

@@ -39,7 +39,7 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
         q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, targets.get(CRITIC_TARGET), batch.get(sb.NEXT_STATE))), 0).values
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_next
-    return td_terms(module.q_values(obs, actions, state=batch.get(sb.STATE)), y, batch[REPLAY_WEIGHTS])
+    return td_terms(module.q_values(obs, only_live(actions, live_masks(batch)[0]), state=batch.get(sb.STATE)), y, batch[REPLAY_WEIGHTS])
 
 
 def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, dict]:
