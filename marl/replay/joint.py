@@ -54,9 +54,14 @@ class JointLayout:
         new_step[1:] = (eps[1:] != eps[:-1]) | (t[1:] != t[:-1])
         self.step = np.cumsum(new_step) - 1
         self.steps = int(self.step[-1]) + 1 if len(order) else 0
+        self.step_eps, self.step_t = eps[new_step], t[new_step]
+        # Every agent at every step, in group order (groups whose agents never die): rows reshape into steps.
+        self.complete = len(order) == self.steps * n and bool((self.place.reshape(self.steps, n) == np.arange(n)).all())
+        if self.complete:
+            self.alive, self.row = np.ones((self.steps, n), bool), order.reshape(self.steps, n)
+            return
         self.alive = np.zeros((self.steps, n), bool)
         self.alive[self.step, self.place] = True
-        self.step_eps, self.step_t = eps[new_step], t[new_step]
         self.row = np.full((self.steps, n), -1, np.int64)  # each place's row in the batch; -1 where padded
         self.row[self.step, self.place] = order
         if self.alive.sum() < len(order):
@@ -85,12 +90,16 @@ class JointLayout:
 
     def per_step(self, values: np.ndarray) -> np.ndarray:
         """[rows, ...] in the batch's order -> [steps, n, ...], zeros at the padded places."""
+        if self.complete:
+            return values[self.order].reshape((self.steps, self.n) + values.shape[1:])
         out = np.zeros((self.steps, self.n) + values.shape[1:], values.dtype)
         out[self.step, self.place] = values[self.order]
         return out
 
     def any_alive(self, flags: np.ndarray) -> np.ndarray:
-        return (self.per_step(flags) & self.alive).any(axis=1)
+        """[rows] flags -> [steps]: set on a live agent's row of the step."""
+        flags = self.per_step(flags)
+        return (flags if self.complete else flags & self.alive).any(axis=1)
 
 
 def join_group_steps(batch: SampleBatch, agent_indices: list[int], layout: JointLayout | None = None) -> SampleBatch:
