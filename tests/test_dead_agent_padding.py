@@ -220,17 +220,19 @@ def test_centralised_algorithms_train_on_an_env_whose_agents_die(config_cls, con
         algo.stop()
 
 
-def test_recurrent_qmix_replays_sequences_with_the_dead_agent_padded():
-    """Recurrent agents: chunks of joint steps carry alive/next_alive, and a dead agent's place starts from zeros."""
+@pytest.mark.parametrize("burn_in", [0, 2])
+def test_recurrent_qmix_replays_sequences_with_the_dead_agent_padded(burn_in):
+    """Recurrent agents: chunks of joint steps carry alive/next_alive, and a dead agent's place starts from zeros
+    (burn-in 2: the chunk from step 3 warms up from step 1, where "c" still acts but has no stored state)."""
     algo = _config(QMIXConfig, model={"hiddens": [16], "recurrent": "gru", "cell_size": 8, "max_seq_len": 3},
-                   train_batch_size=4, num_steps_sampled_before_learning_starts=4).build()
+                   train_batch_size=4, num_steps_sampled_before_learning_starts=4, burn_in=burn_in).build()
     try:
         for _ in range(2):
             result = algo.train()
         columns = algo.replay_buffers["default_policy"].columns
         held = len(algo.replay_buffers["default_policy"])
         alive, start = columns[ALIVE][:held], columns["h0.h"][:held]  # [rows, max_seq_len, 3], [rows, 3, cell]
-        first_step = columns[sb.OBS][:held, 0, 0, 0]  # t + 1 of each chunk's first step (agent "a" is never padded)
+        first_step = columns[sb.OBS][:held, 0, 0, 0]  # t + 1 of each row's first step (agent "a" is never padded)
         assert not alive[:, :, 2].all() and alive[:, :, :2][columns["seq_mask"][:held] > 0].all()
         dead_from_start = first_step > DEATH  # chunks that start after "c" died
         assert dead_from_start.any() and (start[dead_from_start, 2] == 0).all() and (start[dead_from_start, 0] != 0).any()
