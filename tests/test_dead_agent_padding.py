@@ -13,6 +13,7 @@ from marl.algorithms.maddpg import loss as maddpg_loss
 from marl.algorithms.masac import loss as masac_loss
 from marl.algorithms.mixing.loss import mixing_loss
 from marl.data import sample_batch as sb
+from marl.errors import ConfigError
 from marl.replay import REPLAY_WEIGHTS
 from marl.replay.joint import ALIVE, NEXT_ALIVE, NEXT_STATE, STATE, join_group_steps, joint_transitions
 
@@ -23,10 +24,10 @@ class _Skirmish(MultiAgentEnv):
     """Three agents; "c" dies (terminates, then is gone) after acting DEATH times, the others play to LIMIT.
     obs = [t + 1, agent number + 1, last action] (never zero, so padding shows); reward = the agent's action + 1."""
 
-    def __init__(self, continuous: bool = False):
+    def __init__(self, continuous: bool = False, late_joiner: bool = False):
         self.possible_agents = ["a", "b", "c"]
         self.metadata = {"name": "skirmish", "turn_based": False}
-        self.continuous = continuous
+        self.continuous, self.late_joiner = continuous, late_joiner  # late_joiner: "c" first acts at step 2, never dies
 
     def observation_space(self, agent):
         return gym.spaces.Box(-100, 100, (3,), np.float32)
@@ -39,7 +40,7 @@ class _Skirmish(MultiAgentEnv):
                             np.float32) for a in agents}
 
     def reset(self, seed=None):
-        self.t, self.agents = 0, list(self.possible_agents)
+        self.t, self.agents = 0, list(self.possible_agents[:2] if self.late_joiner else self.possible_agents)
         return self._obs(self.agents), {}
 
     def step(self, actions):
@@ -47,9 +48,9 @@ class _Skirmish(MultiAgentEnv):
         self.t += 1
         done = self.t >= LIMIT
         rewards = {a: float(np.sum(actions[a])) + 1.0 for a in actions}
-        terms = {a: a == "c" and self.t == DEATH for a in actions}
-        obs = self._obs(actions, actions)
-        self.agents = [a for a in actions if not terms[a]]
+        terms = {a: a == "c" and self.t == DEATH and not self.late_joiner for a in actions}
+        self.agents = [a for a in actions if not terms[a]] + (["c"] if self.late_joiner and self.t == 2 else [])
+        obs = self._obs(self.agents, {a: actions.get(a, 0) for a in self.agents})
         truncs = {a: done for a in actions}
         return obs, rewards, {**terms, "__all__": done}, {**truncs, "__all__": done}, {}
 
@@ -110,6 +111,17 @@ def test_runner_rows_join_with_the_dead_agent_padded():
     np.testing.assert_array_equal(tr[ALIVE], joint[ALIVE])
     np.testing.assert_array_equal(tr[NEXT_ALIVE][:, 2], t < DEATH - 2)
     np.testing.assert_array_equal(tr[STATE][t == DEATH + 1][:, 6:], 0)  # the joined obs: "c"'s part is zeros
+
+
+def test_an_agent_that_joins_mid_episode_is_refused_in_one_line():
+    algo = (VDNConfig().environment("skirmish", env_config={"late_joiner": True})
+            .env_runners(num_envs_per_env_runner=1, rollout_fragment_length=LIMIT).debugging(seed=0).build())
+    try:
+        with pytest.raises(ConfigError, match=r"agent 2 is absent at episode \d+ step 0, the episode's first .*per agent") as err:
+            algo.train()
+        assert "\n" not in str(err.value)
+    finally:
+        algo.stop()
 
 
 def _tensors(batch) -> dict:

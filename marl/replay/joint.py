@@ -14,10 +14,12 @@ MAgent2's battles) keep a padded place at every later step of the episode, as SM
 EPyMARL's learners: zero obs and next obs, action 0 (a valid index; a zero vector for Box
 actions), reward 0, and `alive` False. `alive` [steps, n] marks the real rows; `next_alive`
 those whose agent still acts at the next step (not terminated), so the losses leave a dead
-agent out of Q_tot and out of the bootstrap (`marl.algorithms.mixing.loss`,
-`marl.algorithms.sac.loss.alive_masks`). An agent that joins mid-episode is refused: its
-rows before joining would need an initial state a recurrent agent network never passes
-through, and no simultaneous-move env here adds agents.
+agent out of Q_tot and out of the bootstrap (`marl.algorithms.live_agents`). An agent absent at an
+episode's first step (one that joins later) is refused in one line: a recurrent agent network would
+run through its padded steps before it joins and reach its first real step in a state it never acted
+from, and the envs whose agents come and go here (knights_archers_zombies, MAgent2) only remove them.
+Each episode's first fragment holds its step 0, so a late joiner is refused there even when it joins
+at a fragment boundary.
 """
 
 from __future__ import annotations
