@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 
 from marl.algorithms.dqn.loss import masked_td_loss, sequence_targets, weighted_td_loss
+from marl.algorithms.live_agents import ALIVE, NEXT_ALIVE, live_masks, live_mean, only_live
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
-from marl.algorithms.live_agents import ALIVE, NEXT_ALIVE, live_masks, only_live
 from marl.replay.joint import NEXT_STATE, STATE
 from marl.replay.sequences import DETACH_AT, SEQ_MASK, STATE_START, state_start_column
 
@@ -48,7 +48,7 @@ def mixing_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tup
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_tot_next
     loss, td_stats = weighted_td_loss(q_tot, y, batch[REPLAY_WEIGHTS], cfg.td_error_loss)
-    stats = {"loss": loss, "q_tot_mean": q_tot.mean(), "agent_q_mean": q_taken.sum() / only_live(torch.ones_like(q_taken), alive).sum(), **td_stats}
+    stats = {"loss": loss, "q_tot_mean": q_tot.mean(), "agent_q_mean": live_mean(q_taken, alive), **td_stats}
     return loss, stats
 
 
