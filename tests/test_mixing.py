@@ -52,12 +52,14 @@ def test_join_group_steps_builds_one_row_per_env_step():
     np.testing.assert_array_equal(tr[NEXT_STATE][0], joint[sb.NEXT_OBS][1].ravel())  # two steps ahead
 
 
-def test_join_refuses_steps_with_missing_agents():
+def test_join_refuses_agents_that_join_mid_episode():
+    """Agents that leave are padded (tests/test_dead_agent_padding.py); one absent at the start, or back after leaving, is refused."""
     batch = _agent_rows()
-    keep = ~((batch[sb.AGENT_INDEX] == 2) & (batch[sb.T] == 3))  # agent 2 left before the last step
-    with pytest.raises(ConfigError, match="every agent of the group.*step 3 has rows for agents \\[0, 1\\]: ") as err:
-        join_group_steps(batch.take(np.flatnonzero(keep)), [0, 1, 2])
-    assert "\n" not in str(err.value)  # the CLI prints it as its one line
+    for away, said in ((0, "is absent at episode 7 step 0, the episode's first"), (1, "joins episode 7 step 2 after being absent")):
+        keep = ~((batch[sb.AGENT_INDEX] == 2) & (batch[sb.T] == away))
+        with pytest.raises(ConfigError, match=f"agent 2 {said} .*per agent") as err:
+            join_group_steps(batch.take(np.flatnonzero(keep)), [0, 1, 2])
+        assert "\n" not in str(err.value)  # the CLI prints it as its one line
 
 
 def test_joined_observations_are_simple_spreads_global_state():

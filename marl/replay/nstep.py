@@ -21,7 +21,9 @@ from marl.data import sample_batch as sb
 DISCOUNTS = "discounts"  # gamma^m of each transition: how far its bootstrap lies
 
 
-def nstep_transitions(batch: SampleBatch, n: int, gamma: float, keep: tuple[str, ...] = ()) -> SampleBatch:
+def nstep_transitions(batch: SampleBatch, n: int, gamma: float, keep: tuple[str, ...] = (),
+                      keep_next: tuple[str, ...] = ()) -> SampleBatch:
+    """`keep`: more columns taken at row t as they are; `keep_next`: more taken at the bootstrap row (as next_obs)."""
     if n < 1:
         raise ValueError(f"n_step must be >= 1, got {n}")
     size = len(batch)
@@ -59,4 +61,7 @@ def nstep_transitions(batch: SampleBatch, n: int, gamma: float, keep: tuple[str,
     for name in keep:
         if name in batch:
             out[name] = batch[name]
+    for name in keep_next:
+        if name in batch:
+            out[name] = batch[name][last]
     return SampleBatch(out)

@@ -19,7 +19,7 @@ import numpy as np
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.data.chunks import SequencePlan, states_at
-from marl.replay.joint import NEXT_STATE, STATE, join_group_steps
+from marl.replay.joint import ALIVE, NEXT_ALIVE, NEXT_STATE, STATE, JointLayout, join_group_steps
 
 SEQ_MASK = "seq_mask"
 # [B] int64: the first step of each row with a TD loss, where the learner detaches the state when the policy's
@@ -80,9 +80,9 @@ def agent_sequences(batch: SampleBatch, max_seq_len: int, state_names: list[str]
 
 def joint_sequences(batch: SampleBatch, agent_indices: list[int], max_seq_len: int, state_names: list[str],
                     burn_in: int = 0) -> SampleBatch:
-    steps = join_group_steps(batch, agent_indices)
+    layout = JointLayout(batch, agent_indices)
+    steps = join_group_steps(batch, agent_indices, layout)
     n = len(agent_indices)
-    order = np.lexsort((batch[sb.AGENT_INDEX], batch[sb.T], batch[sb.EPS_ID]))  # join_group_steps' order
     plan = SequencePlan(steps[sb.SEGMENT_END], max_seq_len)
     first, lens, burn, length = _layout(plan, burn_in)
     padded = _padded(first, lens, length)
@@ -94,13 +94,19 @@ def joint_sequences(batch: SampleBatch, agent_indices: list[int], max_seq_len: i
         sb.REWARDS: padded(steps[sb.REWARDS].astype(np.float32)),
         sb.TERMINATEDS: padded(steps[sb.TERMINATEDS]),
         SEQ_MASK: _loss_mask(lens, burn, length),
+        ALIVE: padded(steps[ALIVE]),
+        NEXT_ALIVE: padded(steps[NEXT_ALIVE]),
     }
     out[STATE] = out[sb.OBS].reshape(s, length, -1)
     out[NEXT_STATE] = out[sb.NEXT_OBS].reshape(s, length, -1)
-    # Every agent acts at every step of the group's pieces, so a joint chunk (or burn-in) starts where each
-    # agent's own does: the runner stored their states there.
-    start_rows = order.reshape(len(steps), n)[first].reshape(-1)
+    # Every agent acts from the start of the group's pieces, so a joint chunk (or burn-in) starts where each
+    # agent's own does: the runner stored their states there. A dead agent's place starts from zeros: its steps
+    # count for nothing (`alive`), as do those of one that dies before the chunk's first TD step.
+    start_rows = layout.row[first].reshape(-1)
+    stored = layout.alive[first + burn].reshape(-1)
     for name in state_names:
-        value = states_at(batch, name, start_rows)
-        out[state_start_column(name)] = value.reshape((s, n) + value.shape[1:])
+        value = states_at(batch, name, start_rows[stored])
+        full = np.zeros((len(start_rows),) + value.shape[1:], value.dtype)
+        full[stored] = value
+        out[state_start_column(name)] = full.reshape((s, n) + value.shape[1:])
     return SampleBatch(out)

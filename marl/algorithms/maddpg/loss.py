@@ -10,6 +10,8 @@ The straight-through relaxation: the forward value is the hard one-hot of argmax
 ever saw one-hots), the gradient is that of softmax((logits + g) / T), T = `gumbel_temperature`. A lower T makes
 the relaxed vector closer to the one-hot (less biased, higher-variance gradients); T = 1 is the usual choice
 (Jang et al. 2017; BenchMARL's default). Every agent acts with its current actor in the joint action, as for Box.
+A dead agent (`marl.algorithms.live_agents`) reads as the zero vector in every joint action the critic sees
+(replayed, the target's, the actor's), so its actor gets no gradient from its padded rows, nor its logits a penalty.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from marl.algorithms.live_agents import live_masks, live_mean, only_live
 from marl.algorithms.sac.loss import CRITIC_TARGET, frozen, grouped, td_terms
 from marl.algorithms.td3 import loss as td3
 from marl.algorithms.td3.loss import ACTOR_TARGET
@@ -37,12 +40,13 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
     if module.continuous:
         return td3.critic_loss(module, batch, cfg, targets)
     obs, next_obs, actions = grouped(module, batch)
+    alive, next_alive = live_masks(batch)
     with torch.no_grad():
-        next_actions = gumbel_one_hots(module.group_actor(next_obs, targets.get(ACTOR_TARGET)))
+        next_actions = only_live(gumbel_one_hots(module.group_actor(next_obs, targets.get(ACTOR_TARGET))), next_alive)
         qs_next = module.q_values(next_obs, next_actions, targets.get(CRITIC_TARGET), batch.get(sb.NEXT_STATE))
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * torch.min(torch.stack(qs_next), 0).values
-    qs = module.q_values(obs, module.one_hot_actions(actions), state=batch.get(sb.STATE))
+    qs = module.q_values(obs, only_live(module.one_hot_actions(actions), alive), state=batch.get(sb.STATE))
     return td_terms(qs, y, batch[REPLAY_WEIGHTS])
 
 
@@ -50,10 +54,11 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
     if module.continuous:
         return td3.actor_loss(module, batch, cfg, targets)
     obs, _, _ = grouped(module, batch)
+    alive = live_masks(batch)[0]
     logits = module.group_actor(obs)
-    actions = F.gumbel_softmax(logits, tau=float(cfg.gumbel_temperature), hard=True)
+    actions = only_live(F.gumbel_softmax(logits, tau=float(cfg.gumbel_temperature), hard=True), alive)
     with frozen(module.critic_parameters()):
         q = module.q_values(obs, actions, state=batch.get(sb.STATE))[0]
-    loss = -q.mean() + LOGIT_L2 * logits.pow(2).mean()
+    loss = -q.mean() + LOGIT_L2 * live_mean(logits.pow(2).mean(-1), alive)
     entropy = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1).mean().detach()
     return loss, {"loss": loss, "q_mean": q.mean().detach(), "entropy": entropy}

@@ -15,12 +15,16 @@ tune, and the entropy (the temperature's loss, the soft value) is exact rather t
 costs n x actions critic rows per replayed row (3 x 5 on simple_spread), one batched pass. Each mean_i term is
 an unbiased estimate of the soft value E_pi[Q]; averaging the agents' lowers its variance.
 Joint rows keep no action masks: the policies here act unmasked (masks apply when acting only).
+Dead agents (`marl.algorithms.live_agents`): their one-hot is the zero vector wherever the critic reads it,
+and the sums and means over agents (mean_i, sum_i, n) run over the live ones: at s' in the target, at s in
+the actor's and the temperature's losses.
 """
 
 from __future__ import annotations
 
 import torch
 
+from marl.algorithms.live_agents import live_count, live_masks, live_mean, only_live
 from marl.algorithms.sac import loss as sac
 from marl.algorithms.sac.loss import CRITIC_TARGET, grouped, td_terms
 from marl.data import sample_batch as sb
@@ -60,14 +64,17 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
         return sac.critic_loss(module, batch, cfg, targets)
     obs, next_obs, actions = grouped(module, batch)
     alpha = module.log_alpha.detach().exp()
+    alive, next_alive = live_masks(batch)
     with torch.no_grad():
         probs, logp = joint_policy(module, next_obs)
-        q_next = own_action_values(module, next_obs, sampled_one_hots(probs), targets.get(CRITIC_TARGET), batch.get(sb.NEXT_STATE))
-        entropy = -(probs * logp).sum((-1, -2))
-        v_next = (probs * q_next).sum(-1).mean(-1) + alpha * entropy
+        others = only_live(sampled_one_hots(probs), next_alive)
+        q_next = own_action_values(module, next_obs, others, targets.get(CRITIC_TARGET), batch.get(sb.NEXT_STATE))
+        entropy = only_live(-(probs * logp).sum(-1), next_alive).sum(-1)
+        soft_q = only_live((probs * q_next).sum(-1), next_alive).sum(-1) / live_count(next_alive, obs.shape[1])
+        v_next = soft_q + alpha * entropy
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * v_next
-    qs = module.q_values(obs, module.one_hot_actions(actions), state=batch.get(sb.STATE))
+    qs = module.q_values(obs, only_live(module.one_hot_actions(actions), alive), state=batch.get(sb.STATE))
     return td_terms(qs, y, batch[REPLAY_WEIGHTS])
 
 
@@ -76,19 +83,21 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
         return sac.actor_loss(module, batch, cfg, targets)
     obs, _, _ = grouped(module, batch)
     alpha = module.log_alpha.detach().exp()
+    alive = live_masks(batch)[0]
     probs, logp = joint_policy(module, obs)
     with torch.no_grad():  # the gradient flows through the probabilities only
-        q = own_action_values(module, obs, sampled_one_hots(probs), state=batch.get(sb.STATE))
-    loss = (probs * (alpha * logp - q)).sum((-1, -2)).mean()
-    return loss, {"loss": loss, "entropy": -(probs * logp).sum(-1).mean().detach()}
+        q = own_action_values(module, obs, only_live(sampled_one_hots(probs), alive), state=batch.get(sb.STATE))
+    loss = only_live((probs * (alpha * logp - q)).sum(-1), alive).sum(-1).mean()
+    return loss, {"loss": loss, "entropy": live_mean(-(probs * logp).sum(-1), alive).detach()}
 
 
 def alpha_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, dict]:
     if module.continuous:
         return sac.alpha_loss(module, batch, cfg, targets)
     obs, _, _ = grouped(module, batch)
+    alive = live_masks(batch)[0]
     with torch.no_grad():
         probs, logp = joint_policy(module, obs)
-        entropy = -(probs * logp).sum((-1, -2))
-    loss = (module.log_alpha * (entropy - obs.shape[1] * sac.target_entropy(module, cfg))).mean()
+        entropy = only_live(-(probs * logp).sum(-1), alive).sum(-1)
+    loss = (module.log_alpha * (entropy - live_count(alive, obs.shape[1]) * sac.target_entropy(module, cfg))).mean()
     return loss, {"loss": loss, "alpha": module.log_alpha.detach().exp(), "entropy": entropy.mean()}

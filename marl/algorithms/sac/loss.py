@@ -18,6 +18,9 @@ log pi of the joint action is the sum of the agents' log-probs, and the target e
 the per-agent one). `weights` are prioritised replay's importance weights; the TD errors go back to
 the buffer as priorities. With `critic_state: global_state` the centralised critics read the env's
 global state (`state`, and `next_state` in the targets) in place of the joined observations.
+Groups whose agents die (`marl.algorithms.live_agents`): a dead agent's action enters the critics as the
+zero vector its padded replay rows hold (at s from replay, at s' and in the actor's joint action in place
+of its actor's), its log-prob adds nothing to the joint one, and the target entropy counts live agents.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import math
 
 import torch
 
+from marl.algorithms.live_agents import ALIVE, NEXT_ALIVE, live_count, live_masks, only_live
 from marl.data import sample_batch as sb
 from marl.modules.squashed import SquashedGaussian
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.NEXT_OBS, sb.TERMINATEDS, DISCOUNTS, REPLAY_WEIGHTS,
-                sb.ACTION_MASK, sb.NEXT_ACTION_MASK, sb.STATE, sb.NEXT_STATE)
+                sb.ACTION_MASK, sb.NEXT_ACTION_MASK, sb.STATE, sb.NEXT_STATE, ALIVE, NEXT_ALIVE)
 CRITIC_TARGET = "critic"  # the target copy of the critics
 
 
@@ -57,10 +61,11 @@ def target_entropy(module, cfg) -> float:
     return float(cfg.discrete_target_entropy_scale) * math.log(module.act_dim)
 
 
-def policy_sample(module, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reparameterised actions [B, n, act_dim] of the group and the joint log-prob [B] (summed over agents)."""
+def policy_sample(module, obs: torch.Tensor, alive: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterised actions [B, n, act_dim] of the group and the joint log-prob [B] (summed over the live agents);
+    a dead agent's action is the zero vector."""
     actions, logp = SquashedGaussian(module.group_actor(obs)).rsample_with_logp()
-    return actions, logp.sum(-1)
+    return only_live(actions, alive), only_live(logp, alive).sum(-1)
 
 
 def _discrete_policy(module, obs: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,7 +104,7 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
     alpha = module.log_alpha.detach().exp()
     with torch.no_grad():
         if module.continuous:
-            next_actions, next_logp = policy_sample(module, next_obs)
+            next_actions, next_logp = policy_sample(module, next_obs, live_masks(batch)[1])
             q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, target_critics, batch.get(sb.NEXT_STATE))), 0).values
             v_next = q_next - alpha * next_logp
         else:
@@ -109,7 +114,7 @@ def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, 
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * v_next
     if module.continuous:
-        qs = module.q_values(obs, actions, state=batch.get(sb.STATE))
+        qs = module.q_values(obs, only_live(actions, live_masks(batch)[0]), state=batch.get(sb.STATE))
     else:
         taken = actions.long().reshape(-1, 1)
         qs = [q.gather(1, taken).squeeze(1) for q in module.q_values(obs, None)]
@@ -120,7 +125,7 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
     obs, _, _ = grouped(module, batch)
     alpha = module.log_alpha.detach().exp()
     if module.continuous:
-        actions, logp = policy_sample(module, obs)
+        actions, logp = policy_sample(module, obs, live_masks(batch)[0])
         with frozen(module.critic_parameters()):
             q = torch.min(torch.stack(module.q_values(obs, actions, state=batch.get(sb.STATE))), 0).values
         loss = (alpha * logp - q).mean()
@@ -135,12 +140,13 @@ def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
 def alpha_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, dict]:
     obs, _, _ = grouped(module, batch)
     per_agent = target_entropy(module, cfg)
+    alive = live_masks(batch)[0]
     with torch.no_grad():
         if module.continuous:
-            _, logp = policy_sample(module, obs)
+            _, logp = policy_sample(module, obs, alive)
             entropy = -logp  # a one-sample estimate of the joint entropy
         else:
             probs, logp = _discrete_policy(module, obs, batch.get(sb.ACTION_MASK))
             entropy = -(probs * logp).sum(-1)
-    loss = (module.log_alpha * (entropy - obs.shape[1] * per_agent)).mean()
+    loss = (module.log_alpha * (entropy - live_count(alive, obs.shape[1]) * per_agent)).mean()
     return loss, {"loss": loss, "alpha": module.log_alpha.detach().exp(), "entropy": entropy.mean()}

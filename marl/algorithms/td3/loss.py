@@ -7,13 +7,15 @@
 
 As SAC's, the terms work on [B, n, ...] rows of a group's env step: n = 1 per agent, the group's agents
 for MADDPG (centralised critics over the joint observation, or the env's global state, and the joint
-action; the team reward).
+action; the team reward). A dead agent of the group (`marl.algorithms.live_agents`) acts the zero vector
+its padded replay rows hold, in the targets and in the actor's joint action alike.
 """
 
 from __future__ import annotations
 
 import torch
 
+from marl.algorithms.live_agents import live_masks, only_live
 from marl.algorithms.sac.loss import CRITIC_TARGET, frozen, grouped, td_terms
 from marl.data import sample_batch as sb
 from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
@@ -33,16 +35,16 @@ def smoothed_target_actions(module, next_obs: torch.Tensor, cfg, target_actors) 
 def critic_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, dict]:
     obs, next_obs, actions = grouped(module, batch)
     with torch.no_grad():
-        next_actions = smoothed_target_actions(module, next_obs, cfg, targets.get(ACTOR_TARGET))
+        next_actions = only_live(smoothed_target_actions(module, next_obs, cfg, targets.get(ACTOR_TARGET)), live_masks(batch)[1])
         q_next = torch.min(torch.stack(module.q_values(next_obs, next_actions, targets.get(CRITIC_TARGET), batch.get(sb.NEXT_STATE))), 0).values
         not_done = 1.0 - batch[sb.TERMINATEDS].float()
         y = batch[sb.REWARDS] + batch[DISCOUNTS] * not_done * q_next
-    return td_terms(module.q_values(obs, actions, state=batch.get(sb.STATE)), y, batch[REPLAY_WEIGHTS])
+    return td_terms(module.q_values(obs, only_live(actions, live_masks(batch)[0]), state=batch.get(sb.STATE)), y, batch[REPLAY_WEIGHTS])
 
 
 def actor_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, dict]:
     obs, _, _ = grouped(module, batch)
-    actions = torch.tanh(module.group_actor(obs))
+    actions = only_live(torch.tanh(module.group_actor(obs)), live_masks(batch)[0])
     with frozen(module.critic_parameters()):
         q = module.q_values(obs, actions, state=batch.get(sb.STATE))[0]
     loss = -q.mean()
