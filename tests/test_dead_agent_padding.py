@@ -15,7 +15,10 @@ from marl.algorithms.mixing.loss import mixing_loss
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 from marl.replay import REPLAY_WEIGHTS
-from marl.replay.joint import ALIVE, NEXT_ALIVE, NEXT_STATE, STATE, join_group_steps, joint_transitions
+from marl.replay.buffers import ReplayBuffer
+from marl.replay.joint import (
+    ALIVE, NEXT_ALIVE, NEXT_STATE, STATE, alive_before_padding, join_group_steps, joint_transitions,
+)
 
 LIMIT, DEATH = 8, 3  # episodes are truncated after LIMIT steps; agent "c" terminates at its DEATH-th step
 
@@ -274,3 +277,25 @@ def test_qmix_trains_on_knights_archers_zombies_where_agents_die():
         assert np.isfinite(result["losses/default_policy/loss"])
     finally:
         algo.stop()
+
+
+def test_a_joint_buffer_saved_before_the_padding_takes_padded_rows_after_a_restore():
+    algo = _config(VDNConfig).build()
+    try:
+        rows = _sampled_rows(algo)
+    finally:
+        algo.stop()
+    new = joint_transitions(rows, [0, 1, 2], n_step=1, gamma=0.9)
+    old = {k: v for k, v in new.items() if k not in (ALIVE, NEXT_ALIVE)}  # a joint row as the code before wrote it
+    saved = ReplayBuffer(100)
+    saved.add(type(new)(old))
+    restored = ReplayBuffer(100)
+    restored.set_state(saved.get_state())
+    with pytest.raises(ValueError, match="differ"):  # what a restored run met at its first store without the shim
+        restored.add(new)
+    alive_before_padding(restored, new)
+    restored.add(new)
+    n = len(old[sb.OBS])
+    assert restored.columns[ALIVE][:n].all() and restored.columns[NEXT_ALIVE][:n].all()  # the old rows: all acted
+    np.testing.assert_array_equal(restored.columns[ALIVE][n:2 * n], new[ALIVE])
+    np.testing.assert_array_equal(restored.columns[sb.OBS][:n], old[sb.OBS])

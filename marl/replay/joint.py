@@ -136,6 +136,18 @@ def join_group_steps(batch: SampleBatch, agent_indices: list[int], layout: Joint
     })
 
 
+def alive_before_padding(buffer, transitions: SampleBatch) -> None:
+    """A buffer restored from a checkpoint written before dead agents were padded holds joint rows without
+    `alive`/`next_alive`; such groups were refused then, so every agent of those rows acted: both True there.
+    Called before each joint store; a no-op on any other buffer."""
+    columns = buffer.columns
+    if columns is None:
+        return
+    for name in (ALIVE, NEXT_ALIVE):
+        if name in transitions and name not in columns:
+            columns[name] = np.ones((buffer.capacity,) + transitions[name].shape[1:], bool)
+
+
 def joint_transitions(batch: SampleBatch, agent_indices: list[int], n_step: int, gamma: float) -> SampleBatch:
     """n-step joint transitions of the group, with the global state before and after."""
     steps = join_group_steps(batch, agent_indices)

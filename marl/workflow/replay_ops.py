@@ -15,7 +15,7 @@ from marl.data.records import BATCH, RESULTS, SKIP, STORED, SampledBatch, Stored
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.replay import nstep_transitions
-from marl.replay.joint import joint_transitions
+from marl.replay.joint import alive_before_padding, joint_transitions
 from marl.workflow.protocol import Operator, policy_list
 from marl.modules.recurrent import sequence_chunking
 from marl.replay.sequences import agent_sequences
@@ -79,6 +79,8 @@ class StoreToReplay(Operator):
                     if buffer is None or not len(policy_batch) or (self.policies is not None and pid not in self.policies):
                         continue  # a policy that is not trained keeps no buffer
                     transitions = self._transitions(ctx, pid, policy_batch)
+                    if self.joint:  # (a buffer from a checkpoint of before the dead-agent padding)
+                        alive_before_padding(buffer, transitions)
                     buffer.add(transitions)
                     stored[pid] = len(transitions)
                     metrics.counters[f"{m.REPLAY_ADDED}/{pid}"] += len(transitions)
