@@ -117,6 +117,7 @@ class Algorithm:
         try:
             self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
             turn_based = bool(probe.metadata.get("turn_based"))
+            self.possible_agents = list(probe.possible_agents)
         finally:
             probe.close()
         check_action_spaces(config, self.policy_specs)  # the algorithm's record, now that the spaces are known
@@ -129,7 +130,8 @@ class Algorithm:
         self.replay_buffers = self._make_replay_buffers()
         self.evaluation = Evaluation(config, list(self.policy_specs))
         self.context = ExecutionContext(config, self.runners, self.learners, self.metrics, self.replay_buffers,
-                                        evaluation=self.evaluation)
+                                        evaluation=self.evaluation, policy_specs=self.policy_specs,
+                                        agents_of=self.agents_of, possible_agents=self.possible_agents)
         # Components checkpoints keep besides what the workflow's operators hold (collected at each compile).
         # Replay buffers are among them (`save(skip=["replay/"])` leaves them out).
         self._registered = {f"replay/{pid}": buffer for pid, buffer in self.replay_buffers.items()}

@@ -24,8 +24,6 @@ from marl.execution import LocalIterator
 from marl.execution import metrics as m
 from marl.external.server import TOKEN_ENV, ExperienceServer
 from marl.workflow.protocol import Operator
-from marl.envs import make_env
-from marl.policies import resolve_policies
 
 
 class Serve(Operator):
@@ -56,16 +54,9 @@ class Serve(Operator):
             self.server = None
 
     def build(self, ctx, inputs):
-        config = ctx.config
-        env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
-        try:
-            specs, agents_of = resolve_policies(env, config.policy_specs(), config.policy_mapping())
-            agents = list(env.possible_agents)
-        finally:
-            env.close()
         self.close()
-        self.server = server = ExperienceServer(
-            config, specs, agents_of, agents, self.host, self.port, os.environ.get(self.token_env) or None,
+        self.server = server = ExperienceServer(  # the run's policies and agents, resolved by Algorithm
+            ctx.config, ctx.policy_specs, ctx.agents_of, ctx.possible_agents, self.host, self.port, os.environ.get(self.token_env) or None,
             self.max_body_kb * 1024, self.episode_timeout_s, self.max_episodes, self.end_grace_s, self.on_listening,
         )
         metrics, learners = ctx.metrics, ctx.learners

@@ -22,8 +22,6 @@ hold the snapshots' weights), so a restored run goes on with the same league, ra
 from __future__ import annotations
 
 from marl.data.records import RESULTS, SKIP
-from marl.envs import make_env
-from marl.policies import resolve_policies
 from marl.policies.league import League, pfsp_probabilities
 from marl.policies.ratings import Ratings
 from marl.workflow.member_matches import MemberFactory, play_matches
@@ -97,20 +95,14 @@ class RatingMatches:
     the league's snapshot count, so a restored run plays the same games.
     """
 
-    def __init__(self, config, book: LeagueBook):
-        self.config, self.book, self._factory = config, book, None
+    def __init__(self, config, book: LeagueBook, policy_specs: dict):
+        self.config, self.book, self.policy_specs, self._factory = config, book, policy_specs, None
         self.seed = int(config.debugging_cfg.seed or 0)
 
     def factory(self) -> MemberFactory:
-        if self._factory is None:  # the members' spaces, resolved once on a probe env
-            env_cfg = self.config.environment_cfg
-            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
-            try:
-                specs, _ = resolve_policies(env, self.config.policy_specs(), self.config.policy_mapping())
-            finally:
-                env.close()
+        if self._factory is None:  # the members' spaces: the run's, resolved by Algorithm (ctx.policy_specs)
             policy = self.book.league.policy
-            self._factory = MemberFactory(self.config, policy, specs[policy])
+            self._factory = MemberFactory(self.config, policy, self.policy_specs[policy])
         return self._factory
 
     def play(self, member: str, weights: dict) -> None:
@@ -182,7 +174,7 @@ class LeagueSnapshot(Operator):
     def build(self, ctx, inputs):
         (upstream,) = inputs
         book, learners = league_book(ctx), ctx.learners
-        league, rating = book.league, RatingMatches(ctx.config, book)
+        league, rating = book.league, RatingMatches(ctx.config, book, ctx.policy_specs)
 
         def take(member: str, weights: dict) -> None:
             slot = book.next_slot % league.max_snapshots

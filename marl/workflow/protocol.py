@@ -42,6 +42,11 @@ class ExecutionContext:
     metrics: SharedMetrics
     replay_buffers: dict = field(default_factory=dict)  # policy id -> ReplayBuffer (off-policy algorithms)
     evaluation: object = None  # marl.runtime.evaluation.Evaluation: the evaluation runners, built on first use
+    # Resolved once by Algorithm on its probe env (operators make no env to learn them): policy id -> PolicySpec
+    # with its spaces, policy id -> the agents it acts for, and the env's possible agents.
+    policy_specs: dict = field(default_factory=dict)
+    agents_of: dict = field(default_factory=dict)
+    possible_agents: list = field(default_factory=list)
     # name -> object with get_state()/set_state(state) that checkpoints keep (replay buffers, operator state, ...).
     # State trees hold dicts, lists, numbers, strings and arrays (see state_files).
     checkpointables: dict = field(default_factory=dict)
