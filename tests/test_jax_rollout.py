@@ -22,40 +22,82 @@ MPE = "jaxmarl.MPE_simple_spread_v3"
 WORLDS, FRAGMENT = 4, 64
 
 
-def config(compiled=True, env=MPE, env_config=None, algo=marl.PPOConfig, worlds=WORLDS, fragment=FRAGMENT, seed=0):
+def config(compiled=True, env=MPE, env_config=None, algo=marl.PPOConfig, worlds=WORLDS, fragment=FRAGMENT, seed=0,
+           mapping=None):
     env_config = {"max_steps": 25} if env_config is None else env_config
     cfg = (algo().environment(env, env_config=env_config)
            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=fragment, compiled_rollout=compiled)
            .training(train_batch_size=worlds * fragment * 3, minibatch_size=worlds * 16, num_epochs=1)
            .debugging(seed=seed))
+    if mapping is not None:
+        cfg.multi_agent(policies=sorted(set(mapping.values())), policy_mapping=mapping)
     cfg.validate()
     return cfg
 
 
 def fragments(runner, n: int) -> list[tuple]:
-    """n samples, each with a copy of the acting policy's fragment tensors (actions, log-probs, values, obs)."""
+    """n samples, each with a copy of every policy's fragment tensors {pid: (actions, log-probs, values, obs)}."""
     out = []
     for _ in range(n):
         batch = runner.sample()
-        frag = runner.policies["default_policy"].fragment
-        out.append((batch, frag.actions.clone(), frag.logp.clone(), frag.vf.clone(), frag.obs.clone()))
+        out.append((batch, {pid: (p.fragment.actions.clone(), p.fragment.logp.clone(), p.fragment.vf.clone(),
+                                  p.fragment.obs.clone()) for pid, p in runner.policies.items()}))
     return out
 
 
-def replay(cfg, actions: list[torch.Tensor]) -> list:
-    """The step-by-step path's samples on the same env seed, acting `actions` ([T, W, A] per fragment) in turn."""
+def replay(cfg, recorded: list[dict]) -> list:
+    """The step-by-step path's samples on the same env seed, each policy acting its recorded actions ([T, W, A]
+    per fragment) in turn."""
     runner = BatchedEnvRunner(cfg, 0)
     assert runner.compiled is None
-    policy = runner.policies["default_policy"]
-    steps = iter(a for frag in actions for a in frag)
-    act = policy.act
+    for pid, policy in runner.policies.items():
+        steps = iter([a for frag in recorded for a in frag[pid][0]])  # (a list: made now, for this pid)
 
-    def recorded(inputs, rng, explore, want_logp, frozen=False):
-        _, logp, vf = act(inputs, rng, explore, want_logp, frozen)  # (its own log-probs and values: compared elsewhere)
-        return next(steps).reshape(-1), logp, vf
+        def recorded_act(inputs, rng, explore, want_logp, frozen=False, own=policy.act, steps=steps):
+            _, logp, vf = own(inputs, rng, explore, want_logp, frozen)  # (its own log-probs, values: compared elsewhere)
+            return next(steps).reshape(-1), logp, vf
 
-    policy.act = recorded
-    return [runner.sample() for _ in actions]
+        policy.act = recorded_act
+    return [runner.sample() for _ in recorded]
+
+
+def assert_same_fragments(got: list, expected: list) -> int:
+    """Every policy's columns equal (bootstraps to 1e-5), the same episodes; the number of episodes that ended."""
+    ended = 0
+    for (batch, _), want in zip(got, expected):
+        assert set(batch.batch.policy_batches) == set(want.batch.policy_batches)
+        for pid, ref in want.batch.policy_batches.items():
+            rows = batch.batch.policy_batches[pid]
+            assert set(rows.keys()) == set(ref.keys())
+            for key in ref.keys():
+                assert rows[key].shape == ref[key].shape and rows[key].dtype == ref[key].dtype, key
+                if key in (sb.ACTION_LOGP, sb.VF_PREDS):  # the two paths' own passes: compared against torch's
+                    continue
+                if key == sb.BOOTSTRAP_VALUE:
+                    np.testing.assert_allclose(rows[key], ref[key], atol=1e-5, err_msg=key)
+                else:
+                    np.testing.assert_array_equal(rows[key], ref[key], err_msg=f"{pid} {key}")
+            assert rows[sb.TRUNCATEDS].any() and (rows[sb.BOOTSTRAP_VALUE][rows[sb.TRUNCATEDS]] != 0).all()
+        assert [(e["episode_id"], e["length"]) for e in batch.episodes] == [(e["episode_id"], e["length"]) for e in want.episodes]
+        for e, f in zip(batch.episodes, want.episodes):
+            assert e["return"] == pytest.approx(f["return"], rel=1e-9, abs=1e-9)
+            assert e["agent_returns"] == pytest.approx(f["agent_returns"], rel=1e-9, abs=1e-9)
+            assert e["policy_returns"] == pytest.approx(f["policy_returns"], rel=1e-9, abs=1e-9)
+        ended += len(batch.episodes)
+    return ended
+
+
+def assert_torch_logp_and_values(runner, got: list) -> None:
+    """The catch for a wrong JAX MLP or distribution: forward_exploration + action_dist.logp on the recorded rows."""
+    for _, recorded in got:
+        for pid, (actions, logp, vf, obs) in recorded.items():
+            module = runner.module[pid]
+            with torch.no_grad():
+                out = module.forward_exploration({"obs": obs.reshape(-1, obs.shape[-1])})
+                want = module.action_dist(out["action_dist_inputs"]).logp(actions.reshape(-1))
+            np.testing.assert_allclose(logp.reshape(-1), want, atol=1e-5)
+            np.testing.assert_allclose(vf.reshape(-1), out["vf_preds"], atol=1e-5)
+            assert len(set(actions.reshape(-1).tolist())) == 5  # the draws explore every action
 
 
 @pytest.fixture(scope="module")
@@ -70,40 +112,24 @@ def test_same_env_and_bookkeeping_as_the_step_by_step_path_on_the_same_actions(c
     path's bitwise: the scan runs the adapter's own step body, and XLA computes the env's arithmetic the same way
     inside it here. Bootstrap values come from the JAX MLP against the NumPy actor's: float tolerance (1e-5);
     episode returns are a cumulative sum against a running one (float64): 1e-9."""
-    runner, got = compiled_run
-    expected = replay(config(False), [a for _, a, *_ in got])
-    ended = 0
-    for (batch, *_), want in zip(got, expected):
-        rows, ref = batch.batch.policy_batches["default_policy"], want.batch.policy_batches["default_policy"]
-        assert set(rows.keys()) == set(ref.keys())
-        for key in ref.keys():
-            assert rows[key].shape == ref[key].shape and rows[key].dtype == ref[key].dtype, key
-            if key in (sb.ACTION_LOGP, sb.VF_PREDS):  # the two paths' own passes: compared in the next test
-                continue
-            if key == sb.BOOTSTRAP_VALUE:
-                np.testing.assert_allclose(rows[key], ref[key], atol=1e-5, err_msg=key)
-            else:
-                np.testing.assert_array_equal(rows[key], ref[key], err_msg=key)
-        assert rows[sb.TRUNCATEDS].any() and (rows[sb.BOOTSTRAP_VALUE][rows[sb.TRUNCATEDS]] != 0).all()
-        assert [(e["episode_id"], e["length"]) for e in batch.episodes] == [(e["episode_id"], e["length"]) for e in want.episodes]
-        for e, f in zip(batch.episodes, want.episodes):
-            assert e["return"] == pytest.approx(f["return"], rel=1e-9, abs=1e-9)
-            assert e["agent_returns"] == pytest.approx(f["agent_returns"], rel=1e-9, abs=1e-9)
-        ended += len(batch.episodes)
+    _, got = compiled_run
+    ended = assert_same_fragments(got, replay(config(False), [r for _, r in got]))
     assert ended == 2 * WORLDS * 2  # 128 steps of 26-step episodes: 4 ends per world, the first fragment's start
 
 
 def test_recorded_logp_and_values_are_the_torch_modules(compiled_run):
-    """The catch for a wrong JAX MLP or distribution: forward_exploration + action_dist.logp on the recorded rows."""
     runner, got = compiled_run
-    module = runner.module["default_policy"]
-    for _, actions, logp, vf, obs in got:
-        with torch.no_grad():
-            out = module.forward_exploration({"obs": obs.reshape(-1, obs.shape[-1])})
-            want = module.action_dist(out["action_dist_inputs"]).logp(actions.reshape(-1))
-        np.testing.assert_allclose(logp.reshape(-1), want, atol=1e-5)
-        np.testing.assert_allclose(vf.reshape(-1), out["vf_preds"], atol=1e-5)
-        assert len(set(actions.reshape(-1).tolist())) == 5  # the draws explore every action
+    assert_torch_logp_and_values(runner, got)
+
+
+def test_several_policies_each_act_for_their_agents():
+    """agent_1 on its own policy, agents 0 and 2 on another (an index that is not a range): the same checks."""
+    mapping = {"agent_0": "pair", "agent_1": "single", "agent_2": "pair"}
+    runner = BatchedEnvRunner(config(True, mapping=mapping, fragment=32), 0)
+    assert runner.compiled is not None and [p.index for p in runner.compiled.policies] == [(0, 2), (1,)]
+    got = fragments(runner, 2)
+    assert_same_fragments(got, replay(config(False, mapping=mapping, fragment=32), [r for _, r in got]))
+    assert_torch_logp_and_values(runner, got)
 
 
 @pytest.mark.parametrize("env, env_config", [

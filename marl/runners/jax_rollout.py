@@ -38,12 +38,15 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _COMPILED: dict[tuple, object] = {}  # (env step body, steps, policies' structure) -> the jitted rollout
 
 
-def _jax_activations() -> dict:
+# The NumPy actor's activations (`marl.modules.numpy_acting`) by name; `_jax_activation` gives their jax twins.
+_ACTIVATION_NAMES = {_ACTIVATIONS[Tanh]: "tanh", _ACTIVATIONS[nn.ReLU]: "relu", _ACTIVATIONS[nn.ELU]: "elu",
+                     _ACTIVATIONS[nn.SiLU]: "silu"}
+
+
+def _jax_activation(name: str):
     import jax
 
-    return {_ACTIVATIONS[Tanh]: "tanh", _ACTIVATIONS[nn.ReLU]: "relu", _ACTIVATIONS[nn.ELU]: "elu",
-            _ACTIVATIONS[nn.SiLU]: "silu"}, {"tanh": jax.numpy.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu,
-                                              "silu": jax.nn.silu}
+    return {"tanh": jax.numpy.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu, "silu": jax.nn.silu}[name]
 
 
 def why_not(runner) -> str | None:
@@ -55,7 +58,6 @@ def why_not(runner) -> str | None:
         return f"env_runners.device {str(runner.device)!r} (it runs on JAX's CPU backend)"
     if not env.stacked:
         return "the env's agents differ in observation or action spaces (it steps them stacked, [worlds, agents, ...])"
-    names, _ = _jax_activations()
     for p in runner.policies.values():
         actor = p.module.numpy_actor()
         what = f"policy '{p.pid}': module {type(p.module).__name__}"
@@ -64,7 +66,7 @@ def why_not(runner) -> str | None:
                     "known activations, Discrete or Box actions)")
         if not actor.reads_obs_only:
             return f"{what}'s acting pass reads more than its observations (agent ids, a global state)"
-        if any(kind == "activation" and fn not in names for net in (actor.pi, actor.vf) if net is not None
+        if any(kind == "activation" and fn not in _ACTIVATION_NAMES for net in (actor.pi, actor.vf) if net is not None
                for kind, fn in net.layers):
             return f"{what} has an activation the compiled rollout does not mirror (tanh, relu, elu, silu)"
         if actor.vf is None and (p.fragment.vf is not None or p.fragment.bootstrap is not None):
@@ -91,10 +93,9 @@ class _Policy:
     """One policy's static side in the scan (its agents, network layout, head, action pieces) and its weights."""
 
     def __init__(self, runner, p):
-        names, _ = _jax_activations()
         self.pid, self.index = p.pid, tuple(int(i) for i in p.index)
         self.actor = p.module.numpy_actor()
-        self.layout = tuple(tuple("linear" if kind == "linear" else names[fn] for kind, fn in net.layers)
+        self.layout = tuple(tuple("linear" if kind == "linear" else _ACTIVATION_NAMES[fn] for kind, fn in net.layers)
                             if net is not None else None for net in (self.actor.pi, self.actor.vf))
         self.continuous = self.actor.log_std_param is not None
         self.masked = p.wants_mask
@@ -128,7 +129,6 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
     import jax
     import jax.numpy as jnp
 
-    _, fns = _jax_activations()
     w, n = env.num_worlds, len(env.agents)
     first, last = env.agents[0], env.agents[-1]
 
@@ -149,7 +149,7 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
                 weight, bias = next(it)
                 x = x @ weight + bias
             else:
-                x = fns[kind](x)
+                x = _jax_activation(kind)(x)
         return x
 
     def act(pol: _Policy, prm, obs, mask, key):
