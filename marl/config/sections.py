@@ -108,7 +108,8 @@ class EnvRunnersSection:
         "over its steps of the env's step, the policies' passes in jax.numpy from the modules' current weights and "
         "the draws from a JAX key (marl.runners.jax_rollout); auto: where every acting policy's module offers a "
         "plain acting pass on its observations (the default MLP: Linear layers and known activations, Categorical "
-        "or state-independent Gaussian head), the agents are alike in spaces and env_runners.device is cpu; "
+        "or state-independent Gaussian head) and its algorithm records no next observations or global state (PPO, "
+        "A2C, APPO, IMPALA), the agents are alike in spaces and env_runners.device is cpu; "
         "true: fail with the reason where it cannot; false: one env call and one acting pass per step. Greedy "
         "acting and frozen policies always step one call at a time",
         "auto", choices=("auto", True, False),

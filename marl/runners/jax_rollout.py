@@ -73,6 +73,10 @@ def why_not(runner) -> str | None:
             return f"{what} has no value head, and its algorithm records value predictions"
         if p.wants_state or p.wants_agent_index:
             return f"{what} reads {'the global state' if p.wants_state else 'agent ids'}"
+        if p.fragment.next_obs is not None:  # (no module it mirrors records them today: DQN's, SAC's act in torch)
+            return f"policy '{p.pid}': its algorithm records next observations"
+    if runner.world.state is not None:
+        return "a policy's algorithm records the global state"
     return None
 
 
@@ -237,7 +241,8 @@ class CompiledRollout:
 
 def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> None:
     """The fragment's columns from the packed env arrays (acted on, reached: [T, W, K]) and each policy's
-    (policy, actions, log-probs, values, bootstrap values) [T, W, A]; then the episode bookkeeping."""
+    (policy, actions, log-probs, values, bootstrap values) [T, W, A]; then the episode bookkeeping. (The columns of
+    on-policy actor-critics: `why_not` refuses algorithms that record next observations or the global state.)"""
     env, world = runner.env, runner.world
     steps, w, n = here.shape[0], env.num_worlds, len(env.agents)
     shape = tuple(env.observation_space(env.agents[0]).shape)
@@ -246,13 +251,13 @@ def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> Non
         cols = slice(env._slices[f"{part}/{env.agents[0]}"].start, env._slices[f"{part}/{env.agents[-1]}"].stop)
         return x[..., cols].reshape(steps, w, n, *tail)
 
-    obs, final = block(here, "obs", *shape), block(out, "final", *shape)
+    obs = block(here, "obs", *shape)
     flags = out[..., env._slices["flags"]] > 0.5
     terminated, truncated = flags[..., 0], flags[..., 1]
     world.terminated.copy_(terminated)
     world.truncated.copy_(truncated)
     rewards = out[..., env._slices["rewards"]]
-    masks = (block(here, "mask", -1), block(out, "mask", -1)) if env._masked else (None, None)
+    masks = block(here, "mask", -1) if env._masked else None
     for pol, actions, logp, values, boot in per_policy:
         frag = runner.policies[pol.pid].fragment
         index = list(pol.index)
@@ -260,21 +265,13 @@ def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> Non
         frag.actions.copy_(actions.view(frag.actions.shape))
         frag.rewards.copy_(rewards[:, :, index])
         if frag.mask is not None:
-            frag.mask.copy_(masks[0][:, :, index])
+            frag.mask.copy_(masks[:, :, index])
         if frag.logp is not None:
             frag.logp.copy_(logp)
         if frag.vf is not None:
             frag.vf.copy_(values)
         if frag.bootstrap is not None:
             frag.bootstrap.copy_(torch.where(truncated.unsqueeze(-1), boot, 0.0))
-        if frag.next_obs is not None:
-            frag.next_obs.copy_(final[:, :, index])
-        if frag.next_mask is not None:
-            frag.next_mask.copy_(masks[1][:, :, index])
-    if world.state is not None:
-        world.state.copy_(here[..., env._slices["state"]] if env._world_state else obs.reshape(steps, w, -1))
-    if world.next_state is not None:
-        world.next_state.copy_(out[..., env._slices["final_state"]] if env._world_state else final.reshape(steps, w, -1))
     episodes(runner, rewards, terminated | truncated)
 
 
