@@ -55,14 +55,15 @@ def replay(cfg, recorded: list[dict]) -> list:
 
         def recorded_act(inputs, rng, explore, want_logp, frozen=False, own=policy.act, steps=steps):
             _, logp, vf = own(inputs, rng, explore, want_logp, frozen)  # (its own log-probs, values: compared elsewhere)
-            return next(steps).reshape(-1), logp, vf
+            return next(steps).flatten(0, 1), logp, vf  # [W, A, ...] -> rows
 
         policy.act = recorded_act
     return [runner.sample() for _ in recorded]
 
 
-def assert_same_fragments(got: list, expected: list) -> int:
-    """Every policy's columns equal (bootstraps to 1e-5), the same episodes; the number of episodes that ended."""
+def assert_same_fragments(got: list, expected: list, ends: bool = True) -> int:
+    """Every policy's columns equal (bootstraps to 1e-5), the same episodes; the number of episodes that ended.
+    `ends`: each fragment has truncations, their bootstrap values non-zero."""
     ended = 0
     for (batch, _), want in zip(got, expected):
         assert set(batch.batch.policy_batches) == set(want.batch.policy_batches)
@@ -77,7 +78,8 @@ def assert_same_fragments(got: list, expected: list) -> int:
                     np.testing.assert_allclose(rows[key], ref[key], atol=1e-5, err_msg=key)
                 else:
                     np.testing.assert_array_equal(rows[key], ref[key], err_msg=f"{pid} {key}")
-            assert rows[sb.TRUNCATEDS].any() and (rows[sb.BOOTSTRAP_VALUE][rows[sb.TRUNCATEDS]] != 0).all()
+            if ends:
+                assert rows[sb.TRUNCATEDS].any() and (rows[sb.BOOTSTRAP_VALUE][rows[sb.TRUNCATEDS]] != 0).all()
         assert [(e["episode_id"], e["length"]) for e in batch.episodes] == [(e["episode_id"], e["length"]) for e in want.episodes]
         for e, f in zip(batch.episodes, want.episodes):
             assert e["return"] == pytest.approx(f["return"], rel=1e-9, abs=1e-9)
@@ -137,21 +139,28 @@ def test_several_policies_each_act_for_their_agents():
     (MPE, {"max_steps": 25, "action_type": "Continuous"}),  # a Gaussian, its actions clipped to the Box
 ])
 def test_masked_and_gaussian_heads_record_the_modules_logp(env, env_config):
-    runner = BatchedEnvRunner(config(True, env, env_config, worlds=2, fragment=16), 0)
+    """The torch module's log-probs (masks applied; the Gaussian's summed over its dims), and the step-by-step path's
+    fragment on the same actions (SMAX: terminations, masks; the Box: actions clipped before the env)."""
+    cfg = lambda compiled: config(compiled, env, env_config, worlds=2, fragment=16)  # noqa: E731
+    runner = BatchedEnvRunner(cfg(True), 0)
     assert runner.compiled is not None
-    batch = runner.sample()
-    rows = batch.batch.policy_batches["default_policy"]
+    got = fragments(runner, 2)
     module = runner.module["default_policy"]
-    inputs = {"obs": torch.from_numpy(rows[sb.OBS])}
-    if sb.ACTION_MASK in rows:
-        inputs["action_mask"] = torch.from_numpy(rows[sb.ACTION_MASK])
-        assert (rows[sb.ACTION_MASK][np.arange(len(rows[sb.ACTIONS])), rows[sb.ACTIONS]] == 1).all()
-        assert (rows[sb.ACTION_MASK] == 0).any()
-    with torch.no_grad():
-        out = module.forward_exploration(inputs)
-        want = module.action_dist(out["action_dist_inputs"]).logp(torch.from_numpy(rows[sb.ACTIONS]))
-    np.testing.assert_allclose(rows[sb.ACTION_LOGP], want, atol=1e-4 if sb.ACTION_MASK not in rows else 1e-5)
-    np.testing.assert_allclose(rows[sb.VF_PREDS], out["vf_preds"], atol=1e-5)
+    for batch, _ in got:
+        rows = batch.batch.policy_batches["default_policy"]
+        inputs = {"obs": torch.from_numpy(rows[sb.OBS])}
+        if sb.ACTION_MASK in rows:
+            inputs["action_mask"] = torch.from_numpy(rows[sb.ACTION_MASK])
+            assert (rows[sb.ACTION_MASK][np.arange(len(rows[sb.ACTIONS])), rows[sb.ACTIONS]] == 1).all()
+            assert (rows[sb.ACTION_MASK] == 0).any()
+        else:  # the Box is [0, 1]: unit-variance draws leave it, so the clipping is what the env sees
+            assert (rows[sb.ACTIONS] < 0).any() and (rows[sb.ACTIONS] > 1).any()
+        with torch.no_grad():
+            out = module.forward_exploration(inputs)
+            want = module.action_dist(out["action_dist_inputs"]).logp(torch.from_numpy(rows[sb.ACTIONS]))
+        np.testing.assert_allclose(rows[sb.ACTION_LOGP], want, atol=1e-5)
+        np.testing.assert_allclose(rows[sb.VF_PREDS], out["vf_preds"], atol=1e-5)
+    assert_same_fragments(got, replay(cfg(False), [r for _, r in got]), ends=False)
 
 
 def test_resumes_exactly_with_its_jax_key():
