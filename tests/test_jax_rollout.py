@@ -7,6 +7,7 @@ MPE simple_spread with max_steps 25 ends every episode at its 26th step (JaxMARL
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -200,7 +201,7 @@ def test_acts_with_the_weights_of_the_moment():
     np.testing.assert_allclose(logp, -math.log(5), atol=1e-6)
 
 
-def test_true_where_it_cannot_run_is_one_line_saying_why():
+def test_true_where_it_cannot_run_is_one_line_saying_why(caplog):
     with pytest.raises(ConfigError, match=r"compiled_rollout: true cannot run here: policy 'default_policy': module "
                                           r"CentralCriticMLP's acting pass reads more than its observations"):
         BatchedEnvRunner(config(True, algo=marl.MAPPOConfig), 0)
@@ -208,7 +209,9 @@ def test_true_where_it_cannot_run_is_one_line_saying_why():
                 .env_runners(num_envs_per_env_runner=2, batched=True, compiled_rollout=True))
     with pytest.raises(ConfigError, match=r"'CartPole-v1' is not a JaxMARL env"):
         BatchedEnvRunner(cartpole, 0)
-    assert BatchedEnvRunner(config("auto", algo=marl.MAPPOConfig), 0).compiled is None  # auto: steps one at a time
+    with caplog.at_level(logging.INFO, logger="marl.runners.jax_rollout"):  # auto: one call per step, said once
+        assert BatchedEnvRunner(config("auto", algo=marl.MAPPOConfig), 0).compiled is None
+    assert "the compiled rollout does not run here: policy 'default_policy': module CentralCriticMLP" in caplog.text
     with pytest.raises(ConfigError, match=r"compiled_rollout.*auto"):
         marl.PPOConfig().env_runners(compiled_rollout="sometimes")
 

@@ -20,6 +20,7 @@ whole-tensor ops (no loop over steps, worlds or agents). `why_not(runner)` says 
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -34,6 +35,7 @@ from marl.modules.activations import Tanh
 from marl.modules.functional import MASKED_LOGIT
 from marl.modules.numpy_acting import _ACTIVATIONS
 
+log = logging.getLogger(__name__)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _COMPILED: dict[tuple, object] = {}  # (env step body, steps, policies' structure) -> the jitted rollout
 
@@ -90,6 +92,9 @@ def compiled_rollout(runner) -> CompiledRollout | None:
         return CompiledRollout(runner)
     if setting is True:
         raise ConfigError(f"env_runners.compiled_rollout: true cannot run here: {reason}; use auto or false")
+    if isinstance(runner.env, JaxMarlEnv):  # (elsewhere it never applies: nothing to say)
+        log.info("%s: one env call per step (the compiled rollout does not run here: %s)",
+                 runner.config.environment_cfg.env, reason)
     return None
 
 
