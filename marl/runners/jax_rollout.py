@@ -163,6 +163,8 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         return x
 
     def act(pol: _Policy, prm, obs, mask, draw):
+        """Rows (world, agent) [W*A, ...] in, rows out (XLA's CPU dot on 2-D rows: 1.3x faster than on [W, A, D]
+        at 1,024 worlds)."""
         out = mlp(pol.layout[0], prm["pi"], obs)
         if pol.continuous:  # DiagGaussian: mean + std * N(0, 1), the log-std clipped as the NumPy actor has it
             noise = draw
@@ -188,9 +190,11 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         joint = jnp.zeros((w, n) + act_shape, act_dtype)
         outs = []
         for pol, prm, draw in zip(policies, params, draws):
-            index = np.asarray(pol.index)
-            actions, env_actions, logp, values = act(pol, prm, obs[:, index], masks[:, index] if pol.masked else None, draw)
-            joint = joint.at[:, index].set(env_actions.astype(act_dtype))
+            index, rows = np.asarray(pol.index), w * len(pol.index)
+            actions, env_actions, logp, values = act(pol, prm, obs[:, index].reshape(rows, -1),
+                                                     masks[:, index].reshape(rows, -1) if pol.masked else None, draw)
+            env_actions = env_actions.reshape((w, len(index)) + act_shape).astype(act_dtype)
+            joint = joint.at[:, index].set(env_actions)
             outs.append((actions, logp, values))
         env_key, env_state, reached = step_body(env_key, env_state, joint.reshape(w, -1))
         truncated = reached[:, truncated_col] > 0.5
@@ -199,7 +203,8 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         for pol, prm in zip(policies, params):
             if pol.want_boot:  # V(what a truncated world reached); most steps truncate none
                 index = np.asarray(pol.index)
-                boots.append(jax.lax.cond(truncated.any(), lambda f: mlp(pol.layout[1], prm["vf"], f[:, index])[..., 0],
+                boots.append(jax.lax.cond(truncated.any(), lambda f: mlp(pol.layout[1], prm["vf"], f[:, index].reshape(
+                    w * len(index), -1))[..., 0].reshape(w, len(index)),
                                           lambda f: jnp.zeros((w, len(index)), jnp.float32), final))
             else:
                 boots.append(None)
@@ -209,8 +214,8 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         # The fragment's draws made at once before the scan (one vectorised call per policy: inside the scan, a draw
         # per step cost ~10% of the step), handed to each step as its slice.
         key, *keys = jax.random.split(key, 1 + len(policies))
-        draws = [jax.random.normal(k, (steps, w, len(pol.index)) + act_shape, jnp.float32) if pol.continuous
-                 else jax.random.uniform(k, (steps, w, len(pol.index), n_actions), jnp.float32,
+        draws = [jax.random.normal(k, (steps, w * len(pol.index)) + act_shape, jnp.float32) if pol.continuous
+                 else jax.random.uniform(k, (steps, w * len(pol.index), n_actions), jnp.float32,
                                          minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
                  for pol, k in zip(policies, keys)]
         carry, ys = jax.lax.scan(body, (env_key, env_state, packed, params), draws, length=steps)
@@ -279,9 +284,9 @@ def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> Non
         if frag.mask is not None:
             frag.mask.copy_(masks[:, :, index])
         if frag.logp is not None:
-            frag.logp.copy_(logp)
+            frag.logp.copy_(logp.view(frag.logp.shape))
         if frag.vf is not None:
-            frag.vf.copy_(values)
+            frag.vf.copy_(values.view(frag.vf.shape))
         if frag.bootstrap is not None:
             frag.bootstrap.copy_(torch.where(truncated.unsqueeze(-1), boot, 0.0))
     episodes(runner, rewards, terminated | truncated)
