@@ -23,7 +23,9 @@ loss through torch.compile, as JaxMARL's update is XLA-compiled; the compilation
 `--overlap` runs marl's sides with `env_runners.overlap` and one runner actor: it samples the next round
 while the learner trains on this one (half a batch of policy lag, which PPO's ratio to the acting policy's
 log-probs corrects); start-up then includes Ray's, and per-CPU-second figures are left out (nan: the
-actor's CPU is another process's).
+actor's CPU is another process's). The `marl jaxmarl` side samples through the compiled rollout (one jitted scan
+per fragment: `env_runners.compiled_rollout`, auto; `--compiled-rollout false` turns it off, and the side
+`marl jaxmarl stepwise`, not run unless named in `--sides`, is the adapter with it off, for a ratio in one run).
 
 On a GPU (`--device cuda`, with the 4096x32 setting): marl's env (VMAS's torch worlds, or JaxMARL's
 through DLPack), policy and learner run on the device (`env_runners.device: cuda`,
@@ -47,11 +49,13 @@ import _common as C
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SETTINGS = {"16x128": (16, 128), "1024x32": (1024, 32), "4096x32": (4096, 32)}
-SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas")
+SIDES = ("JaxMARL", "marl jaxmarl", "marl vmas", "marl jaxmarl stepwise")
+DEFAULT_SIDES = SIDES[:3]
+ROLLOUT = {"auto": "auto", "true": True, "false": False}
 
 
 def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool,
-              device: str = "cpu", overlap: bool = False) -> dict:
+              device: str = "cpu", overlap: bool = False, compiled_rollout="auto") -> dict:
     """One marl run (in this process: started by `--side`)."""
     t0 = time.time()
     import marl
@@ -60,12 +64,14 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
     batch = worlds * steps * 3  # agent steps: 3 agents
     algo = (marl.PPOConfig().environment(env, env_config=env_config)
             .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps, device=device,
-                         num_env_runners=int(overlap), overlap=overlap)
+                         num_env_runners=int(overlap), overlap=overlap, compiled_rollout=compiled_rollout)
             .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
                       gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
                       grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
             .learners(num_threads=threads, compile_loss=compile_loss,
                       num_gpus_per_learner=0 if device == "cpu" else 1).debugging(seed=seed).build())
+    local = algo.runners.local  # (None with overlap: the runner actor's path is the same config's)
+    compiled = None if local is None else getattr(local, "compiled", None) is not None
     returns, env_steps, first = [], 0, None
     sample_s = learn_s = 0.0  # over the timed iterations: where marl's time goes
     while env_steps < budget or first is None or len(returns) < 2:
@@ -83,11 +89,11 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
     algo.stop()
     return {"startup_s": first - t0, "train_s": done - first, "cpu_s": cpu, "env_steps": env_steps,
             "timed_env_steps": env_steps - first_steps, "env_steps_per_update": worlds * steps, "returns": returns,
-            "sample_s": sample_s, "learn_s": learn_s}
+            "sample_s": sample_s, "learn_s": learn_s, "compiled_rollout": compiled}
 
 
 def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int,
-             compile_loss: bool, device: str = "cpu", overlap: bool = False) -> dict:
+             compile_loss: bool, device: str = "cpu", overlap: bool = False, compiled_rollout: str = "auto") -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
         per_update = worlds * steps
@@ -96,9 +102,10 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
                      "TOTAL_TIMESTEPS": -(-budget // per_update) * per_update}
         cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(overrides)]
     else:
-        env = "jaxmarl.MPE_simple_spread_v3" if side == "marl jaxmarl" else "vmas.simple_spread"
+        env = "vmas.simple_spread" if side == "marl vmas" else "jaxmarl.MPE_simple_spread_v3"
+        rollout = "false" if side == "marl jaxmarl stepwise" else compiled_rollout
         cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads), str(int(compile_loss)),
-               device, str(int(overlap))]
+               device, str(int(overlap)), rollout]
     # One thread: XLA's Eigen pool off and one OpenMP thread. More: both sides use that many (XLA takes every core).
     flags = {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
         "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
@@ -126,21 +133,24 @@ def main() -> None:
                              "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads")
     parser.add_argument("--compile-loss", action="store_true", help="marl sides: learners.compile_loss (torch.compile)")
     parser.add_argument("--device", default="cpu", help="marl sides: env_runners.device and the learner's (cpu, cuda)")
-    parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=list(SIDES))
+    parser.add_argument("--sides", nargs="+", default=list(DEFAULT_SIDES), choices=list(SIDES),
+                        help="'marl jaxmarl stepwise': the JaxMARL adapter with env_runners.compiled_rollout false")
+    parser.add_argument("--compiled-rollout", default="auto", choices=list(ROLLOUT),
+                        help="marl sides: env_runners.compiled_rollout (auto: the compiled rollout on the JaxMARL adapter)")
     parser.add_argument("--jaxmarl-python", help="the interpreter JaxMARL's side runs in (default: the venv's)")
     parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--overlap", action="store_true",
                         help="marl sides: env_runners.overlap with one runner actor (it samples the next round while "
                              "the learner trains: one round of policy lag, corrected by PPO's ratio)")
-    parser.add_argument("--side", nargs=8, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE", "DEVICE",
-                                                    "OVERLAP"),
+    parser.add_argument("--side", nargs=9, metavar=("ENV", "SETTING", "BUDGET", "SEED", "THREADS", "COMPILE", "DEVICE",
+                                                    "OVERLAP", "ROLLOUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a marl run in this fresh process
-        env, setting, budget, seed, threads, compile_loss, device, overlap = args.side
+        env, setting, budget, seed, threads, compile_loss, device, overlap, rollout = args.side
         print(json.dumps(marl_side(env, *SETTINGS[setting], int(budget), int(seed), int(threads), compile_loss == "1",
-                                   device, overlap == "1")))
+                                   device, overlap == "1", ROLLOUT[rollout])))
         return
     venv = Path(args.jaxmarl_venv)
     if not args.jaxmarl_src and not (venv / "JAXMARL_SRC").is_file():
@@ -155,13 +165,14 @@ def main() -> None:
             order = sides[seed % len(sides):] + sides[:seed % len(sides)]  # alternate who runs first (the machine drifts)
             for side in order:
                 row = run_side(side, setting, args.env_steps, seed, jax_python, src, args.threads, args.compile_loss,
-                               args.device, args.overlap)
+                               args.device, args.overlap, args.compiled_rollout)
                 rows.append(row)
                 print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
                       f"({row['env_steps_per_cpu_s']:,.0f} per CPU-s, load {os.getloadavg()[0]:.1f}), start-up "
                       f"{row['startup_s']:5.1f} s, return {row['final_return']:8.2f} @ {row['env_steps']:,}"
                       + (f", sampling {row['sample_s']:.1f} s + learning {row['learn_s']:.1f} s of {row['train_s']:.1f} s"
-                         if "sample_s" in row else ""), flush=True)
+                         if "sample_s" in row else "")
+                      + (" (compiled rollout)" if row.get("compiled_rollout") else ""), flush=True)
     table = []
     for setting in args.settings:
         med = {side: {k: statistics.median(r[k] for r in rows if r["side"] == side and r["setting"] == setting)
@@ -176,7 +187,8 @@ def main() -> None:
                    "start-up", "/ JaxMARL", "return at the budget"], table,
                   title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side, marl on {args.device}"
                         f"{', marl learners.compile_loss' if args.compile_loss else ''}"
-                        f"{', marl env_runners.overlap (one runner actor)' if args.overlap else ''})")
+                        f"{', marl env_runners.overlap (one runner actor)' if args.overlap else ''}"
+                        f"{f', marl env_runners.compiled_rollout {args.compiled_rollout}' if args.compiled_rollout != 'auto' else ''})")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -103,6 +103,17 @@ class EnvRunnersSection:
         "for a Gymnasium id (its Gymnasium vector env), failing with the reason where it cannot; false: the dict path",
         "auto", choices=("auto", True, False),
     )
+    compiled_rollout: bool | str = doc(
+        "the batched path on a JaxMARL env (jaxmarl.*): sample each fragment with ONE jitted call, a jax.lax.scan "
+        "over its steps of the env's step, the policies' passes in jax.numpy from the modules' current weights and "
+        "the draws from a JAX key (marl.runners.jax_rollout); auto: where every acting policy's module offers a "
+        "plain acting pass on its observations (the default MLP: Linear layers and known activations, Categorical "
+        "or state-independent Gaussian head) and its algorithm records no next observations or global state (PPO, "
+        "A2C, APPO, IMPALA), the agents are alike in spaces and env_runners.device is cpu; "
+        "true: fail with the reason where it cannot; false: one env call and one acting pass per step. Greedy "
+        "acting and frozen policies always step one call at a time",
+        "auto", choices=("auto", True, False),
+    )
     device: str = doc(
         "torch device the batched path's env (where it is a torch or JAX simulator), policy and fragment live on: "
         "cpu, cuda, cuda:1, ...; the dict path always acts on the CPU",

@@ -41,7 +41,7 @@ from marl.envs.base import EnvError
 from marl.envs.batched import BatchedEnv, BatchedStep
 
 PREFIX = "jaxmarl."
-_COMPILED: dict[tuple, tuple] = {}  # (name, env_config, num_worlds) -> the jitted (reset, step) functions
+_COMPILED: dict[tuple, tuple] = {}  # (name, env_config, num_worlds) -> jitted reset, jitted step, the step's body
 
 
 _READ_ONLY_WARNED = False
@@ -205,7 +205,9 @@ class JaxMarlEnv(BatchedEnv):
         cache_key = (name, repr(sorted(env_config.items())), num_worlds)
         if cache_key not in _COMPILED:
             _COMPILED[cache_key] = self._compile()
-        self._reset_fn, self._step_fn = _COMPILED[cache_key]
+        # `step_body` (key, state, actions [W, D]) -> (key, state, packed) un-jitted: the compiled rollout
+        # (`marl.runners.jax_rollout`) scans it, so both paths step the worlds by the same code.
+        self._reset_fn, self._step_fn, self.step_body = _COMPILED[cache_key]
         self._state = self._packed = self._packed_np = None
 
     # -- the packed output: one float32 row per world, sliced into per-agent views --------------
@@ -291,7 +293,7 @@ class JaxMarlEnv(BatchedEnv):
             cols.append(jnp.stack([terminated, truncated], axis=1).astype(jnp.float32))
             return key, state, jnp.concatenate(cols + extras(state) + world(state) + final_ws, axis=1)
 
-        return jax.jit(reset), jax.jit(step)
+        return jax.jit(reset), jax.jit(step), step
 
     def _put(self, x):
         """`x` committed to this env's JAX device: the jitted calls taking it run there."""

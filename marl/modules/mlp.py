@@ -6,7 +6,6 @@ value) over the observation, as before; image observations get a conv encoder sh
 
 from __future__ import annotations
 
-from operator import itemgetter
 
 import gymnasium as gym
 import torch
@@ -26,7 +25,7 @@ from marl.modules.catalog import (
     policy_head,
     value_head,
 )
-from marl.modules.numpy_acting import NumpyActor
+from marl.modules.numpy_acting import OBS_INPUT, NumpyActor
 from marl.modules.rl_module import RLModule
 
 __all__ = ["ACTIVATIONS", "MODEL_KEYS", "ActorCriticMLP", "mlp"]  # mlp, ACTIVATIONS: the catalog's, kept importable here
@@ -105,5 +104,5 @@ class ActorCriticMLP(RLModule):
         # Mirrors this class's own passes only: a subclass may change them, and acts in torch.
         if type(self) is not ActorCriticMLP or not self._direct:
             return None
-        obs = itemgetter("obs")
-        return NumpyActor.of(self.pi, self.vf, self.action_space, self.log_std if self.continuous else None, obs, obs)
+        return NumpyActor.of(self.pi, self.vf, self.action_space, self.log_std if self.continuous else None,
+                             OBS_INPUT, OBS_INPUT)

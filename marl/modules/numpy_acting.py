@@ -17,6 +17,7 @@ bit), and a checkpoint's generator state resumes either path exactly.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Callable
 
 import gymnasium as gym
@@ -27,6 +28,9 @@ from torch import nn
 from marl.modules.activations import SMALL, Tanh
 from marl.modules.functional import MASKED_LOGIT
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+# The input function of networks that read the observations alone (the default MLP's): the compiled JAX rollout
+# (`marl.runners.jax_rollout`) mirrors only such actors.
+OBS_INPUT = itemgetter("obs")
 
 
 def _elu(x: np.ndarray) -> np.ndarray:
@@ -144,6 +148,7 @@ class NumpyActor:
         self.vf = _NumpyMLP(numpy_layers(vf)) if vf is not None else None
         self.log_std_param = log_std
         self.pi_input, self.vf_input = pi_input, vf_input
+        self.reads_obs_only = pi_input is OBS_INPUT and vf_input is OBS_INPUT
         self.params = self.pi.params + (self.vf.params if self.vf is not None else []) + ([log_std] if log_std is not None else [])
         self._key = None
         self.log_std = self.std = None

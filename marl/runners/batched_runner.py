@@ -45,6 +45,7 @@ from marl.runners.actor_basics import ActorBasics
 from marl.runners.batched_fragment import WorldColumns
 from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
+from marl.runners.jax_rollout import compiled_rollout
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
 
 
@@ -118,6 +119,7 @@ class BatchedEnvRunner(ActorBasics):
         self._policy_onehot = torch.zeros((n, len(self._policy_order)), dtype=torch.float64, device=self.device)
         for j, pid in enumerate(self._policy_order):
             self._policy_onehot[[self.agent_index[a] for a in self.policies[pid].agents], j] = 1.0
+        self.compiled = compiled_rollout(self)  # a JaxMARL env's fragment in one jitted call, where it applies
 
     def _zero_obs(self) -> dict[str, torch.Tensor] | torch.Tensor:
         zeros = {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
@@ -236,8 +238,11 @@ class BatchedEnvRunner(ActorBasics):
             self.module[pid].set_exploration_step(run_steps)
         steps = self.fragment_length
         with torch.no_grad():
-            for t in range(steps):
-                self._step(t, explore, collect=True)
+            if self.compiled is not None and explore and not self.frozen_policies:
+                self.compiled.sample(self)  # (greedy and frozen acting step one call at a time)
+            else:
+                for t in range(steps):
+                    self._step(t, explore, collect=True)
             batches = self._build()
         _freeze_startup_objects()
         env_steps = steps * self.num_worlds
@@ -327,6 +332,8 @@ class BatchedEnvRunner(ActorBasics):
         state = {"started": self._started, "steps_sampled": self._steps_sampled,
                  "next_episode_id": self._next_episode_id, "torch_rng": self.torch_rng.get_state(),
                  "frozen_policies": sorted(self.frozen_policies)}
+        if self.compiled is not None:  # the compiled rollout's draws: its JAX key
+            state["rollout_key"] = self.compiled.key.copy()
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
             own = lambda x: x.detach().cpu().clone().numpy()  # noqa: E731  (a copy: sampling goes on in place)
@@ -343,6 +350,8 @@ class BatchedEnvRunner(ActorBasics):
         self._next_episode_id = int(state["next_episode_id"])
         self.frozen_policies = frozenset(state.get("frozen_policies", ()))
         self._steps_sampled = int(state.get("steps_sampled", 0))
+        if self.compiled is not None and "rollout_key" in state:
+            self.compiled.key = np.array(state["rollout_key"])
         self.weights_version = -1
         saved = state.get("batched")
         if saved is None or len(saved["eps_id"]) != self.num_worlds:
