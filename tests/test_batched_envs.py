@@ -79,8 +79,8 @@ def test_smax_masks_world_state_and_episode_ends():
     cfg = config(SMAX, {"scenario": "3m"}, fragment=60)
     runner = BatchedEnvRunner(cfg, 0)
     try:
-        assert runner.masked and runner.env.state().shape == (4, runner.env._slices["state"].stop
-                                                              - runner.env._slices["state"].start)
+        assert runner.masked and runner.env.state().shape == (4, runner.env.packed_columns["state"].stop
+                                                              - runner.env.packed_columns["state"].start)
         batch = runner.sample()
     finally:
         runner.stop()

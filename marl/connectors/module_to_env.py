@@ -67,10 +67,17 @@ class _BoxBounds(ConnectorPiece):
         if self._bounds is None:
             return None
         _, low, high = self._bounds
-        return self._in_torch(torch.as_tensor(low, device=device), torch.as_tensor(high, device=device))
+        return self.with_bounds(torch.as_tensor(low, device=device), torch.as_tensor(high, device=device))
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(low, high) of the Box action space as float32 arrays of the action's shape; None: not a Box space."""
+        return None if self._bounds is None else self._bounds[1:]
 
     @staticmethod
-    def _in_torch(low: torch.Tensor, high: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    def with_bounds(low, high) -> Callable:
+        """The piece as a function of action rows [..., *shape] of any array library whose arrays clip and add
+        (torch tensors, JAX arrays), with `low`/`high` of that library or NumPy."""
         raise NotImplementedError
 
     def transform_space(self, space, action_space):
@@ -91,7 +98,7 @@ class ClipActions(_BoxBounds):
         return np.clip(actions.reshape((len(actions),) + shape), low, high)
 
     @staticmethod
-    def _in_torch(low, high):
+    def with_bounds(low, high):
         return lambda actions: actions.clip(low, high)
 
 
@@ -105,7 +112,7 @@ class UnsquashActions(_BoxBounds):
         return unsquash(actions.reshape((len(actions),) + shape), low, high)
 
     @staticmethod
-    def _in_torch(low, high):
+    def with_bounds(low, high):
         return lambda actions: unsquash(actions, low, high)
 
 

@@ -42,8 +42,6 @@ from marl.envs.batched import BatchedEnv, BatchedStep
 
 PREFIX = "jaxmarl."
 _COMPILED: dict[tuple, tuple] = {}  # (name, env_config, num_worlds) -> jitted reset, jitted step, the step's body
-
-
 _READ_ONLY_WARNED = False
 
 
@@ -205,30 +203,33 @@ class JaxMarlEnv(BatchedEnv):
         cache_key = (name, repr(sorted(env_config.items())), num_worlds)
         if cache_key not in _COMPILED:
             _COMPILED[cache_key] = self._compile()
-        # `step_body` (key, state, actions [W, D]) -> (key, state, packed) un-jitted: the compiled rollout
-        # (`marl.runners.jax_rollout`) scans it, so both paths step the worlds by the same code.
+        # `step_body` (key, state, actions [W, D]) -> (key, state, packed) un-jitted: `marl.runners.jax_rollout` scans it
         self._reset_fn, self._step_fn, self.step_body = _COMPILED[cache_key]
         self._state = self._packed = self._packed_np = None
 
     # -- the packed output: one float32 row per world, sliced into per-agent views --------------
     def _layout(self) -> None:
-        """Column ranges of the packed [W, K] array: next obs, obs reached, rewards, flags, masks, states."""
-        self._slices: dict[str, slice] = {}
+        """`packed_columns`: next obs, obs reached, masks (per agent, `obs/<a>`; all agents, `obs`), rewards, flags, states."""
+        self.packed_columns: dict[str, slice] = {}
         offset = 0
 
         def take(key: str, width: int) -> None:
             nonlocal offset
-            self._slices[key] = slice(offset, offset + width)
+            self.packed_columns[key] = slice(offset, offset + width)
             offset += width
 
-        for part in ("obs", "final"):
+        def take_agents(part: str, width) -> None:  # each agent's columns, side by side, then all of them
+            start = offset
             for a in self.agents:
-                take(f"{part}/{a}", int(np.prod(self._obs_spaces[a].shape)))
+                take(f"{part}/{a}", width(a))
+            self.packed_columns[part] = slice(start, offset)
+
+        for part in ("obs", "final"):
+            take_agents(part, lambda a: int(np.prod(self._obs_spaces[a].shape)))
         take("rewards", len(self.agents))
         take("flags", 2)  # terminated, truncated
         if self._masked:
-            for a in self.agents:
-                take(f"mask/{a}", int(self._act_spaces[a].n))
+            take_agents("mask", lambda a: int(self._act_spaces[a].n))
         if self._world_state:
             jax, env = self._jax, self.env
             shape = jax.eval_shape(lambda k: _world_state(env, env.reset(k)[1]), jax.random.PRNGKey(0)).shape
@@ -300,12 +301,11 @@ class JaxMarlEnv(BatchedEnv):
         return self._jax.device_put(x, self._jax_device)
 
     def _view(self, key: str) -> torch.Tensor:
-        return self._packed[:, self._slices[key]]
+        return self._packed[:, self.packed_columns[key]]
 
     def _stacked_view(self, part: str, *shape) -> torch.Tensor:
         """[W, N, *shape]: every agent's `part` columns at once (the agents' blocks are adjacent in the packed array)."""
-        block = slice(self._slices[f"{part}/{self.agents[0]}"].start, self._slices[f"{part}/{self.agents[-1]}"].stop)
-        return self._packed[:, block].view(self.num_worlds, len(self.agents), *shape)
+        return self._packed[:, self.packed_columns[part]].view(self.num_worlds, len(self.agents), *shape)
 
     def _agent_views(self, part: str) -> dict[str, torch.Tensor] | torch.Tensor:
         if self.stacked:
@@ -349,7 +349,7 @@ class JaxMarlEnv(BatchedEnv):
         self._key, self._state, packed = self._step_fn(self._key, self._state, joint)
         self._receive(packed)
         if self._packed_np is not None:  # the flags read once, in NumPy
-            flags = self._packed_np[:, self._slices["flags"]] > 0.5
+            flags = self._packed_np[:, self.packed_columns["flags"]] > 0.5
             terminated, truncated = torch.from_numpy(flags[:, 0]), torch.from_numpy(flags[:, 1])
             ended = bool(flags.any())
         else:
@@ -369,7 +369,7 @@ class JaxMarlEnv(BatchedEnv):
         if self._world_state and self._packed is not None:
             return self._view("state")
         if self._world_state:  # before reset (the runner probing the width)
-            return torch.zeros((self.num_worlds, self._slices["state"].stop - self._slices["state"].start))
+            return torch.zeros((self.num_worlds, self.packed_columns["state"].stop - self.packed_columns["state"].start))
         return super().state(obs)
 
     def action_masks(self) -> dict[str, torch.Tensor] | torch.Tensor | None:

@@ -27,7 +27,7 @@ from torch import nn
 
 from marl.modules.activations import SMALL, Tanh
 from marl.modules.functional import MASKED_LOGIT
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 # The input function of networks that read the observations alone (the default MLP's): the compiled JAX rollout
 # (`marl.runners.jax_rollout`) mirrors only such actors.
 OBS_INPUT = itemgetter("obs")
@@ -165,9 +165,10 @@ class NumpyActor:
             return None
         return cls(pi, vf, log_std, pi_input, vf_input)
 
-    def _fresh(self) -> None:
-        # A parameter changed in place (load_state_dict, an optimiser step: its version counter) or was given new
-        # storage: read the weights again. 2-3 us per call, against a pass of ~100 us.
+    def refresh(self) -> tuple:
+        """Reads the module's weights again where a parameter changed in place (load_state_dict, an optimiser step:
+        its version counter) or was given new storage; returns their version key (equal keys: the same weights).
+        2-3 us per call, against a pass of ~100 us."""
         key = tuple((p._version, p.data_ptr()) for p in self.params)
         if key != self._key:
             self.pi.refresh()
@@ -177,9 +178,10 @@ class NumpyActor:
                 self.log_std = np.clip(self.log_std_param.detach().cpu().numpy(), -20.0, 2.0)  # DiagGaussian's clamp
                 self.std = np.exp(self.log_std)
             self._key = key
+        return key
 
     def act(self, inputs: dict, generator: torch.Generator, explore: bool):
-        self._fresh()
+        self.refresh()
         out = self.pi(self.pi_input(inputs))
         # Values as forward_exploration gives them; greedy acting is forward_inference's pass (none).
         vf_in = self.vf_input(inputs) if self.vf is not None and explore else None
@@ -190,7 +192,7 @@ class NumpyActor:
 
     def values(self, inputs: dict) -> np.ndarray | None:
         """The value pass alone (bootstrapping a cut trajectory); None without a value head or its input."""
-        self._fresh()
+        self.refresh()
         vf_in = self.vf_input(inputs) if self.vf is not None else None
         return self.vf(vf_in)[:, 0] if vf_in is not None else None
 
@@ -227,5 +229,5 @@ class NumpyActor:
         else:
             actions = mean
         z = (actions - mean) / self.std
-        logp = (-0.5 * z * z - self.log_std - np.float32(_LOG_SQRT_2PI)).sum(axis=-1)
+        logp = (-0.5 * z * z - self.log_std - np.float32(LOG_SQRT_2PI)).sum(axis=-1)
         return actions, logp.astype(np.float32, copy=False)

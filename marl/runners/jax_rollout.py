@@ -21,22 +21,20 @@ whole-tensor ops (no loop over steps, worlds or agents). `why_not(runner)` says 
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 import torch
 from torch import nn
 
 from marl.connectors.build import module_to_env_pipeline
-from marl.connectors.module_to_env import ClipActions, UnsquashActions, unsquash
+from marl.connectors.module_to_env import ClipActions, UnsquashActions
 from marl.envs.jaxmarl import JaxMarlEnv
 from marl.errors import ConfigError
 from marl.modules.activations import Tanh
 from marl.modules.functional import MASKED_LOGIT
-from marl.modules.numpy_acting import _ACTIVATIONS
+from marl.modules.numpy_acting import _ACTIVATIONS, LOG_SQRT_2PI
 
 log = logging.getLogger(__name__)
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _COMPILED: dict[tuple, object] = {}  # (env step body, steps, policies' structure) -> the jitted rollout
 
 
@@ -110,26 +108,26 @@ class _Policy:
         self.masked = p.wants_mask
         self.want_vf, self.want_boot = p.fragment.vf is not None, p.fragment.bootstrap is not None
         pieces = module_to_env_pipeline(runner.config, p.pid, runner.specs[p.pid].action_space).pieces.values()
-        self.pieces = tuple((type(piece).__name__, piece._bounds[1], piece._bounds[2]) for piece in pieces
-                            if isinstance(piece, (ClipActions, UnsquashActions)) and piece._bounds is not None)
+        self.pieces = tuple((type(piece), *piece.bounds) for piece in pieces  # (kind, low, high) in the pipeline's order
+                            if isinstance(piece, (ClipActions, UnsquashActions)) and piece.bounds is not None)
         self._key = None
         self.params = None
 
     def signature(self) -> tuple:
         return (self.index, self.layout, self.continuous, self.masked, self.want_vf, self.want_boot,
-                tuple((name, low.tobytes(), high.tobytes()) for name, low, high in self.pieces))
+                tuple((kind.__name__, low.tobytes(), high.tobytes()) for kind, low, high in self.pieces))
 
     def weights(self, jax):
         """The module's current weights as JAX arrays, converted again only where a parameter changed."""
-        self.actor._fresh()  # (the NumPy actor reads the torch weights again where one changed: its own check)
-        if self.actor._key != self._key:
+        version = self.actor.refresh()  # (the NumPy actor reads the torch weights again where one changed)
+        if version != self._key:
             def linear(net) -> list:
                 return [] if net is None else [[jax.numpy.asarray(s[0]), jax.numpy.asarray(s[1])] for s in net.steps
                                                if type(s) is tuple]
 
             self.params = {"pi": linear(self.actor.pi), "vf": linear(self.actor.vf),
                            "log_std": jax.numpy.asarray(self.actor.log_std) if self.continuous else None}
-            self._key = self.actor._key
+            self._key = version
         return self.params
 
 
@@ -139,14 +137,12 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
     import jax.numpy as jnp
 
     w, n = env.num_worlds, len(env.agents)
-    first, last = env.agents[0], env.agents[-1]
+    first = env.agents[0]
 
-    def block(part: str) -> slice:
-        return slice(env._slices[f"{part}/{first}"].start, env._slices[f"{part}/{last}"].stop)
-
-    obs_cols, final_cols = block("obs"), block("final")
-    mask_cols = block("mask") if env._masked else None
-    truncated_col = env._slices["flags"].start + 1
+    columns = env.packed_columns
+    obs_cols, final_cols = columns["obs"], columns["final"]
+    mask_cols = columns["mask"] if env._masked else None
+    truncated_col = columns["flags"].start + 1
     act_shape = tuple(env.action_space(first).shape)
     act_dtype = jnp.int32 if env._all_discrete else jnp.float32
     n_actions = int(getattr(env.action_space(first), "n", 0))
@@ -169,10 +165,10 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         if pol.continuous:  # DiagGaussian: mean + std * N(0, 1), the log-std clipped as the NumPy actor has it
             noise = draw
             actions = out + jnp.exp(prm["log_std"]) * noise
-            logp = (-0.5 * noise * noise - prm["log_std"] - _LOG_SQRT_2PI).sum(-1)
+            logp = (-0.5 * noise * noise - prm["log_std"] - LOG_SQRT_2PI).sum(-1)
             env_actions = actions
-            for name, low, high in pol.pieces:  # the module->env pieces, in the pipeline's order
-                env_actions = jnp.clip(env_actions, low, high) if name == "ClipActions" else unsquash(env_actions, low, high)
+            for kind, low, high in pol.pieces:  # the module->env pieces' own functions, on JAX arrays
+                env_actions = kind.with_bounds(low, high)(env_actions)
         else:
             if mask is not None:
                 out = jnp.where(mask < 0.5, MASKED_LOGIT, out)
@@ -265,15 +261,14 @@ def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> Non
     shape = tuple(env.observation_space(env.agents[0]).shape)
 
     def block(x: torch.Tensor, part: str, *tail) -> torch.Tensor:
-        cols = slice(env._slices[f"{part}/{env.agents[0]}"].start, env._slices[f"{part}/{env.agents[-1]}"].stop)
-        return x[..., cols].reshape(steps, w, n, *tail)
+        return x[..., env.packed_columns[part]].reshape(steps, w, n, *tail)
 
     obs = block(here, "obs", *shape)
-    flags = out[..., env._slices["flags"]] > 0.5
+    flags = out[..., env.packed_columns["flags"]] > 0.5
     terminated, truncated = flags[..., 0], flags[..., 1]
     world.terminated.copy_(terminated)
     world.truncated.copy_(truncated)
-    rewards = out[..., env._slices["rewards"]]
+    rewards = out[..., env.packed_columns["rewards"]]
     masks = block(here, "mask", -1) if env._masked else None
     for pol, actions, logp, values, boot in per_policy:
         frag = runner.policies[pol.pid].fragment
