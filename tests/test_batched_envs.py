@@ -93,9 +93,10 @@ def test_smax_masks_world_state_and_episode_ends():
     assert assert_lengths_match_rows(batch, 3) == len(batch.episodes)  # 60 steps: each ended episode started inside
 
 
-def test_runner_resumes_exactly_from_a_saved_jaxmarl_state():
-    """get_state mid-episode (after 5 steps: no SMAX battle is over yet): a new runner continues with the same samples."""
-    cfg = config(SMAX, {"scenario": "3m"}, fragment=5)
+def resumes_exactly(cfg, keys=None) -> tuple:
+    """A runner's state saved after one fragment, restored into a new runner with the same weights: its next three
+    fragments equal the original's (`keys`, or every column) and so do their episodes' returns.
+    Returns (the state, the original runner, its three fragments after the save)."""
     first = BatchedEnvRunner(cfg, 0)
     first.sample()
     state = first.get_state()
@@ -107,9 +108,16 @@ def test_runner_resumes_exactly_from_a_saved_jaxmarl_state():
     got = [restored.sample() for _ in range(3)]
     for a, b in zip(expected, got):
         x, y = a.batch.policy_batches["default_policy"], b.batch.policy_batches["default_policy"]
-        for key in (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.ACTION_MASK, sb.EPS_ID, sb.TERMINATEDS):
+        for key in keys or x.keys():
             np.testing.assert_array_equal(x[key], y[key], err_msg=key)
         assert [e["return"] for e in a.episodes] == [e["return"] for e in b.episodes]
+    return state, first, expected
+
+
+def test_runner_resumes_exactly_from_a_saved_jaxmarl_state():
+    """get_state mid-episode (after 5 steps: no SMAX battle is over yet): a new runner continues with the same samples."""
+    resumes_exactly(config(SMAX, {"scenario": "3m"}, fragment=5),
+                    (sb.OBS, sb.ACTIONS, sb.REWARDS, sb.ACTION_MASK, sb.EPS_ID, sb.TERMINATEDS))
 
 
 def test_single_world_view_matches_the_batched_env():

@@ -18,6 +18,7 @@ import marl
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 from marl.runners.batched_runner import BatchedEnvRunner
+from tests.test_batched_envs import resumes_exactly
 
 MPE = "jaxmarl.MPE_simple_spread_v3"
 WORLDS, FRAGMENT = 4, 64
@@ -166,20 +167,8 @@ def test_masked_and_gaussian_heads_record_the_modules_logp(env, env_config):
 
 def test_resumes_exactly_with_its_jax_key():
     cfg = config(True, fragment=16)
-    first = BatchedEnvRunner(cfg, 0)
-    first.sample()
-    state = first.get_state()
-    assert "rollout_key" in state and (state["batched"]["ep_len"] > 0).all()
-    expected = [first.sample() for _ in range(3)]
-    restored = BatchedEnvRunner(cfg, 0)
-    restored.set_weights({"version": 1, "modules": first.module.get_state()})
-    restored.set_state(state)
-    got = [restored.sample() for _ in range(3)]
-    for a, b in zip(expected, got):
-        x, y = a.batch.policy_batches["default_policy"], b.batch.policy_batches["default_policy"]
-        for key in x.keys():
-            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
-        assert [e["return"] for e in a.episodes] == [e["return"] for e in b.episodes]
+    state, first, expected = resumes_exactly(cfg)  # every column
+    assert "rollout_key" in state
     other = BatchedEnvRunner(cfg, 0)  # without the key restored: other draws (the key is what resumes them)
     other.set_weights({"version": 1, "modules": first.module.get_state()})
     state.pop("rollout_key")
