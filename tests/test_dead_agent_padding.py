@@ -76,12 +76,17 @@ def _sampled_rows(algo):
     return algo.runners.local.sample().batch.policy_batches["default_policy"]
 
 
-def test_runner_rows_join_with_the_dead_agent_padded():
+def _vdn_rows():
+    """One fragment of two episodes (2 envs x LIMIT steps) of VDN's runner on the skirmish."""
     algo = _config(VDNConfig).build()
     try:
-        rows = _sampled_rows(algo)
+        return _sampled_rows(algo)
     finally:
         algo.stop()
+
+
+def test_runner_rows_join_with_the_dead_agent_padded():
+    rows = _vdn_rows()
     assert len(rows) == 2 * (2 * LIMIT + DEATH)  # two episodes: "c" acts DEATH times, the others LIMIT times
     joint = join_group_steps(rows, [0, 1, 2])
     assert len(joint) == 2 * LIMIT
@@ -280,11 +285,7 @@ def test_qmix_trains_on_knights_archers_zombies_where_agents_die():
 
 
 def test_a_joint_buffer_saved_before_the_padding_takes_padded_rows_after_a_restore():
-    algo = _config(VDNConfig).build()
-    try:
-        rows = _sampled_rows(algo)
-    finally:
-        algo.stop()
+    rows = _vdn_rows()
     new = joint_transitions(rows, [0, 1, 2], n_step=1, gamma=0.9)
     old = {k: v for k, v in new.items() if k not in (ALIVE, NEXT_ALIVE)}  # a joint row as the code before wrote it
     saved = ReplayBuffer(100)
