@@ -26,7 +26,9 @@ IMAGE `auto` values). Per side: seconds per iteration (its sample and learn part
 
 `--learn N` trains the defaults for N iterations (seed 0) and compares the mean return of the episodes that
 finished in its last N/4 iterations with a random-action loop's episodes on the same env (returns summed
-over the 20 pistons, as `episode_return_mean` sums an episode's agents).
+over the 20 pistons, as `episode_return_mean` sums an episode's agents). With `--from-run RUN_DIR` it reads the
+iterations of a finished run of the defaults instead (`marl train --algo PPO --env pettingzoo.butterfly.pistonball_v6
+debugging.seed=0 stop.env_steps_total=N`, resumable with `--resume`: budgets of hours), and runs only the random side.
 
 `--conversion` steps full Pistonball (raw frames, and resized to 42x42 as the defaults' wrappers do) with
 random actions through PettingZoo's `aec_to_parallel_wrapper` and through marl's `ObserveOnceConversion`
@@ -47,8 +49,10 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 import _common as C
 
@@ -257,14 +261,30 @@ def defaults_main(args) -> None:
                   f"median over the iterations after the first (before: its one iteration, {args.before_iterations} run)")
 
 
+def run_rows(run_dir: Path) -> dict:
+    """A `marl train` run directory's iterations as `train_child`'s rows (resumed runs included: result.jsonl keeps
+    every iteration); its config must be the defaults' (PPO on full Pistonball, no overrides but seed and stop and
+    checkpointing). Wall time is the iterations' own; peak RSS is not in a run directory (`--peak-mb`)."""
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    if config.get("algo") != "PPO" or config["environment"]["env"] != PISTONBALL:
+        raise SystemExit(f"{run_dir}: not PPO on {PISTONBALL}")
+    rows = [{"time_s": r["time_this_iter_s"], "return": r["episode_return_mean"], "episodes": r.get("episodes_this_iter", 0),
+             "env_steps": r["env_steps_total"]} for r in map(json.loads, (run_dir / "result.jsonl").read_text().splitlines())]
+    return {"rows": rows, "wall_s": sum(r["time_s"] for r in rows)}
+
+
 def learn_main(args) -> None:
     print(f"images benchmark, PPO defaults learning full Pistonball: {C.machine_line()}")
     rand = random_returns(args.random_episodes)  # first: a training run cut short by --max-minutes still compares
     sem = float(np.std(rand) / np.sqrt(len(rand)))
     print(f"random actions, {len(rand)} episodes: {np.mean(rand):.1f} +- {sem:.1f} (s.e.)", flush=True)
     t0 = time.perf_counter()
-    res = run_child(args, "train", "after", args.learn, progress=True)
-    wall = time.perf_counter() - t0
+    if args.from_run:
+        res = run_rows(Path(args.from_run))
+        res["peak_mb"], wall = args.peak_mb, res["wall_s"]
+    else:
+        res = run_child(args, "train", "after", args.learn, progress=True)
+        wall = time.perf_counter() - t0
     rows = res["rows"]
     k = max(1, len(rows) // 4)
     first, n_first = episode_mean(rows[:k])
@@ -350,6 +370,9 @@ def main() -> None:
     ap.add_argument("--conversion", action="store_true",
                     help="full Pistonball's env steps/s through PettingZoo's conversion vs marl's ObserveOnceConversion")
     ap.add_argument("--learn", type=int, default=0, help="train the defaults this many iterations against random")
+    ap.add_argument("--from-run", metavar="RUN_DIR", help="--learn: read the iterations of a finished `marl train --algo PPO --env "
+                    f"{PISTONBALL}` run (a resumable, hours-long one) instead of training here")
+    ap.add_argument("--peak-mb", type=float, default=float("nan"), help="--from-run: the training process's peak RSS (its VmHWM)")
     ap.add_argument("--random-episodes", type=int, default=30)
     ap.add_argument("--max-minutes", type=float, default=None, help="--learn: stop training after the iteration that passes this")
     ap.add_argument("--child", choices=["random", "marl", "train"], help=argparse.SUPPRESS)
@@ -367,7 +390,7 @@ def main() -> None:
     if args.conversion:
         conversion_main(args)
         return
-    if args.learn:
+    if args.learn or args.from_run:
         learn_main(args)
         return
     print(f"images benchmark: {C.machine_line()}")

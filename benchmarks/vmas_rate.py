@@ -37,7 +37,7 @@ from marl.runners.vector_env_runner import VectorEnvRunner
 
 
 def make_config(scenario: str, env_config: dict, num_envs: int, fragment: int, seed: int, algo: str = "MAPPO",
-                batched="auto", device: str = "cpu"):
+                batched="auto", device: str = "cpu", model: dict | None = None):
     cfg = (
         getattr(marl, f"{algo}Config")()
         .environment(f"vmas.{scenario}", env_config=dict(env_config))
@@ -46,6 +46,8 @@ def make_config(scenario: str, env_config: dict, num_envs: int, fragment: int, s
         .multi_agent(policies=["shared"], policy_mapping_fn=lambda agent, episode: "shared")
         .debugging(seed=seed)
     )
+    if model:
+        cfg.training(model=model)
     cfg.validate()
     return cfg
 
@@ -92,6 +94,12 @@ def unfolded(call):
         numpy_acting.SMALL = small
 
 
+def model_note(cfg) -> str:
+    """`, model [64, 64] tanh`: the policies' resolved model (the acting pass's size)."""
+    model = cfg.as_built().training_cfg.model
+    return f", model {model.get('hiddens')} {model.get('activation', '')}".rstrip()
+
+
 def measure(sides: dict, fragment: int, seconds: float) -> dict:
     """Env steps/s of each side, in alternating chunks until each side ran ~`seconds`."""
     time_s = dict.fromkeys(sides, 0.0)
@@ -125,6 +133,10 @@ def main() -> None:
     ap.add_argument("--unfolded", action="store_true",
                     help="add a side: the batched runner acting with np.tanh as it is, rather than folded into a "
                          "sigmoid (marl.modules.numpy_acting: what the fold saves, side by side)")
+    ap.add_argument("--hiddens", type=int, nargs="+", help="the policies' hidden layers (default: the algorithm's own model "
+                    "default: PPO's is [256, 256] relu for Box actions, [64, 64] tanh for discrete); the acting pass over "
+                    "3 x K rows is most of marl's cost per step beside VMAS's")
+    ap.add_argument("--activation", default="tanh", help="with --hiddens: their activation (default tanh)")
     ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -135,7 +147,8 @@ def main() -> None:
           f"{args.seconds:g} s per side, sides interleaved chunk by chunk; env step = one world's step")
     rows = []
     for num_envs in args.envs:
-        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed, args.algo, device=args.device)
+        model = {"hiddens": args.hiddens, "activation": args.activation} if args.hiddens else None
+        cfg = make_config(args.scenario, env_config, num_envs, args.fragment, args.seed, args.algo, device=args.device, model=model)
         batched = BatchedEnvRunner(cfg, 0)
         alone = VmasAlone(args.scenario, env_config, num_envs, args.seed, args.device)
         sides = {
@@ -174,7 +187,7 @@ def main() -> None:
         ["worlds", "VMAS alone steps/s", "marl batched steps/s", "batched/VMAS", "marl dict steps/s", "dict/VMAS",
          "marl K copies steps/s", "batched/copies"] + (["marl batched, tanh unfolded", "folded/unfolded"]
                                                          if args.unfolded else []),
-        rows, title=f"vmas.{args.scenario} ({args.algo}'s columns) on {args.device}: env steps/s (medians)",
+        rows, title=f"vmas.{args.scenario} ({args.algo}'s columns{model_note(cfg)}) on {args.device}: env steps/s (medians)",
     )
     if args.json:
         C.write_json(args.json, {"benchmark": "vmas_rate", "args": vars(args), "rows": rows})
