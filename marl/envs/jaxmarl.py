@@ -22,25 +22,27 @@ array (each agent's columns sit side by side), actions [W, N] in: no Python obje
 restored env continues exactly. Device: the JAX device matching `env_runners.device` (cpu: JAX's CPU
 backend, also on a machine whose JAX has a GPU; cuda:i: JAX's i-th GPU), chosen by committing the PRNG key
 and state there; the torch tensors handed out live on the same device, shared through DLPack.
+
+The packed layout and the jitted reset/step: `marl.envs.jaxmarl_packed`; making the env by name: `marl.envs.jaxmarl_make`.
+A compiled caller (`marl.runners.jax_rollout`) scans `step_body` itself from `step_state` and hands the worlds back
+with `adopt`.
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib.util
-import inspect
-import os
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
 import torch
 
-from marl.envs.base import EnvError
 from marl.envs.batched import BatchedEnv, BatchedStep
+from marl.envs.jaxmarl_make import PREFIX, import_jaxmarl, jax_device, make_jaxmarl, to_gymnasium
+from marl.envs.jaxmarl_packed import compile_steps, packed_layout
 
-PREFIX = "jaxmarl."
+__all__ = ["PREFIX", "JaxMarlEnv", "StepState"]  # (PREFIX: where the env families look for it)
+
 _COMPILED: dict[tuple, tuple] = {}  # (name, env_config, num_worlds) -> jitted reset, jitted step, the step's body
 _READ_ONLY_WARNED = False
 
@@ -55,119 +57,12 @@ def _from_read_only(array: np.ndarray) -> None:
     _READ_ONLY_WARNED = True
 
 
-def is_jaxmarl(name: str | None) -> bool:
-    return isinstance(name, str) and name.startswith(PREFIX)
+class StepState(NamedTuple):
+    """Where a `JaxMarlEnv`'s worlds stand, as its `step_body` takes them (`JaxMarlEnv.step_state`)."""
 
-
-def _import_jaxmarl():
-    if importlib.util.find_spec("jaxmarl") is None:
-        raise EnvError("JaxMARL envs need the jaxmarl package: pip install 'marl[jaxmarl]'")
-    # On a GPU, JAX would take 75% of its memory at start-up; torch (the policy, the learner) shares the device in
-    # this process, so JAX allocates as it goes unless the user set otherwise.
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    import jax
-    import jaxmarl
-
-    return jax, jaxmarl
-
-
-def jax_device(jax, name: str, device) -> Any:
-    """The JAX device matching torch `device` (cpu, cuda, cuda:i), or one EnvError line saying what JAX here has."""
-    device = torch.device("cpu" if device is None else device)
-    platform = {"cpu": "cpu", "cuda": "gpu"}.get(device.type)
-    try:
-        devices = jax.devices(platform) if platform else []
-    except RuntimeError:
-        devices = []
-    index = device.index or 0
-    if index >= len(devices):
-        raise EnvError(f"env {name!r}: env_runners.device {str(device)!r} needs a JAX {platform or device.type} device "
-                       f"{index}, but JAX here has {[str(d) for d in jax.devices()]} (for CUDA: pip install 'jax[cuda13]')")
-    return devices[index]
-
-
-def to_gymnasium(space) -> gymnasium.Space:
-    """A JaxMARL space (its own Box/Discrete/MultiDiscrete classes) as Gymnasium's."""
-    kind = type(space).__name__
-    if kind == "Discrete":
-        return gymnasium.spaces.Discrete(int(space.n))
-    if kind == "MultiDiscrete":
-        return gymnasium.spaces.MultiDiscrete(np.asarray(space.num_categories))
-    if kind == "Box":
-        shape = tuple(int(d) for d in np.atleast_1d(space.shape))  # (Hanabi's Box gives its shape as one int)
-        low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
-        high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
-        return gymnasium.spaces.Box(low, high, shape, np.float32)
-    raise EnvError(f"JaxMARL space {space} ({kind}) has no Gymnasium equivalent marl knows")
-
-
-def make_jaxmarl(name: str, env_config: dict[str, Any]):
-    """The JaxMARL env for `jaxmarl.<env id>` and its kwargs; an unknown id or kwarg is one clear line."""
-    _, jaxmarl = _import_jaxmarl()
-    env_id = name[len(PREFIX):]
-    known = list(jaxmarl.registered_envs)
-    if env_id not in known:
-        near = difflib.get_close_matches(env_id, known, n=2)
-        hint = f" (did you mean {' or '.join(PREFIX + n for n in near)}?)" if near else ""
-        raise EnvError(f"unknown JaxMARL env {name!r}{hint}; JaxMARL has: {', '.join(known)}")
-    config = dict(env_config)
-    if isinstance(config.get("scenario"), str):  # SMAX maps by name: {scenario: 3m}
-        from jaxmarl.environments.smax import map_name_to_scenario
-
-        try:
-            config["scenario"] = map_name_to_scenario(config["scenario"])
-        except KeyError:
-            raise EnvError(f"env {name!r}: unknown SMAX scenario {config['scenario']!r} (environment.env_config.scenario)") from None
-    try:
-        env = jaxmarl.make(env_id, **config)
-    except TypeError as err:
-        bad = [k for k in config if f"'{k}'" in str(err)]
-        what = f"env_config key(s) {bad}" if bad else "its env_config"
-        raise EnvError(f"env {name!r} rejected {what}: {err}") from None
-    except (ImportError, ValueError) as err:  # JaxMARL's own line for a missing optional package (brax, jaxrobotarium)
-        raise EnvError(f"env {name!r}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
-    known_keys = _constructor_keys(env)
-    unknown = [k for k in config if k not in known_keys]
-    if unknown:  # JaxMARL constructors take **kwargs and drop what they do not know: a typo would go unseen
-        raise EnvError(f"env {name!r}: env_config has keys the env does not take ({', '.join(unknown)}); "
-                       f"it takes: {', '.join(sorted(known_keys))}")
-    return env
-
-
-def _constructor_keys(env) -> set[str]:
-    """Named parameters of the constructors an env's kwargs reach (its classes', and a wrapped `_env`'s: SMAX's enemies)."""
-    keys = set()
-    for obj in (env, getattr(env, "_env", None)):
-        for cls in type(obj).__mro__ if obj is not None else ():
-            if cls is not object and "__init__" in vars(cls):
-                keys.update(p.name for p in inspect.signature(cls.__init__).parameters.values()
-                            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
-    return keys
-
-
-def _step_count(state):
-    """The env state's step counter (SMAX's enemy wrappers keep it one level down), or None."""
-    for s in (state, getattr(state, "state", None)):
-        if s is not None and hasattr(s, "step"):
-            return s.step
-    return None
-
-
-def agent_part(x, i: int, agent):
-    """Agent `agent` (the i-th)'s part of a vmapped JaxMARL output: a dict's entry, or column i of an array whose
-    second axis is the agents (STORM's storm_np hands out its observations and rewards so)."""
-    return x[agent] if isinstance(x, dict) else x[:, i]
-
-
-def _world_state(env, state):
-    """`env.get_world_state(state)` as one flat array: envs that give one entry per agent (the FACMAC MPE tasks) have
-    theirs joined in the env's agent order."""
-    ws = env.get_world_state(state)
-    if isinstance(ws, dict):
-        import jax.numpy as jnp
-
-        return jnp.concatenate([ws[a].reshape(-1) for a in env.agents])
-    return ws
+    key: Any  # the PRNG key (JAX)
+    state: Any  # the env state pytree, vmapped over the worlds (JAX)
+    packed: np.ndarray | None  # the last packed output [W, K]
 
 
 class JaxMarlEnv(BatchedEnv):
@@ -175,7 +70,7 @@ class JaxMarlEnv(BatchedEnv):
 
     def __init__(self, name: str, env_config: dict[str, Any], num_worlds: int, seed: int | None = None, device=None,
                  stack: bool = False):
-        jax, _ = _import_jaxmarl()
+        jax, _ = import_jaxmarl()
         self._jax_device = jax_device(jax, name, device)
         self.env = env = make_jaxmarl(name, env_config)
         self.name, self.num_worlds = name, num_worlds
@@ -198,104 +93,18 @@ class JaxMarlEnv(BatchedEnv):
         self._masked = self._mask_fn is not None and all(self._discrete.values())
         self._world_state = callable(getattr(env, "get_world_state", None))
         self._key = self._put(jax.random.PRNGKey(0 if seed is None else int(seed)))
-        self._layout()
+        self.packed_columns, self._width = packed_layout(jax, env, self.agents, self._obs_spaces, self._act_spaces,
+                                                         self._masked, self._world_state)
         # One compilation per (env, kwargs, worlds) in a process: probes, evaluation and restored runners reuse it.
         cache_key = (name, repr(sorted(env_config.items())), num_worlds)
         if cache_key not in _COMPILED:
-            _COMPILED[cache_key] = self._compile()
+            _COMPILED[cache_key] = compile_steps(jax, env, self.agents, num_worlds, self._act_spaces, self._discrete,
+                                                 self._mask_fn if self._masked else None, self._world_state)
         # `step_body` (key, state, actions [W, D]) -> (key, state, packed) un-jitted: `marl.runners.jax_rollout` scans it
         self._reset_fn, self._step_fn, self.step_body = _COMPILED[cache_key]
         self._state = self._packed = self._packed_np = None
 
     # -- the packed output: one float32 row per world, sliced into per-agent views --------------
-    def _layout(self) -> None:
-        """`packed_columns`: next obs, obs reached, masks (per agent, `obs/<a>`; all agents, `obs`), rewards, flags, states."""
-        self.packed_columns: dict[str, slice] = {}
-        offset = 0
-
-        def take(key: str, width: int) -> None:
-            nonlocal offset
-            self.packed_columns[key] = slice(offset, offset + width)
-            offset += width
-
-        def take_agents(part: str, width) -> None:  # each agent's columns, side by side, then all of them
-            start = offset
-            for a in self.agents:
-                take(f"{part}/{a}", width(a))
-            self.packed_columns[part] = slice(start, offset)
-
-        for part in ("obs", "final"):
-            take_agents(part, lambda a: int(np.prod(self._obs_spaces[a].shape)))
-        take("rewards", len(self.agents))
-        take("flags", 2)  # terminated, truncated
-        if self._masked:
-            take_agents("mask", lambda a: int(self._act_spaces[a].n))
-        if self._world_state:
-            jax, env = self._jax, self.env
-            shape = jax.eval_shape(lambda k: _world_state(env, env.reset(k)[1]), jax.random.PRNGKey(0)).shape
-            take("state", int(np.prod(shape)))
-            take("final_state", int(np.prod(shape)))
-        self._width = offset
-
-    def _compile(self):
-        jax, env, agents = self._jax, self.env, self.agents
-        import jax.numpy as jnp
-
-        w = self.num_worlds
-        max_steps = getattr(env, "max_steps", None)
-        masked, world_state = self._masked, self._world_state
-
-        def flat(obs) -> list:
-            return [agent_part(obs, i, a).reshape(w, -1).astype(jnp.float32) for i, a in enumerate(agents)]
-
-        def extras(state) -> list:
-            out = []
-            if masked:
-                avail = jax.vmap(self._mask_fn)(state)
-                out += [agent_part(avail, i, a).reshape(w, -1).astype(jnp.float32) for i, a in enumerate(agents)]
-            return out
-
-        def world(state):
-            return [jax.vmap(lambda s: _world_state(env, s))(state).reshape(w, -1).astype(jnp.float32)] if world_state else []
-
-        def reset(key):
-            key, sub = jax.random.split(key)
-            obs, state = jax.vmap(env.reset)(jax.random.split(sub, w))
-            o = flat(obs)
-            zeros = jnp.zeros((w, len(agents) + 2), jnp.float32)
-            ws = world(state)
-            return key, state, jnp.concatenate(o + o + [zeros] + extras(state) + ws + ws, axis=1)
-
-        # Actions come as one [W, D] array: each agent's action flattened, in agent order (agents' action shapes may
-        # differ: simple_world_comm's leader says more than the others).
-        act_shapes = {a: tuple(self._act_spaces[a].shape) for a in agents}
-        act_offsets = dict(zip(agents, np.cumsum([0] + [int(np.prod(act_shapes[a])) for a in agents]).tolist()))
-
-        def agent_action(actions, a):
-            block = actions[:, act_offsets[a]:act_offsets[a] + int(np.prod(act_shapes[a]))].reshape((w,) + act_shapes[a])
-            return block.astype(jnp.int32) if self._discrete[a] else block
-
-        def step(key, state, actions):
-            key, k_step, k_reset = jax.random.split(key, 3)
-            acts = {a: agent_action(actions, a) for a in agents}
-            obs, reached, rewards, dones, _ = jax.vmap(env.step_env)(jax.random.split(k_step, w), state, acts)
-            fresh_obs, fresh = jax.vmap(env.reset)(jax.random.split(k_reset, w))
-            done = dones["__all__"]
-            truncated = done & (_step_count(reached) >= max_steps) if max_steps is not None else jnp.zeros_like(done)
-            terminated = done & ~truncated
-
-            def pick(new, old):
-                return jnp.where(done.reshape((w,) + (1,) * (new.ndim - 1)), new, old)
-
-            state = jax.tree.map(pick, fresh, reached)
-            final_ws = world(reached)
-            cols = [pick(n, o) for n, o in zip(flat(fresh_obs), flat(obs))] + flat(obs)
-            cols.append(jnp.stack([agent_part(rewards, i, a) for i, a in enumerate(agents)], axis=1).astype(jnp.float32))
-            cols.append(jnp.stack([terminated, truncated], axis=1).astype(jnp.float32))
-            return key, state, jnp.concatenate(cols + extras(state) + world(state) + final_ws, axis=1)
-
-        return jax.jit(reset), jax.jit(step), step
-
     def _put(self, x):
         """`x` committed to this env's JAX device: the jitted calls taking it run there."""
         return self._jax.device_put(x, self._jax_device)
@@ -325,6 +134,31 @@ class JaxMarlEnv(BatchedEnv):
             self._packed = torch.from_dlpack(packed)
             self._packed_np = None
         self._last_obs = self._agent_views("obs")
+
+    # -- the hand-over to a compiled caller (`marl.runners.jax_rollout` scans `step_body` itself) ----------
+    @property
+    def has_action_masks(self) -> bool:
+        """Whether the packed output holds action masks (its `mask` columns)."""
+        return self._masked
+
+    @property
+    def all_discrete(self) -> bool:
+        """Whether every agent's actions are Discrete: `step_body` takes the actions as int32, else as float32."""
+        return self._all_discrete
+
+    @property
+    def step_state(self) -> StepState:
+        """What `step_body` continues from: key, env state and the last packed output (NumPy, a view of JAX's buffer,
+        on the CPU; None on an accelerator, where a compiled caller does not run)."""
+        return StepState(self._key, self._state, self._packed_np)
+
+    def adopt(self, key, state, packed) -> dict[str, torch.Tensor] | torch.Tensor:
+        """Goes on from where a caller that ran `step_body` itself left the worlds (its key, env state and last packed
+        output): the next `step` continues from there and the views handed out read `packed`. Returns the observations
+        the agents act on next, as `reset` does."""
+        self._key, self._state = key, state
+        self._receive(packed)
+        return self._last_obs
 
     # -- the contract ------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:

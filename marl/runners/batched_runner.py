@@ -42,6 +42,7 @@ from marl.errors import ConfigError
 from marl.modules import MultiRLModule
 from marl.policies import resolve_policies
 from marl.runners.actor_basics import ActorBasics
+from marl.runners.batched_episodes import EpisodeCounters
 from marl.runners.batched_fragment import WorldColumns
 from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
@@ -106,14 +107,7 @@ class BatchedEnvRunner(ActorBasics):
         self._steps_sampled = 0
         self._started = False
         self._obs: dict[str, torch.Tensor] = {}
-        # Per world: the episode's id, its steps so far and each agent's return so far.
-        self._next_episode_id = (worker_index << 40) + 1
-        self._eps_id = torch.zeros(w, dtype=torch.int64, device=self.device)
-        self._ep_len = torch.zeros(w, dtype=torch.int32, device=self.device)
-        self._ep_return = torch.zeros((w, n), dtype=torch.float64, device=self.device)
-        # Where a world ended at a step of the fragment: its episode's per-agent returns (read once; its length is
-        # the step index `world.t` there plus one).
-        self._ended_return = torch.zeros((self.fragment_length, w, n), dtype=torch.float64, device=self.device)
+        self.episode_counters = EpisodeCounters((worker_index << 40) + 1, self.fragment_length, w, n, self.device)
         self._policy_of = {a: p.pid for p in self.policies.values() for a in p.agents}
         self._policy_order = list(self.policies)
         self._policy_onehot = torch.zeros((n, len(self._policy_order)), dtype=torch.float64, device=self.device)
@@ -129,11 +123,7 @@ class BatchedEnvRunner(ActorBasics):
     # -- episodes -------------------------------------------------------------------------
     def _start(self) -> None:
         self._obs = self.env.reset(seed=None)
-        w = self.num_worlds
-        self._eps_id = self._next_episode_id + torch.arange(w, dtype=torch.int64, device=self.device)
-        self._next_episode_id += w
-        self._ep_len.zero_()
-        self._ep_return.zero_()
+        self.episode_counters.start()
         self._started = True
 
     def _step(self, t: int, explore: bool, collect: bool) -> None:
@@ -165,30 +155,22 @@ class BatchedEnvRunner(ActorBasics):
                 if frag.vf is not None:
                     frag.vf[t] = (vf if vf is not None else p.values(inputs)).view(frag.shape[1:])  # (raises, naming
                     # the module, where it has no value pass)
-        world.eps_id[t] = self._eps_id  # (evaluation too: finished episodes are read from them)
-        world.t[t] = self._ep_len
+        world.eps_id[t] = self.episode_counters.ids  # (evaluation too: finished episodes are read from them)
+        world.t[t] = self.episode_counters.lengths
         if collect and state is not None and world.state is not None:
             world.state[t] = state
         result = self.env.step(actions)
         rewards = result.rewards if self.env.stacked else torch.stack(
             [result.rewards[a] for a in self.possible_agents], dim=1)  # [W, agents]
-        self._ep_return += rewards
-        self._ep_len += 1
         done = result.done
         world.terminated[t], world.truncated[t] = result.terminated, result.truncated
         if collect:
             for p in self.policies.values():
                 p.fragment.rewards[t] = rewards if p.all_agents else rewards[:, p.index]
-        if result.final_obs is not None:  # some world ended: what it reached, then its next episode starts
-            # Read only where `ended` says a world ended (`_episodes`): other steps' rows are never looked at.
-            self._ended_return[t] = self._ep_return
-            if collect:
-                self._record_ends(t, result)
-            started = torch.cumsum(done.long(), 0)
-            self._eps_id = torch.where(done, self._next_episode_id + started - 1, self._eps_id)
-            self._next_episode_id += int(started[-1])
-            self._ep_len.masked_fill_(done, 0)
-            self._ep_return.masked_fill_(done.unsqueeze(1), 0.0)
+        some_ended = result.final_obs is not None
+        if some_ended and collect:  # what the ended worlds reached (their next episodes start in the counters)
+            self._record_ends(t, result)
+        self.episode_counters.after_step(t, rewards, done, some_ended)
         self._obs = result.obs
 
     def _stacked_actions(self, actions, p: BatchedPolicy, env_act: torch.Tensor) -> torch.Tensor:
@@ -239,7 +221,7 @@ class BatchedEnvRunner(ActorBasics):
         steps = self.fragment_length
         with torch.no_grad():
             if self.compiled is not None and explore and not self.frozen_policies:
-                self.compiled.sample(self)  # (greedy and frozen acting step one call at a time)
+                self._obs = self.compiled.sample(self)  # (greedy and frozen acting step one call at a time)
             else:
                 for t in range(steps):
                     self._step(t, explore, collect=True)
@@ -281,7 +263,7 @@ class BatchedEnvRunner(ActorBasics):
         index = tuple(ended.nonzero().T)
         if not len(index[0]):
             return []
-        returns = self._ended_return[index]  # [episodes, agents]
+        returns = self.episode_counters.ended_returns[index]  # [episodes, agents]
         ids, lengths = self.world.eps_id[index].tolist(), (self.world.t[index] + 1).tolist()
         totals = returns.sum(1).tolist()
         by_policy = (returns @ self._policy_onehot).tolist()  # [episodes, policies]: each policy's agents summed
@@ -301,7 +283,7 @@ class BatchedEnvRunner(ActorBasics):
         for pid in self.policy_ids:
             self.module[pid].set_exploration_step(exploration_step)
         self._start()
-        first = int(self._eps_id[0])
+        first = int(self.episode_counters.ids[0])
         kept: list[dict] = []
         steps = 0
         with torch.no_grad():
@@ -330,24 +312,25 @@ class BatchedEnvRunner(ActorBasics):
     def get_state(self) -> dict:
         """Generators, counters and, where the simulator can be saved, it and its episodes in progress."""
         state = {"started": self._started, "steps_sampled": self._steps_sampled,
-                 "next_episode_id": self._next_episode_id, "torch_rng": self.torch_rng.get_state(),
+                 "next_episode_id": self.episode_counters.next_id, "torch_rng": self.torch_rng.get_state(),
                  "frozen_policies": sorted(self.frozen_policies)}
         if self.compiled is not None:  # the compiled rollout's draws: its JAX key
             state["rollout_key"] = self.compiled.key.copy()
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
+            counters = self.episode_counters
             own = lambda x: x.detach().cpu().clone().numpy()  # noqa: E731  (a copy: sampling goes on in place)
             state["batched"] = {
                 "env": env_state, "obs": own(self._obs) if isinstance(self._obs, torch.Tensor)
                 else {a: own(o) for a, o in self._obs.items()},
-                "eps_id": own(self._eps_id), "ep_len": own(self._ep_len), "ep_return": own(self._ep_return),
+                "eps_id": own(counters.ids), "ep_len": own(counters.lengths), "ep_return": own(counters.returns),
             }
         return state
 
     def set_state(self, state: dict) -> None:
         """Continues from `get_state()`: exactly where the simulator was saved, else with fresh episodes."""
         self.torch_rng.set_state(state["torch_rng"])
-        self._next_episode_id = int(state["next_episode_id"])
+        self.episode_counters.next_id = int(state["next_episode_id"])
         self.frozen_policies = frozenset(state.get("frozen_policies", ()))
         self._steps_sampled = int(state.get("steps_sampled", 0))
         if self.compiled is not None and "rollout_key" in state:
@@ -362,8 +345,9 @@ class BatchedEnvRunner(ActorBasics):
         obs = saved["obs"]
         self._obs = {a: as_tensor(o) for a, o in obs.items()} if isinstance(obs, dict) else as_tensor(obs)
         self.env._last_obs = self._obs
-        self._eps_id, self._ep_len = as_tensor(saved["eps_id"]), as_tensor(saved["ep_len"])
-        self._ep_return = as_tensor(saved["ep_return"])
+        counters = self.episode_counters
+        counters.ids, counters.lengths = as_tensor(saved["eps_id"]), as_tensor(saved["ep_len"])
+        counters.returns = as_tensor(saved["ep_return"])
         self._started = True
 
     def set_weights(self, weights: dict) -> int:

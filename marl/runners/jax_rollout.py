@@ -14,8 +14,8 @@ one compiled `jax.lax.scan`. This runs the same: a scan over the fragment's step
 - V(the observation reached) where a world truncated (bootstrap), under `lax.cond` (most steps have none).
 
 The call returns the packed env outputs [T, W, K] and each policy's actions, log-probs and values
-[T, W, A]; `fill` writes the runner's fragment columns and episode bookkeeping from them with
-whole-tensor ops (no loop over steps, worlds or agents). `why_not(runner)` says what it cannot run.
+[T, W, A]; `fill` writes the runner's fragment columns and episode counters (`EpisodeCounters.after_fragment`)
+from them with whole-tensor ops (no loop over steps, worlds or agents). `why_not(runner)` says what it cannot run.
 """
 
 from __future__ import annotations
@@ -141,10 +141,10 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
 
     columns = env.packed_columns
     obs_cols, final_cols = columns["obs"], columns["final"]
-    mask_cols = columns["mask"] if env._masked else None
+    mask_cols = columns["mask"] if env.has_action_masks else None
     truncated_col = columns["flags"].start + 1
     act_shape = tuple(env.action_space(first).shape)
-    act_dtype = jnp.int32 if env._all_discrete else jnp.float32
+    act_dtype = jnp.int32 if env.all_discrete else jnp.float32
     n_actions = int(getattr(env.action_space(first), "n", 0))
     step_body = env.step_body
 
@@ -237,19 +237,20 @@ class CompiledRollout:
         seed = int(runner.torch_rng.initial_seed()) % (1 << 32)
         self.key = np.asarray(jax.random.PRNGKey(seed))  # (saved with the runner's state)
 
-    def sample(self, runner) -> None:
-        """One fragment of every world into the runner's fragment tensors."""
+    def sample(self, runner) -> torch.Tensor:
+        """One fragment of every world into the runner's fragment tensors and episode counters; returns the
+        observations the agents act on next (the env's, as its `reset` and `step` hand them out)."""
         jax, env = self._jax, self.env
         params = [p.weights(jax) for p in self.policies]
-        start = env._packed_np
-        (env._key, env._state, last, key), (reached, outs, boots) = self._fn(env._key, env._state, start, self.key, params)
-        self.key = np.asarray(key)
-        env._receive(last)
-        runner._obs = env._last_obs
+        key, state, start = env.step_state
+        (key, state, last, self.key), (reached, outs, boots) = self._fn(key, state, start, self.key, params)
+        self.key = np.asarray(self.key)
+        next_obs = env.adopt(key, state, last)
         out = torch.from_numpy(np.asarray(reached))  # [T, W, K]: what each step reached (after auto-reset)
         here = torch.cat([torch.from_numpy(start).unsqueeze(0), out[:-1]])  # what each step acted on
         fill(runner, here, out, [(p, *(None if x is None else torch.from_numpy(np.asarray(x)) for x in o), b if b is None
                                       else torch.from_numpy(np.asarray(b))) for p, o, b in zip(self.policies, outs, boots)])
+        return next_obs
 
 
 def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> None:
@@ -269,7 +270,7 @@ def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> Non
     world.terminated.copy_(terminated)
     world.truncated.copy_(truncated)
     rewards = out[..., env.packed_columns["rewards"]]
-    masks = block(here, "mask", -1) if env._masked else None
+    masks = block(here, "mask", -1) if env.has_action_masks else None
     for pol, actions, logp, values, boot in per_policy:
         frag = runner.policies[pol.pid].fragment
         index = list(pol.index)
@@ -284,32 +285,5 @@ def fill(runner, here: torch.Tensor, out: torch.Tensor, per_policy: list) -> Non
             frag.vf.copy_(values.view(frag.vf.shape))
         if frag.bootstrap is not None:
             frag.bootstrap.copy_(torch.where(truncated.unsqueeze(-1), boot, 0.0))
-    episodes(runner, rewards, terminated | truncated)
+    runner.episode_counters.after_fragment(world, rewards, terminated | truncated)
 
-
-def episodes(runner, rewards: torch.Tensor, done: torch.Tensor) -> None:
-    """The step-by-step path's episode bookkeeping over a whole fragment at once: each step's episode id and step
-    index, the returns of the episodes that ended ([T, W, N], read where `done`), the runner's counters after it.
-
-    Per world, `before[t]` is the last step before t that ended an episode (-1: none): from there on the world's
-    episode id is the one handed out then (ids in the order the step-by-step path hands them: by step, then world),
-    its step index counts from there, and its return is the rewards' running sum since then."""
-    world = runner.world
-    steps, w = done.shape
-    at = torch.arange(steps).unsqueeze(1).expand(steps, w)
-    last_end = torch.where(done, at, -1).cummax(0).values  # the last end at or before t
-    before = torch.cat([torch.full((1, w), -1), last_end[:-1]])
-    started = before >= 0
-    from_here = before.clamp(min=0)
-    world.t.copy_(torch.where(started, at - before - 1, runner._ep_len.unsqueeze(0) + at))
-    new_ids = runner._next_episode_id + done.reshape(-1).long().cumsum(0).view(steps, w) - 1
-    world.eps_id.copy_(torch.where(started, new_ids.gather(0, from_here), runner._eps_id.unsqueeze(0)))
-    summed = rewards.double().cumsum(0)  # [T, W, N]
-    since = summed.gather(0, from_here.unsqueeze(-1).expand_as(summed))
-    running = torch.where(started.unsqueeze(-1), summed - since, summed + runner._ep_return.unsqueeze(0))
-    runner._ended_return.copy_(running)
-    ended = last_end[-1] >= 0
-    runner._eps_id = torch.where(ended, new_ids[last_end[-1].clamp(min=0), torch.arange(w)], runner._eps_id)
-    runner._ep_len = torch.where(ended, steps - 1 - last_end[-1], runner._ep_len + steps).to(torch.int32)
-    runner._ep_return = torch.where(done[-1].unsqueeze(-1), 0.0, running[-1])
-    runner._next_episode_id += int(done.sum())
