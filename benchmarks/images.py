@@ -261,7 +261,7 @@ def defaults_main(args) -> None:
                   f"median over the iterations after the first (before: its one iteration, {args.before_iterations} run)")
 
 
-def run_rows(run_dir: Path) -> dict:
+def run_rows(run_dir: Path, max_env_steps: int | None = None) -> dict:
     """A `marl train` run directory's iterations as `train_child`'s rows (resumed runs included: result.jsonl keeps
     every iteration); its config must be the defaults' (PPO on full Pistonball, no overrides but seed and stop and
     checkpointing). Wall time is the iterations' own; peak RSS is not in a run directory (`--peak-mb`)."""
@@ -269,7 +269,8 @@ def run_rows(run_dir: Path) -> dict:
     if config.get("algo") != "PPO" or config["environment"]["env"] != PISTONBALL:
         raise SystemExit(f"{run_dir}: not PPO on {PISTONBALL}")
     rows = [{"time_s": r["time_this_iter_s"], "return": r["episode_return_mean"], "episodes": r.get("episodes_this_iter", 0),
-             "env_steps": r["env_steps_total"]} for r in map(json.loads, (run_dir / "result.jsonl").read_text().splitlines())]
+             "env_steps": r["env_steps_total"]} for r in map(json.loads, (run_dir / "result.jsonl").read_text().splitlines())
+            if max_env_steps is None or r["env_steps_total"] <= max_env_steps]
     return {"rows": rows, "wall_s": sum(r["time_s"] for r in rows)}
 
 
@@ -280,7 +281,7 @@ def learn_main(args) -> None:
     print(f"random actions, {len(rand)} episodes: {np.mean(rand):.1f} +- {sem:.1f} (s.e.)", flush=True)
     t0 = time.perf_counter()
     if args.from_run:
-        res = run_rows(Path(args.from_run))
+        res = run_rows(Path(args.from_run), args.max_env_steps)
         res["peak_mb"], wall = args.peak_mb, res["wall_s"]
     else:
         res = run_child(args, "train", "after", args.learn, progress=True)
@@ -372,6 +373,8 @@ def main() -> None:
     ap.add_argument("--learn", type=int, default=0, help="train the defaults this many iterations against random")
     ap.add_argument("--from-run", metavar="RUN_DIR", help="--learn: read the iterations of a finished `marl train --algo PPO --env "
                     f"{PISTONBALL}` run (a resumable, hours-long one) instead of training here")
+    ap.add_argument("--max-env-steps", type=int, help="--from-run: only the iterations up to this many env steps (the "
+                    "same budget for runs stopped at different points)")
     ap.add_argument("--peak-mb", type=float, default=float("nan"), help="--from-run: the training process's peak RSS (its VmHWM)")
     ap.add_argument("--random-episodes", type=int, default=30)
     ap.add_argument("--max-minutes", type=float, default=None, help="--learn: stop training after the iteration that passes this")
