@@ -254,6 +254,32 @@ def test_appo_cartpole_reaches_450_with_two_ray_runners(ray_session):
 
 
 @pytest.mark.slow
+def test_appo_cartpole_scenario_holds_its_return_once_reached():
+    """In-process, the scenario reaches 450, then stays >= 400 in at least 16 of the next 20 iterations,
+    and while it climbs its value function explains a good part of its V-trace targets. Without the
+    scenario's reward scale the value function stayed far below CartPole's discounted returns (~100),
+    its targets varied with the row's place in its fragment (explained variance ~0.0-0.03), the
+    advantages were that noise, and seed 0 reached no 450 in 200k env steps (326 here at 150k)."""
+    from marl import load_scenario
+
+    algo = load_scenario("scenarios/cartpole_appo.yaml", ["env_runners.num_env_runners=0"]).build()
+    try:
+        climb = []  # the value function's explained variance of its targets, per iteration before 450
+        result = algo.train()
+        while (result["episode_return_mean"] or 0.0) < 450 and result["env_steps_total"] < 150_000:
+            climb.append(result["losses/default_policy/vf_explained_var"])
+            result = algo.train()
+        assert (result["episode_return_mean"] or 0.0) >= 450, f"APPO reached no 450 in {result['env_steps_total']} env steps"
+        returns = [algo.train()["episode_return_mean"] or 0.0 for _ in range(20)]  # (None: no episode ended)
+        assert sum(r >= 400 for r in returns) >= 16, f"returns after the first 450: {returns}"
+        # (from the 6th iteration on; at 500 the targets are all ~the same and the ratio says little)
+        explained = np.mean(climb[5:])
+        assert explained > 0.2, f"while climbing the value function explained {explained:.2f} of its targets' variance"
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
 def test_impala_cartpole_learns_in_process():
     algo = (
         IMPALAConfig()
