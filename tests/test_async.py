@@ -12,11 +12,11 @@ from marl import APPOConfig, IMPALAConfig
 from marl.connectors import vtrace
 
 
-def _vtrace_by_definition(mu_logp, pi_logp, r, v, boot, term, end, gamma, rho_bar, c_bar, pg_rho_bar):
+def _vtrace_by_definition(mu_logp, pi_logp, r, v, boot, term, end, gamma, rho_bar, c_bar, pg_rho_bar, lambda_=1.0):
     """The paper's formula term by term: vs_s = V(x_s) + sum_t gamma^(t-s) (prod_{i<t} c_i) rho_t delta_t."""
     n = len(r)
     ratio = np.exp(pi_logp - mu_logp)
-    rho, c = np.minimum(rho_bar, ratio), np.minimum(c_bar, ratio)
+    rho, c = np.minimum(rho_bar, ratio), lambda_ * np.minimum(c_bar, ratio)
     next_v = np.array([0.0 if term[t] else (boot[t] if end[t] else v[t + 1]) for t in range(n)])
     delta = rho * (r + gamma * next_v - v)
     vs = np.zeros(n)
@@ -43,10 +43,11 @@ def test_vtrace_matches_its_definition_off_policy():
     term[4] = True
     end = np.zeros(n, bool)
     end[[4, 8, 11]] = True  # pieces: 0-4 (terminated), 5-8 (truncated), 9-11 (cut)
-    got = vtrace(mu, pi, r, v, boot, term, end, 0.9, rho_bar=1.0, c_bar=0.8, pg_rho_bar=1.2)
-    want = _vtrace_by_definition(mu, pi, r, v, boot, term, end, 0.9, 1.0, 0.8, 1.2)
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+    for lambda_ in (1.0, 0.7):  # (lambda scales the traces c, as in RLlib's and the paper's remark)
+        got = vtrace(mu, pi, r, v, boot, term, end, 0.9, rho_bar=1.0, c_bar=0.8, pg_rho_bar=1.2, lambda_=lambda_)
+        want = _vtrace_by_definition(mu, pi, r, v, boot, term, end, 0.9, 1.0, 0.8, 1.2, lambda_)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
 
 
 def test_vtrace_on_policy_is_the_n_step_return():
