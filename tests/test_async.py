@@ -12,11 +12,11 @@ from marl import APPOConfig, IMPALAConfig
 from marl.connectors import vtrace
 
 
-def _vtrace_by_definition(mu_logp, pi_logp, r, v, boot, term, end, gamma, rho_bar, c_bar, pg_rho_bar):
+def _vtrace_by_definition(mu_logp, pi_logp, r, v, boot, term, end, gamma, rho_bar, c_bar, pg_rho_bar, lambda_=1.0):
     """The paper's formula term by term: vs_s = V(x_s) + sum_t gamma^(t-s) (prod_{i<t} c_i) rho_t delta_t."""
     n = len(r)
     ratio = np.exp(pi_logp - mu_logp)
-    rho, c = np.minimum(rho_bar, ratio), np.minimum(c_bar, ratio)
+    rho, c = np.minimum(rho_bar, ratio), lambda_ * np.minimum(c_bar, ratio)
     next_v = np.array([0.0 if term[t] else (boot[t] if end[t] else v[t + 1]) for t in range(n)])
     delta = rho * (r + gamma * next_v - v)
     vs = np.zeros(n)
@@ -43,10 +43,11 @@ def test_vtrace_matches_its_definition_off_policy():
     term[4] = True
     end = np.zeros(n, bool)
     end[[4, 8, 11]] = True  # pieces: 0-4 (terminated), 5-8 (truncated), 9-11 (cut)
-    got = vtrace(mu, pi, r, v, boot, term, end, 0.9, rho_bar=1.0, c_bar=0.8, pg_rho_bar=1.2)
-    want = _vtrace_by_definition(mu, pi, r, v, boot, term, end, 0.9, 1.0, 0.8, 1.2)
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+    for lambda_ in (1.0, 0.7):  # (lambda scales the traces c, as in RLlib's and the paper's remark)
+        got = vtrace(mu, pi, r, v, boot, term, end, 0.9, rho_bar=1.0, c_bar=0.8, pg_rho_bar=1.2, lambda_=lambda_)
+        want = _vtrace_by_definition(mu, pi, r, v, boot, term, end, 0.9, 1.0, 0.8, 1.2, lambda_)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
 
 
 def test_vtrace_on_policy_is_the_n_step_return():
@@ -249,6 +250,33 @@ def test_appo_cartpole_reaches_450_with_two_ray_runners(ray_session):
                 break
         assert best >= 450, f"APPO reached only {best:.1f} in {result['env_steps_total']} env steps"
         assert lag_max <= bound, f"policy lag {lag_max} exceeded the in-flight bound {bound}"
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_appo_cartpole_scenario_holds_its_return_once_reached():
+    """In-process, the scenario reaches 450, then stays >= 400 in at least 16 of the next 20 iterations,
+    and while it climbs its value function explains a good part of its V-trace targets. Without the
+    scenario's reward scale the value function stays far below CartPole's discounted returns (~100),
+    its targets vary with the row's place in its fragment (explained variance 0.02 here), the advantages
+    are that noise, and after 450 (at 72k) 6 of 20 iterations were >= 400 (scaled: 18 of 20; seeds 1, 2:
+    20; training.lr=0: 23 at 150k)."""
+    from marl import load_scenario
+
+    algo = load_scenario("scenarios/cartpole_appo.yaml", ["env_runners.num_env_runners=0"]).build()
+    try:
+        climb = []  # the value function's explained variance of its targets, per iteration before 450
+        result = algo.train()
+        while (result["episode_return_mean"] or 0.0) < 450 and result["env_steps_total"] < 150_000:
+            climb.append(result["losses/default_policy/vf_explained_var"])
+            result = algo.train()
+        assert (result["episode_return_mean"] or 0.0) >= 450, f"APPO reached no 450 in {result['env_steps_total']} env steps"
+        returns = [algo.train()["episode_return_mean"] or 0.0 for _ in range(20)]  # (None: no episode ended)
+        assert sum(r >= 400 for r in returns) >= 16, f"returns after the first 450: {returns}"
+        # (from the 6th iteration on; at 500 the targets are all ~the same and the ratio says little)
+        explained = np.mean(climb[5:])
+        assert explained > 0.2, f"while climbing the value function explained {explained:.2f} of its targets' variance"
     finally:
         algo.stop()
 

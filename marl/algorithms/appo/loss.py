@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from marl.algorithms.impala.loss import vtrace_prepare
+from marl.algorithms.impala.loss import value_fit, vtrace_prepare
 from marl.algorithms.ppo.loss import clipped_surrogate
 from marl.data import sample_batch as sb
 
@@ -53,7 +53,7 @@ def appo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
         stats["mean_kl_loss"] = kl.detach()
         if cfg.use_kl_loss:
             policy_loss = policy_loss + cfg.kl_coeff * kl
-    vf_loss = 0.5 * (out["vf_preds"] - batch[sb.VALUE_TARGETS]).pow(2).mean()
+    value = value_fit(out["vf_preds"], batch[sb.VALUE_TARGETS])
     entropy = dist.entropy().mean()
-    total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-    return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, **ratio_stats, **stats}
+    total = policy_loss + cfg.vf_loss_coeff * value["vf_loss"] - cfg.entropy_coeff * entropy
+    return total, {"total_loss": total, "policy_loss": policy_loss, **value, "entropy": entropy, **ratio_stats, **stats}

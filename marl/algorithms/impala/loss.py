@@ -6,6 +6,10 @@ targets `value_targets` (vs) and policy-gradient advantages `advantages`.
 The loss is then
 
     -mean(A_t * log pi(a_t|x_t)) + vf_coeff * 0.5 * mean((vs_t - V(x_t))^2) - ent_coeff * H(pi)
+
+`vf_explained_var` (1 - Var(vs - V) / Var(vs)) says how much of the targets the value function
+explains: near 0, the targets vary with where a row sits in its fragment (the bootstrap is far
+from the discounted return), not with the state, and so do the advantages.
 """
 
 from __future__ import annotations
@@ -48,12 +52,20 @@ def vtrace_prepare(
     return tensors
 
 
+def value_fit(vf_preds: torch.Tensor, value_targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The value loss 0.5 * mean((V - vs)^2) and, without gradient, the share of Var(vs) that V explains."""
+    error = vf_preds - value_targets
+    with torch.no_grad():
+        explained = 1.0 - error.var(unbiased=False) / value_targets.var(unbiased=False).clamp(min=1e-8)
+    return {"vf_loss": 0.5 * error.pow(2).mean(), "vf_explained_var": explained}
+
+
 def impala_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
     logp = dist.logp(batch[sb.ACTIONS])
     policy_loss = -(batch[sb.ADVANTAGES] * logp).mean()
-    vf_loss = 0.5 * (out["vf_preds"] - batch[sb.VALUE_TARGETS]).pow(2).mean()
+    value = value_fit(out["vf_preds"], batch[sb.VALUE_TARGETS])
     entropy = dist.entropy().mean()
-    total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
-    return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy}
+    total = policy_loss + cfg.vf_loss_coeff * value["vf_loss"] - cfg.entropy_coeff * entropy
+    return total, {"total_loss": total, "policy_loss": policy_loss, **value, "entropy": entropy}
