@@ -222,6 +222,8 @@ def random_returns(episodes: int, seed: int = 0) -> list[float]:
     out = []
     for ep in range(episodes):
         env.reset(seed=seed + ep)
+        for i, a in enumerate(env.possible_agents):  # the draws seeded too: the same episodes in every run
+            env.action_space(a).seed(1000 * (seed + ep) + i)
         total, done = 0.0, False
         while not done:
             acts = {a: env.action_space(a).sample() for a in env.agents}
