@@ -265,8 +265,9 @@ def defaults_main(args) -> None:
 
 def run_rows(run_dir: Path, max_env_steps: int | None = None) -> dict:
     """A `marl train` run directory's iterations as `train_child`'s rows (resumed runs included: result.jsonl keeps
-    every iteration); its config must be the defaults' (PPO on full Pistonball, no overrides but seed and stop and
-    checkpointing). Wall time is the iterations' own; peak RSS is not in a run directory (`--peak-mb`)."""
+    every iteration). Only its algorithm and env are checked: that it ran the defaults otherwise (no overrides but
+    seed, stop and checkpointing) is the caller's to keep. Wall time is the iterations' own; peak RSS is not in a run
+    directory (`--peak-mb`)."""
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     if config.get("algo") != "PPO" or config["environment"]["env"] != PISTONBALL:
         raise SystemExit(f"{run_dir}: not PPO on {PISTONBALL}")

@@ -21,10 +21,6 @@ from marl.envs.base import EnvError
 PREFIX = "jaxmarl."
 
 
-def is_jaxmarl(name: str | None) -> bool:
-    return isinstance(name, str) and name.startswith(PREFIX)
-
-
 def import_jaxmarl():
     if importlib.util.find_spec("jaxmarl") is None:
         raise EnvError("JaxMARL envs need the jaxmarl package: pip install 'marl[jaxmarl]'")
