@@ -17,6 +17,7 @@ import torch
 import marl
 from marl.data import sample_batch as sb
 from marl.errors import ConfigError
+from marl.modules.popart import value_scales
 from marl.runners.batched_runner import BatchedEnvRunner
 from tests.test_batched_envs import resumes_exactly
 
@@ -188,6 +189,25 @@ def test_acts_with_the_weights_of_the_moment():
         head.bias.zero_()
     logp = runner.sample().batch.policy_batches["default_policy"][sb.ACTION_LOGP]
     np.testing.assert_allclose(logp, -math.log(5), atol=1e-6)
+
+
+def test_values_come_out_in_return_units_through_a_popart_scale():
+    """A module with PopArt (`training.popart`): its ValueScale is one more linear layer to the compiled pass, so
+    the recorded values are the torch module's, scale and shift applied (std 7, mean 50 here, not 1 and 0)."""
+    cfg = config(True, fragment=16).training(popart=True)
+    runner = BatchedEnvRunner(cfg, 0)
+    assert runner.compiled is not None
+    module = runner.module["default_policy"]
+    runner.sample()  # (the compiled pass has read the weights once: the scale below is a change it must see)
+    [(scale, _)] = value_scales(module)
+    with torch.no_grad():  # (set directly: PopArt's own update would keep V where it is)
+        scale.weight.fill_(7.0)
+        scale.bias.fill_(50.0)
+    rows = runner.sample().batch.policy_batches["default_policy"]
+    with torch.no_grad():
+        want = module.forward_exploration({"obs": torch.from_numpy(rows[sb.OBS])})["vf_preds"]
+    assert abs(float(want.mean()) - 50.0) < 5.0
+    np.testing.assert_allclose(rows[sb.VF_PREDS], want, rtol=1e-5, atol=1e-4)
 
 
 def test_true_where_it_cannot_run_is_one_line_saying_why(caplog):

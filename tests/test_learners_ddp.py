@@ -11,14 +11,14 @@ from marl.learners.distributed import shard_bounds
 from marl.runners import EnvRunner
 
 
-def cartpole(num_learners: int, minibatch_size: int = 63):
+def cartpole(num_learners: int, minibatch_size: int = 63, popart: bool = False):
     # 4 envs x 50 steps = 200 rows; minibatches of 63 rows split 32/31 between two ranks, and the
     # last one (11 rows) 6/5: unequal slices, so the per-rank weighting is exercised too.
     return (
         marl.PPOConfig()
         .environment("CartPole-v1")
         .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=50)
-        .training(train_batch_size=200, minibatch_size=minibatch_size, num_epochs=2, lr=1e-3)
+        .training(train_batch_size=200, minibatch_size=minibatch_size, num_epochs=2, lr=1e-3, popart=popart)
         .learners(num_learners=num_learners)
         .debugging(seed=3)
     )
@@ -47,14 +47,17 @@ def test_shard_bounds_cover_the_minibatch_once():
             assert max(sizes) - min(sizes) <= 1
 
 
-def test_two_learners_stay_identical_and_match_one_learner(ray_session):
-    config = cartpole(2)
+@pytest.mark.parametrize("popart", [False, True])
+def test_two_learners_stay_identical_and_match_one_learner(ray_session, popart):
+    # With PopArt each rank sees half of each minibatch's value targets: the ranks sum their moments before
+    # rescaling, so both still rescale (and match one learner's rescale of the whole minibatch).
+    config = cartpole(2, popart=popart)
     runner = EnvRunner(config, 0)
     specs = runner.specs
     batches = [runner.sample().batch for _ in range(3)]
     runner.stop()
 
-    single = LearnerGroup(cartpole(0), specs)
+    single = LearnerGroup(cartpole(0, popart=popart), specs)
     ddp = LearnerGroup(config, specs)
     try:
         assert len(ddp.replicas) == 2
@@ -71,8 +74,10 @@ def test_two_learners_stay_identical_and_match_one_learner(ray_session):
             # a sum instead of a mean, or an unweighted mean of unequal slices, would be far off here.
             assert_same_weights(rank0, single.get_weights()["modules"], exact=False)
             assert stats_ddp["num_sgd_steps"] == stats_single["num_sgd_steps"] == 8
-            for key in ("policy_loss", "vf_loss", "entropy", "grad_norm"):
+            for key in ("policy_loss", "vf_loss", "entropy", "grad_norm") + (("value_std",) if popart else ()):
                 assert stats_ddp[key] == pytest.approx(stats_single[key], rel=1e-3, abs=1e-5), key
+            if popart:  # the scale moved off 1 (CartPole's returns): the check above compared real rescales
+                assert stats_ddp["value_std"] > 2.0
         moved = any(not np.array_equal(start[0][p][k], rank0[p][k]) for p in rank0 for k in rank0[p])
         assert moved
         assert ddp.get_version() == single.get_version() == 4

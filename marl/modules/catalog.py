@@ -48,6 +48,7 @@ from torch import nn
 from marl.modules.activations import Tanh
 from marl.modules.spaces import as_image_box, image_layout, image_shape, observation_part
 from marl.modules.parts import PartsLayout
+from marl.modules.popart import scaled_value_head
 
 log = logging.getLogger(__name__)
 _WARNED_FLAT: set[tuple] = set()  # observation shapes already told that their conv options go unused
@@ -71,6 +72,9 @@ MODEL_OPTIONS = [
     ("conv_activation", "str", "`relu`", ", ".join(f"`{a}`" for a in ACTIVATIONS), "activation after each conv layer"),
     ("initial_log_std", "float", "`0.0`", "", "Box actions: initial log std of the Gaussian policy"),
     ("value_function", "bool", "`true`", "", "actor-critic: false builds a policy-only network (PG)"),
+    ("popart", "bool", "`training.popart` (PPO, MAPPO, APPO, IMPALA, A2C)", "",
+     "actor-critic: PopArt value normalisation (`marl.modules.popart`): the value head learns normalised returns, "
+     "rescaled as their running mean and std move; the loss regresses on normalised targets"),
     ("critic_hiddens", "list of int or None", "`null`", "widths >= 1", "MAPPO: the centralised critic's layers; null: hiddens"),
     ("recurrent", "str or None", "`null`", "`lstm`, `gru`, `null`",
      "a recurrent core (`marl.modules.recurrent`) in the actor-critic (PPO, APPO, IMPALA, A2C, PG) and MAPPO modules "
@@ -337,9 +341,15 @@ def gaussian_log_std(action_space: gym.spaces.Box, initial: float = 0.0) -> nn.P
     return nn.Parameter(torch.full((int(np.prod(action_space.shape)),), float(initial)))
 
 
-def value_head(in_dim: int, hiddens: list[int], activation: str) -> nn.Sequential:
-    """MLP -> one value per row ([B, 1])."""
-    return mlp(in_dim, hiddens, 1, activation, out_gain=1.0)
+def value_head(in_dim: int, hiddens: list[int], activation: str, popart: bool = False) -> nn.Sequential:
+    """MLP -> one value per row ([B, 1]); with `popart`, in normalised units scaled back by a `ValueScale`."""
+    return scaled_value_head(mlp(in_dim, hiddens, 1, activation, out_gain=1.0), popart)
+
+
+def check_popart(value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"model.popart must be true or false, got {value!r}")
+    return value
 
 
 def q_trunk(in_dim: int, hiddens: list[int], activation: str) -> tuple[nn.Sequential | None, int]:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from marl.modules.catalog import (
-    ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, core_for, encoder_for, gaussian_log_std,
+    ENCODER_KEYS, FlatEncoder, IdentityCore, check_activation, check_hiddens, check_popart, core_for, encoder_for, gaussian_log_std,
     policy_head, state_encoder, value_head,
 )
 from marl.modules.functional import as_float_state, run_sequential
@@ -28,7 +28,7 @@ from marl.modules.numpy_acting import NumpyActor
 from marl.modules.rl_module import RLModule
 
 MODEL_KEYS = ({"hiddens", "activation", "critic_hiddens", "initial_log_std", "state_dim", "num_agents", "agent_id",
-               "state_frame"} | ENCODER_KEYS)
+               "state_frame", "popart"} | ENCODER_KEYS)
 
 
 class CentralCriticMLP(RLModule):
@@ -61,7 +61,7 @@ class CentralCriticMLP(RLModule):
         self.actor_in_dim, self.critic_in_dim = self.core.out_dim + extra, self.state_encoder.out_dim + extra
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.pi = policy_head(self.actor_in_dim, hiddens, action_space, activation)
-        self.vf = value_head(self.critic_in_dim, critic_hiddens, activation)
+        self.vf = value_head(self.critic_in_dim, critic_hiddens, activation, check_popart(cfg.get("popart", False)))
         if self.continuous:
             self.log_std = gaussian_log_std(action_space, cfg.get("initial_log_std", 0.0))
         # Rows of the identity are the one-hots (the same values F.one_hot gives, at a third of its cost:

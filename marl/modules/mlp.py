@@ -18,6 +18,7 @@ from marl.modules.catalog import (
     IdentityCore,
     check_activation,
     check_hiddens,
+    check_popart,
     core_for,
     encoder_for,
     gaussian_log_std,
@@ -29,7 +30,7 @@ from marl.modules.numpy_acting import OBS_INPUT, NumpyActor
 from marl.modules.rl_module import RLModule
 
 __all__ = ["ACTIVATIONS", "MODEL_KEYS", "ActorCriticMLP", "mlp"]  # mlp, ACTIVATIONS: the catalog's, kept importable here
-MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function"} | ENCODER_KEYS
+MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function", "popart"} | ENCODER_KEYS
 
 
 class ActorCriticMLP(RLModule):
@@ -38,6 +39,7 @@ class ActorCriticMLP(RLModule):
     model options: hiddens (default [64, 64]), activation (tanh|relu|elu|silu),
     initial_log_std (Box actions; default 0.0), value_function (default true; false: a
     policy-only network with no value pass, for algorithms that record no values, e.g. PG),
+    popart (default false: PopArt value normalisation, `marl.modules.popart`),
     conv_filters / conv_activation (image observations; see `marl.modules.catalog`).
     """
 
@@ -59,7 +61,8 @@ class ActorCriticMLP(RLModule):
         self._direct = isinstance(self.encoder, FlatEncoder) and isinstance(self.core, IdentityCore)
         self.continuous = isinstance(action_space, gym.spaces.Box)
         self.pi = policy_head(self.core.out_dim, hiddens, action_space, activation)
-        self.vf = value_head(self.core.out_dim, hiddens, activation) if value_function else None
+        popart = check_popart(self.model_config.get("popart", False))
+        self.vf = value_head(self.core.out_dim, hiddens, activation, popart) if value_function else None
         if self.continuous:
             self.log_std = gaussian_log_std(action_space, self.model_config.get("initial_log_std", 0.0))
 

@@ -51,7 +51,7 @@ def numpy_layers(seq: nn.Sequential) -> list | None:
     layers = []
     for layer in seq:
         kind = type(layer)
-        if kind is nn.Linear and layer.bias is not None:
+        if isinstance(layer, nn.Linear) and layer.bias is not None:  # (a PopArt ValueScale is a 1 -> 1 Linear)
             layers.append(("linear", layer))
         elif kind in _ACTIVATIONS:
             layers.append(("activation", _ACTIVATIONS[kind]))

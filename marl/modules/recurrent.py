@@ -32,8 +32,9 @@ from torch import nn
 
 from marl.errors import ConfigError
 from marl.modules.catalog import (
-    ACTIVATIONS, ENCODER_KEYS, check_activation, check_hiddens, encoder_for, linear, state_encoder,
+    ACTIVATIONS, ENCODER_KEYS, check_activation, check_hiddens, check_popart, encoder_for, linear, state_encoder,
 )
+from marl.modules.popart import scaled_value_head
 from marl.modules.rl_module import RLModule
 from marl.import_paths import import_object
 from marl.modules.functional import as_float_state
@@ -156,7 +157,7 @@ class _Tower(nn.Module):
     head: one of the actor-critic's two networks."""
 
     def __init__(self, encoder: nn.Module, extra: int, hiddens: list[int], activation: str, kind: str, cell_size: int,
-                 n_out: int, gain: float):
+                 n_out: int, gain: float, popart: bool = False):
         super().__init__()
         self.encoder = encoder
         layers: list[nn.Module] = []
@@ -166,7 +167,7 @@ class _Tower(nn.Module):
             width = h
         self.mlp = nn.Sequential(*layers)
         self.core = RecurrentCore(kind, width, cell_size)
-        self.head = linear(cell_size, n_out, gain)
+        self.head = scaled_value_head(linear(cell_size, n_out, gain), popart)
 
     def forward(self, x: torch.Tensor, extra: torch.Tensor | None, state: dict, layout) -> tuple[torch.Tensor, dict]:
         features = self.encoder(x)
@@ -188,7 +189,7 @@ class RecurrentActorCritic(RLModule):
     state is the two cores' states: `actor_h`, `critic_h` (+ `actor_c`, `critic_c` for LSTM).
     """
 
-    MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function"} | RECURRENT_KEYS | ENCODER_KEYS
+    MODEL_KEYS = {"hiddens", "activation", "initial_log_std", "value_function", "popart"} | RECURRENT_KEYS | ENCODER_KEYS
     keeps_image_obs = True  # image observations reach the catalog's conv encoder as they are (uint8)
 
     def __init__(self, observation_space, action_space, model_config=None):
@@ -209,7 +210,7 @@ class RecurrentActorCritic(RLModule):
         self.critic = None
         if cfg.get("value_function", True):
             self.critic = _Tower(self.critic_encoder(), self.extra_dim(), self.critic_hiddens(hiddens), activation, kind,
-                                 cell_size, 1, 1.0)
+                                 cell_size, 1, 1.0, check_popart(cfg.get("popart", False)))
         if self.continuous:
             self.log_std = nn.Parameter(torch.full((n_out,), float(cfg.get("initial_log_std", 0.0))))
         self._names = {"actor": self.actor.core.state_names}

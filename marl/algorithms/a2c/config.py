@@ -32,6 +32,7 @@ class A2CTraining:
     grad_clip: float | None = doc("max global gradient norm; null: no clipping", 0.5, min=0)
     standardize_advantages: bool = doc("standardise advantages over each policy's train batch", True)
     min_env_steps_per_iteration: int = doc("env steps sampled per train() iteration (many updates)", 2048, min=0)
+    popart: bool = doc("PopArt value normalisation (marl.modules.popart): the default module's value head learns normalised returns, rescaled as their running mean and std move, and the value loss is in units of that std (per policy: model.popart); off by default: the defaults' step sizes were set with the raw-scale value gradient taking most of the clipped gradient norm (grad_clip), which PopArt gives back to the policy", False)
     model: dict = doc("default model options of every policy: hiddens, activation, conv_filters, ... (the reference's training.model table)", default_factory=lambda: {"hiddens": [64, 64], "activation": "tanh"})
 
 
@@ -63,6 +64,9 @@ class A2CConfig(AlgorithmConfig):
         """Overlapped sampling trains on rows of the weights one update back: record their log-probs for the ratio."""
         columns = super().columns_for(policy_id)
         return columns | {sb.ACTION_LOGP} if self.env_runners_cfg.overlap else columns
+
+    def _plan(self, policy_id: str):
+        return super()._plan(policy_id).with_module_option("popart", self.training_cfg.popart, self.default_module_class)
 
     def algorithm_parts(self):
         return A2CParts()

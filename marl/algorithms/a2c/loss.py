@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from marl.data import sample_batch as sb
+from marl.modules.popart import normalise_value_targets
 
 # ACTION_LOGP is recorded only under `env_runners.overlap` (see `behaviour_weighted_pg`).
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK, sb.ACTION_LOGP)
@@ -32,10 +33,13 @@ def behaviour_weighted_pg(dist, batch: dict[str, torch.Tensor]) -> tuple[torch.T
 
 
 def a2c_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    value_std = normalise_value_targets(module, batch[sb.VALUE_TARGETS])  # PopArt (None without): before the pass
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
     policy_loss, ratio_stats = behaviour_weighted_pg(dist, batch)
-    vf_loss = 0.5 * (out["vf_preds"] - batch[sb.VALUE_TARGETS]).pow(2).mean()
+    vf_loss = 0.5 * (out["vf_preds"] - batch[sb.VALUE_TARGETS]).pow(2).mean() / (value_std or 1.0) ** 2
+    if value_std is not None:
+        ratio_stats["value_std"] = torch.tensor(value_std)
     entropy = dist.entropy().mean()
     total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy
     return total, {"total_loss": total, "policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, **ratio_stats}

@@ -44,7 +44,7 @@ class APPOParts(AlgorithmParts):
 class APPOConfig(IMPALAConfig):
     algo_name = "APPO"
     canonical_tasks = (
-        CanonicalTask("CartPole-v1", threshold=450, budget=300_000, measured="453 at 82k env steps, 14 s"),
+        CanonicalTask("CartPole-v1", threshold=450, budget=300_000, measured="459 at 41k env steps, 5 s (training.popart; false: 453 at 82k)"),
     )
     training_section_cls = APPOTraining
     capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,  # asynchronous already

@@ -27,6 +27,7 @@ import torch
 from marl.algorithms.impala.loss import value_fit, vtrace_prepare
 from marl.algorithms.ppo.loss import clipped_surrogate
 from marl.data import sample_batch as sb
+from marl.modules.popart import normalise_value_targets
 
 MAX_BEHAVIOUR_RATIO = 2.0  # cap of mu / pi_old in the ratio
 
@@ -37,6 +38,7 @@ def appo_prepare(module, tensors: dict[str, torch.Tensor], cfg) -> dict[str, tor
 
 
 def appo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
+    value_std = normalise_value_targets(module, batch[sb.VALUE_TARGETS])  # PopArt (None without): before the pass
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
     stats = {}
@@ -53,7 +55,7 @@ def appo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
         stats["mean_kl_loss"] = kl.detach()
         if cfg.use_kl_loss:
             policy_loss = policy_loss + cfg.kl_coeff * kl
-    value = value_fit(out["vf_preds"], batch[sb.VALUE_TARGETS])
+    value = value_fit(out["vf_preds"], batch[sb.VALUE_TARGETS], value_std)
     entropy = dist.entropy().mean()
     total = policy_loss + cfg.vf_loss_coeff * value["vf_loss"] - cfg.entropy_coeff * entropy
     return total, {"total_loss": total, "policy_loss": policy_loss, **value, "entropy": entropy, **ratio_stats, **stats}

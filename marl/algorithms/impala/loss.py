@@ -18,6 +18,7 @@ import torch
 
 from marl.connectors import standardize, vtrace
 from marl.data import sample_batch as sb
+from marl.modules.popart import normalise_value_targets
 
 LOSS_COLUMNS = (
     sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.REWARDS, sb.TERMINATEDS, sb.SEGMENT_END, sb.BOOTSTRAP_VALUE, sb.ACTION_MASK,
@@ -52,20 +53,25 @@ def vtrace_prepare(
     return tensors
 
 
-def value_fit(vf_preds: torch.Tensor, value_targets: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The value loss 0.5 * mean((V - vs)^2) and, without gradient, the share of Var(vs) that V explains."""
+def value_fit(vf_preds: torch.Tensor, value_targets: torch.Tensor, value_std: float | None = None) -> dict[str, torch.Tensor]:
+    """The value loss 0.5 * mean((V - vs)^2) (divided by PopArt's std^2 where given) and, without gradient, the
+    share of Var(vs) that V explains."""
     error = vf_preds - value_targets
     with torch.no_grad():
         explained = 1.0 - error.var(unbiased=False) / value_targets.var(unbiased=False).clamp(min=1e-8)
-    return {"vf_loss": 0.5 * error.pow(2).mean(), "vf_explained_var": explained}
+    stats = {"vf_loss": 0.5 * error.pow(2).mean() / (value_std or 1.0) ** 2, "vf_explained_var": explained}
+    if value_std is not None:
+        stats["value_std"] = torch.tensor(value_std)
+    return stats
 
 
 def impala_loss(module, batch: dict[str, torch.Tensor], cfg, target=None):
+    value_std = normalise_value_targets(module, batch[sb.VALUE_TARGETS])  # PopArt (None without): before the pass
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
     logp = dist.logp(batch[sb.ACTIONS])
     policy_loss = -(batch[sb.ADVANTAGES] * logp).mean()
-    value = value_fit(out["vf_preds"], batch[sb.VALUE_TARGETS])
+    value = value_fit(out["vf_preds"], batch[sb.VALUE_TARGETS], value_std)
     entropy = dist.entropy().mean()
     total = policy_loss + cfg.vf_loss_coeff * value["vf_loss"] - cfg.entropy_coeff * entropy
     return total, {"total_loss": total, "policy_loss": policy_loss, **value, "entropy": entropy}

@@ -10,6 +10,12 @@ RLlib's multi-agent Pendulum PPO example's settings (lambda 0.1, 6 epochs, 128-r
 value loss weight 1, no gradient clipping) at marl's 4,096-row train batch (RLlib's 8,000 rows reached -300 on
 single-agent Pendulum at 221k-246k env steps, 4,096 rows at 143k-160k). With the DISCRETE values two Pendulum
 copies missed RLlib's -600 within 250k env steps on 2 of 3 seeds (docs/results/rllib_targets/).
+BOX adds PopArt value normalisation (`marl.modules.popart`): Pendulum's returns are in the hundreds, and with it
+the 3-iteration mean reached -300 at 111k-123k env steps on seeds 0-2 against 143k-156k, and the last quarter of
+250k held -142 to -160 against -165 to -337. DISCRETE leaves it off: its gradient clip of 0.5 was set with the
+raw-scale value gradient taking most of the clipped norm, and PopArt hands that share back to the policy. IMAGE
+too: on Pistonball, whose conv encoder both heads share, it did not learn in 266 iterations (seed 0, blocks of
+66: -61, -9, -17, -70 against -40, 29, 735, 165).
 
 IMAGE keeps a conv update to seconds on a CPU: a conv pass costs about a hundred times an MLP's per row, so 3
 epochs of 256-row minibatches (48 SGD steps per 4,096-row batch, not DISCRETE's 640), a [256] relu head over the
@@ -32,6 +38,7 @@ DISCRETE = {
     "vf_loss_coeff": 0.5,
     "grad_clip": 0.5,
     "model": {"hiddens": [64, 64], "activation": "tanh"},
+    "popart": False,
 }
 BOX = {
     "gae_lambda": 0.1,
@@ -40,6 +47,7 @@ BOX = {
     "vf_loss_coeff": 1.0,
     "grad_clip": None,
     "model": {"hiddens": [256, 256], "activation": "relu"},
+    "popart": True,
 }
 IMAGE = {
     "gae_lambda": 0.95,
@@ -48,6 +56,7 @@ IMAGE = {
     "vf_loss_coeff": 0.5,
     "grad_clip": 0.5,
     "model": {"hiddens": [256], "activation": "relu"},
+    "popart": False,
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from marl.data import sample_batch as sb
+from marl.modules.popart import normalise_value_targets
 
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ACTION_LOGP, sb.VF_PREDS, sb.ADVANTAGES, sb.VALUE_TARGETS, sb.ACTION_MASK)
 PROX_LOGP = "prox_logp"  # log pi_prox(a|s): the learner's policy at the start of the update (overlap only)
@@ -53,6 +54,7 @@ def clipped_surrogate(
 
 
 def ppo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    value_std = normalise_value_targets(module, batch[sb.VALUE_TARGETS])  # PopArt (None without): before the pass
     out = module.forward_train(batch)
     dist = module.action_dist(out["action_dist_inputs"])
     prox = batch.get(PROX_LOGP)
@@ -63,10 +65,13 @@ def ppo_loss(module, batch: dict[str, torch.Tensor], cfg, target=None) -> tuple[
         policy_loss, ratio_stats = clipped_surrogate(dist, batch, cfg.clip_param, prox, weights)
         ratio_stats["behaviour_weight_mean"] = weights.mean()
 
-    # Value loss, clipped around the sampling-time prediction.
+    # Value loss, clipped around the sampling-time prediction; with PopArt both in units of the targets' std.
     v, v_old, target = out["vf_preds"], batch[sb.VF_PREDS], batch[sb.VALUE_TARGETS]
-    v_clipped = v_old + (v - v_old).clamp(-cfg.vf_clip_param, cfg.vf_clip_param)
-    vf_loss = 0.5 * torch.max((v - target).pow(2), (v_clipped - target).pow(2)).mean()
+    scale = value_std or 1.0
+    v_clipped = v_old + (v - v_old).clamp(-cfg.vf_clip_param * scale, cfg.vf_clip_param * scale)
+    vf_loss = 0.5 * torch.max((v - target).pow(2), (v_clipped - target).pow(2)).mean() / scale**2
+    if value_std is not None:
+        ratio_stats["value_std"] = torch.tensor(value_std)
 
     entropy = dist.entropy().mean()
     total = policy_loss + cfg.vf_loss_coeff * vf_loss - cfg.entropy_coeff * entropy

@@ -1,0 +1,116 @@
+"""PopArt value normalisation (van Hasselt et al. 2016, "Learning values across many orders of magnitude").
+
+Why: Adam moves each weight by about `lr` per step whatever the scale of the loss, so a value head
+regressing on returns of ~100 (CartPole's discounted return) at lr 5e-4 needs thousands of steps to
+reach them. Until it does, the advantages track where a row sits in its fragment rather than its
+state (APPO on CartPole: explained variance ~0 for 140k env steps), and a return scale that grows as
+the policy improves keeps the value loss growing with it (Pistonball's ~4 -> ~100).
+
+With `model.popart: true` the default modules end their value head in a `ValueScale`: the layers
+before it learn normalised values y, and V = std * y + mean. It is a 1 -> 1 `nn.Linear` whose weight
+is std and bias mean (no gradient): they travel with the weights to runners and into checkpoints, and
+the NumPy and JAX acting paths read it as one more linear layer, so every consumer of V (GAE, V-trace,
+bootstraps, logged values) sees values in return units as before.
+
+The actor-critic losses call `normalise_value_targets(module, targets)` on each minibatch, before
+the forward pass. It
+  1. moves the running mean and mean square of the value targets towards the minibatch's
+     (exponential averages with weight `BETA` per update, debiased as Adam's moments are);
+  2. rescales the layer before the `ValueScale` so that V's outputs are unchanged ("Preserving
+     Outputs Precisely"): W <- W std_old / std_new, b <- (std_old b + mean_old - mean_new) / std_new;
+  3. returns std, by which the loss divides its value errors: the regression is on normalised
+     targets, (V - target) / std = y - (target - mean) / std ("Adaptively Rescaling Targets").
+Under several learners (DDP) the minibatch moments are summed over ranks first, so every rank
+rescales its copy identically.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+BETA = 0.99  # weight of the old moments per update: a time constant of ~100 minibatches
+MIN_STD, MAX_STD = 1e-4, 1e6  # the paper's bounds on the scale
+# The std may not fall below this share of the targets' root mean square. Where the policy has solved its task the
+# targets become nearly one number (CartPole at 500: V ~ 100 everywhere, std 0.1 and falling at 200k env steps), and
+# an unbounded 1 / std blows the value errors up: APPO's gradient norm rose past its clip of 40 (to 114), cutting the
+# policy's step with the value's. Scale-free: targets that vary around zero are not bounded by it.
+MIN_RELATIVE_STD = 0.01
+
+
+class ValueScale(nn.Linear):
+    """V = std * y + mean, as a frozen 1 -> 1 linear layer (weight std, bias mean), plus the targets' moments."""
+
+    def __init__(self):
+        super().__init__(1, 1)
+        with torch.no_grad():
+            self.weight.fill_(1.0)
+            self.bias.zero_()
+        self.weight.requires_grad_(False)
+        self.bias.requires_grad_(False)
+        # (EMA of the mean, EMA of the mean square, EMA of 1: the debiasing weight); in checkpoints with the weights
+        self.register_buffer("moments", torch.zeros(3, dtype=torch.float64))
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.bias[0]
+
+    @property
+    def std(self) -> torch.Tensor:
+        return self.weight[0, 0]
+
+    @torch.no_grad()
+    def update(self, targets: torch.Tensor, before: nn.Linear) -> None:
+        """Moves the statistics towards `targets` and rescales `before` (the layer feeding this one) to keep V."""
+        t = targets.detach().to(torch.float64).reshape(-1)
+        batch = torch.stack([t.sum(), t.pow(2).sum(), torch.tensor(float(t.numel()), dtype=torch.float64)])
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(batch)
+        if batch[2] < 1:
+            return
+        self.moments.mul_(BETA).add_((1.0 - BETA) * torch.stack([batch[0] / batch[2], batch[1] / batch[2],
+                                                                 torch.ones((), dtype=torch.float64)]))
+        mean = self.moments[0] / self.moments[2]
+        var = self.moments[1] / self.moments[2] - mean * mean
+        floor = max(MIN_STD, MIN_RELATIVE_STD * float((self.moments[1] / self.moments[2]).sqrt()))
+        std = var.clamp(min=0.0).sqrt().clamp(floor, MAX_STD)
+        old_mean, old_std = self.bias.to(torch.float64)[0], self.weight.to(torch.float64)[0, 0]
+        before.weight.mul_((old_std / std).to(before.weight.dtype))
+        before.bias.copy_(((old_std * before.bias.to(torch.float64) + old_mean - mean) / std).to(before.bias.dtype))
+        self.weight.fill_(float(std))
+        self.bias.fill_(float(mean))
+
+
+def value_scales(module: nn.Module) -> list[tuple[ValueScale, nn.Linear]]:
+    """Each `ValueScale` in `module` with the linear layer before it (in a Sequential ending in it)."""
+    found = []
+    for seq in module.modules():
+        if isinstance(seq, nn.Sequential) and len(seq) >= 2 and isinstance(seq[-1], ValueScale):
+            before = seq[-2]
+            if not isinstance(before, nn.Linear):
+                raise TypeError(f"a ValueScale must follow a linear layer, not {type(before).__name__}")
+            found.append((seq[-1], before))
+    return found
+
+
+def normalise_value_targets(module: nn.Module, targets: torch.Tensor) -> float | None:
+    """PopArt's update for the minibatch's value targets: the std to divide value errors by (None without PopArt).
+
+    Call it before the forward pass: it rewrites weights in place that the pass's graph would hold."""
+    scales = value_scales(module)
+    if not scales:
+        return None
+    if len(scales) > 1:
+        raise ValueError(f"{type(module).__name__} has {len(scales)} ValueScale layers; the losses support one value head")
+    scale, before = scales[0]
+    scale.update(targets, before)
+    return float(scale.std)
+
+
+def scaled_value_head(head: nn.Module, popart: bool) -> nn.Module:
+    """`head` (ending in a linear layer with one output) followed by a `ValueScale` when `popart`."""
+    if not popart:
+        return head
+    layers = list(head) if isinstance(head, nn.Sequential) else [head]
+    return nn.Sequential(*layers, ValueScale())
