@@ -3,10 +3,10 @@
 Why: Adam moves each weight by about `lr` per step whatever the scale of the loss, so a value head
 regressing on returns of ~100 (CartPole's discounted return) at lr 5e-4 needs thousands of steps to
 reach them. Until it does, the advantages track where a row sits in its fragment rather than its
-state (APPO on CartPole: explained variance ~0 for 140k env steps), and a return scale that grows as
-the policy improves keeps the value loss growing with it (Pistonball's ~4 -> ~100).
+state (APPO on CartPole: explained variance ~0 for 140k env steps). Which algorithms have it on by
+default, and where it did not help (Pistonball's shared conv encoder): docs/concepts.md.
 
-With `model.popart: true` the default modules end their value head in a `ValueScale`: the layers
+With `training.popart` (per policy `model.popart`) the default modules end their value head in a `ValueScale`: the layers
 before it learn normalised values y, and V = std * y + mean. It is a 1 -> 1 `nn.Linear` whose weight
 is std and bias mean (no gradient): they travel with the weights to runners and into checkpoints, and
 the NumPy and JAX acting paths read it as one more linear layer, so every consumer of V (GAE, V-trace,
