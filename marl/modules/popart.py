@@ -20,6 +20,7 @@ the forward pass. It
      Outputs Precisely"): W <- W std_old / std_new, b <- (std_old b + mean_old - mean_new) / std_new;
   3. returns std, by which the loss divides its value errors: the regression is on normalised
      targets, (V - target) / std = y - (target - mean) / std ("Adaptively Rescaling Targets").
+The std is kept at 1 or more, and at 1 % of the targets' root mean square or more (see the bounds below).
 Under several learners (DDP) the minibatch moments are summed over ranks first, so every rank
 rescales its copy identically.
 """
@@ -31,11 +32,15 @@ import torch.distributed as dist
 from torch import nn
 
 BETA = 0.99  # weight of the old moments per update: a time constant of ~100 minibatches
-MIN_STD, MAX_STD = 1e-4, 1e6  # the paper's bounds on the scale
+# The paper bounds the scale to [1e-4, 1e6]; here it never goes below 1: PopArt shrinks large targets to unit scale
+# but does not blow small ones up. Adam's step of about lr per weight is what makes large targets slow to reach; on
+# targets already below 1 a smaller scale only slows V in return units (IMPALA-LSTM on the recall task, returns in
+# [0, 1], std ~0.45: greedy recall 0.70 / 0.59 after 30 iterations, against 1.0 / 1.0 without PopArt).
+MIN_STD, MAX_STD = 1.0, 1e6
 # The std may not fall below this share of the targets' root mean square. Where the policy has solved its task the
 # targets become nearly one number (CartPole at 500: V ~ 100 everywhere, std 0.1 and falling at 200k env steps), and
 # an unbounded 1 / std blows the value errors up: APPO's gradient norm rose past its clip of 40 (to 114), cutting the
-# policy's step with the value's. Scale-free: targets that vary around zero are not bounded by it.
+# policy's step with the value's (1 % of ~100 is the floor of 1 above; returns of ~10,000 need this one).
 MIN_RELATIVE_STD = 0.01
 
 
