@@ -193,3 +193,37 @@ def test_a_users_module_gets_no_popart_option_it_did_not_declare():
 
 class _UsersModule(ActorCriticMLP):
     pass
+
+
+@pytest.mark.parametrize("kind", ["mlp", "recurrent"])
+def test_weights_saved_without_the_scale_load_into_a_module_with_it_and_give_the_same_values(kind):
+    """A checkpoint from before PopArt was on by default (APPO, IMPALA, PPO on Box actions): the scale starts as
+    the identity and the layer before it keeps its weights (a recurrent head moves from head.* to head.0.*)."""
+    def build(popart):
+        torch.manual_seed(3)
+        if kind == "mlp":
+            return ActorCriticMLP(OBS, gym.spaces.Discrete(3), {"popart": popart})
+        return RecurrentActorCritic(OBS, gym.spaces.Discrete(3), {"hiddens": [16], "recurrent": "gru", "cell_size": 8,
+                                                                  "popart": popart})
+    old, new = build(False), build(True)
+    torch.manual_seed(4)
+    for p in old.parameters():  # (weights unlike the new module's own init)
+        p.data.normal_()
+    batch = {"obs": torch.randn(16, 6)}
+    if kind == "recurrent":
+        batch["state_in"] = {"actor_h": torch.zeros(16, 8), "critic_h": torch.zeros(16, 8)}
+    load_network_state(new, network_state(old))
+    torch.testing.assert_close(new.forward_train(batch)["vf_preds"], old.forward_train(batch)["vf_preds"])
+    with pytest.raises(RuntimeError):  # anything else that does not fit still fails
+        load_network_state(new, {k: v for k, v in network_state(old).items() if "pi" not in k and "actor" not in k})
+
+
+def test_the_frozen_scale_is_no_optimisers_parameter():
+    algo = marl.APPOConfig().environment("CartPole-v1").build()
+    try:
+        learner = algo.learners.local
+        [adam] = learner.optimizers["default_policy"].values()
+        module = learner.module["default_policy"]
+        assert len(adam.params) == sum(p.requires_grad for p in module.parameters()) == len(list(module.parameters())) - 2
+    finally:
+        algo.stop()

@@ -63,7 +63,7 @@ class _LossPass(nn.Module):
 
     def __init__(self, module: nn.Module, params: list[nn.Parameter]):
         super().__init__()
-        if {id(p) for p in params} == {id(p) for p in module.parameters()}:
+        if {id(p) for p in params} == {id(p) for p in module.parameters() if p.requires_grad}:
             self.module = module
         else:
             self.params = nn.ParameterList(params)  # the same tensors, not copies

@@ -63,10 +63,11 @@ def _named(table: dict, name: str, what: str):
 
 
 def _owned_parameters(policy_id: str, module: nn.Module, groups: list[ParamGroup]) -> dict[str, list[nn.Parameter]]:
-    """Each group's parameters, in the order it declares them; a parameter belongs to one group at most."""
+    """Each group's trainable parameters, in the order it declares them; a parameter belongs to one group at most.
+    Frozen ones (requires_grad false: PopArt's scale, `marl.modules.popart`) are no optimiser's."""
     owned, owner = {}, {}
     for group in groups:
-        params = list(group.params(module))
+        params = [p for p in group.params(module) if p.requires_grad]
         for p in params:
             if id(p) in owner:
                 name = next((n for n, q in module.named_parameters() if q is p), f"of shape {tuple(p.shape)}")

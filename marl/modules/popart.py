@@ -27,6 +27,7 @@ rescales its copy identically.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -68,14 +69,14 @@ class ValueScale(nn.Linear):
     @torch.no_grad()
     def update(self, targets: torch.Tensor, before: nn.Linear) -> None:
         """Moves the statistics towards `targets` and rescales `before` (the layer feeding this one) to keep V."""
-        t = targets.detach().to(torch.float64).reshape(-1)
-        batch = torch.stack([t.sum(), t.pow(2).sum(), torch.tensor(float(t.numel()), dtype=torch.float64)])
+        t = targets.detach().to(torch.float64).reshape(-1)  # (on the learner's device, as the moments are)
+        batch = torch.stack([t.sum(), t.pow(2).sum(), t.new_tensor(float(t.numel()))])
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(batch)
         if batch[2] < 1:
             return
         self.moments.mul_(BETA).add_((1.0 - BETA) * torch.stack([batch[0] / batch[2], batch[1] / batch[2],
-                                                                 torch.ones((), dtype=torch.float64)]))
+                                                                 batch.new_ones(())]))
         mean = self.moments[0] / self.moments[2]
         var = self.moments[1] / self.moments[2] - mean * mean
         floor = max(MIN_STD, MIN_RELATIVE_STD * float((self.moments[1] / self.moments[2]).sqrt()))
@@ -119,3 +120,25 @@ def scaled_value_head(head: nn.Module, popart: bool) -> nn.Module:
         return head
     layers = list(head) if isinstance(head, nn.Sequential) else [head]
     return nn.Sequential(*layers, ValueScale())
+
+
+def fit_state_saved_without_scales(network: nn.Module, state: dict) -> dict | None:
+    """`state` saved before `network` had its `ValueScale` layers (a checkpoint from before `training.popart` was
+    on by default, or trained with it off), made to fit: each scale starts as the identity (std 1, mean 0, no
+    moments) and the linear layer before it keeps its saved weights, so V is what it was. A recurrent tower's head
+    was the bare linear layer then (`head.weight`, now `head.0.weight`). None where the state holds every scale."""
+    names = {id(m): n for n, m in network.named_modules()}
+    fitted, changed = dict(state), False
+    for scale, before in value_scales(network):
+        scale_name, before_name = names[id(scale)], names[id(before)]
+        if f"{scale_name}.weight" in fitted:
+            continue
+        parent = scale_name.rsplit(".", 1)[0]
+        if f"{before_name}.weight" not in fitted and before_name == f"{parent}.0" and f"{parent}.weight" in fitted:
+            for p in ("weight", "bias"):
+                fitted[f"{before_name}.{p}"] = fitted.pop(f"{parent}.{p}")
+        fitted[f"{scale_name}.weight"] = np.ones((1, 1), np.float32)
+        fitted[f"{scale_name}.bias"] = np.zeros(1, np.float32)
+        fitted[f"{scale_name}.moments"] = np.zeros(3, np.float64)
+        changed = True
+    return fitted if changed else None

@@ -51,6 +51,7 @@ from torch import nn
 
 from marl.modules.distributions import distribution_factory
 from marl.modules.functional import MASKED_LOGIT
+from marl.modules.popart import fit_state_saved_without_scales
 from marl.modules.spaces import action_input_dim, flat_obs_dim
 
 # What runners can pass to a module (`RLModule.inputs` names a subset); stateful modules get state_in/episode_start too.
@@ -121,7 +122,13 @@ def load_network_state(network: nn.Module, state: dict[str, np.ndarray]) -> None
     # Arrays from Ray's object store are read-only; load_state_dict copies anyway, so copy-free is safe.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+        try:
+            network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+        except RuntimeError:
+            fitted = fit_state_saved_without_scales(network, state)  # weights saved before PopArt's scale layers
+            if fitted is None:
+                raise
+            network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in fitted.items()})
 
 
 class MultiRLModule(nn.Module):
