@@ -426,7 +426,7 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
 
 
 def test_report_curves_use_training_returns_when_only_the_end_was_evaluated(tmp_path):
-    from marl.experiment.report import read_runs
+    from marl.experiment.report_runs import read_runs
 
     d = tmp_path / "t" / "PPO" / "seed_0"
     d.mkdir(parents=True)
@@ -446,7 +446,8 @@ def test_report_curves_use_training_returns_when_only_the_end_was_evaluated(tmp_
 
 
 def test_marl_eval_steps_take_the_nearest_evaluation_and_old_rows_their_mean(tmp_path):
-    from marl.experiment.report import Report, marl_eval_json, read_runs
+    from marl.experiment.report import Report, marl_eval_json
+    from marl.experiment.report_runs import read_runs
 
     d = tmp_path / "t" / "PPO" / "seed_0"
     d.mkdir(parents=True)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from rliable import metrics
 
-from marl.experiment.report import Report, interval_estimates, read_runs, write_report
+from marl.experiment.report import Report, interval_estimates, write_report
+from marl.experiment.report_runs import read_runs
 from marl.experiment.report_curves import curve_lines, reached_points, run_curve
 
 BUDGET = 1000

@@ -59,10 +59,12 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_report(args) -> int:
-    path_checks.input_dir(args.runs_dir, "RUNS_DIR", what="runs directory")
+    for source in args.sources:
+        if not Path(source).is_dir():
+            path_checks.input_file(source, "SOURCE")  # a marl-eval JSON file, or a missing path: one line
     if args.output:
         path_checks.output_dir(args.output, "--output")
-    paths = write_report(args.runs_dir, args.output, reps=args.reps, points=args.points)
+    paths = write_report(args.sources, args.output, reps=args.reps, points=args.points)
     for path in paths:
         print(path)
     return 0
@@ -95,10 +97,13 @@ def add_parsers(sub) -> None:
         "report", help="aggregate a suite's runs: IQM/mean with bootstrap CIs, curves, profiles",
         description="Aggregate the runs of `marl experiment` with rliable: per task and overall IQM and mean with 95 % "
                     "stratified-bootstrap confidence intervals, sample-efficiency curves, performance profiles (PNGs), "
-                    "a Markdown table and a marl-eval JSON file.",
+                    "a Markdown table and a marl-eval JSON file. Runs from several sources are merged: runs directories "
+                    "and marl-eval JSON files (a committed report's marl_eval.json, BenchMARL's JSON output).",
     )
-    report.add_argument("runs_dir", metavar="RUNS_DIR", help="the runs directory of `marl experiment`")
-    report.add_argument("--output", "-o", metavar="DIR", help="where to write the report (default: RUNS_DIR/report)")
+    report.add_argument("sources", nargs="+", metavar="SOURCE",
+                        help="a runs directory of `marl experiment`, or a marl-eval JSON file; a run may come from one source only")
+    report.add_argument("--output", "-o", metavar="DIR",
+                        help="where to write the report (default: the first runs directory's report/; needed with JSON files alone)")
     report.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default 2000)")
     report.add_argument("--points", type=int, default=10, help="points of the sample-efficiency curves (default 10)")
     report.set_defaults(fn=cmd_report)

@@ -1,4 +1,7 @@
-"""`marl report RUNS_DIR`: a suite's runs aggregated with rliable.
+"""`marl report RUNS_DIR [MORE ...]`: a suite's runs aggregated with rliable.
+
+The runs come from runs directories of `marl experiment` and from marl-eval JSON files (a committed
+report's, or a peer library's), merged (`report_runs`).
 
 Scores. A run's score is its last evaluation's mean return (`marl experiment` evaluates
 `evaluation.episodes` greedy episodes when the budget is reached); its learning curve is its
@@ -27,100 +30,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from marl.errors import ConfigError
-from marl.experiment.runner import DONE_FILE, RUN_FILE
-from marl.logging.run_dir import RESULT_FILE, read_results
-from marl.runtime.evaluation import EPISODE_LENGTHS, EPISODE_RETURNS
-from marl.experiment.runner import SUITE_FILE
 from marl.experiment.report_curves import curve_lines, draw, run_curve
+from marl.experiment.report_runs import Run, read_sources, suite_of
 from marl.experiment.targets import targets_report
-import warnings
-from omegaconf import OmegaConf
+from marl.logging.run_dir import read_results
 
-RETURN_KEY = "evaluation/episode_return_mean"
-TRAIN_RETURN_KEY = "episode_return_mean"
-EVAL_LENGTH_KEY = "evaluation/episode_len_mean"
-TRAIN_LENGTH_KEY = "episode_len_mean"
 CI_SIZE = 0.95
-
-
-@dataclass
-class Run:
-    task: str
-    algorithm: str
-    seed: int
-    family: str
-    steps: np.ndarray  # env steps of the evaluations
-    returns: np.ndarray  # their mean returns
-    final: float
-    # What the marl-eval JSON's steps draw from: (env steps, episode returns, episode lengths) per evaluation
-    # (the training return's mean and length where the suite evaluated only at the end), and the final evaluation's.
-    episode_points: list = field(default_factory=list)
-    final_episodes: tuple = ((), ())
-    finished: bool = True
-    extra: dict = field(default_factory=dict)
-
-    def episodes_near(self, step: float) -> tuple[list, list]:
-        """(returns, lengths) of the point nearest `step` env steps (the earlier one on a tie)."""
-        nearest = min(self.episode_points, key=lambda p: abs(p[0] - step))
-        return list(nearest[1]), list(nearest[2])
-
-
-def _value(row: dict, key: str) -> float | None:
-    value = row.get(key)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
-def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
-    """(finished runs, names of unfinished ones) under a runs directory of `marl experiment`."""
-
-    runs_dir = Path(runs_dir)
-    runs, unfinished = [], []
-    for run_file in sorted(runs_dir.glob(f"*/*/seed_*/{RUN_FILE}")):
-        run_dir = run_file.parent
-        info = json.loads(run_file.read_text())
-        name = f"{info['task']}/{info['algorithm']}/seed_{info['seed']}"
-        if not (run_dir / DONE_FILE).is_file() or not (run_dir / RESULT_FILE).is_file():
-            unfinished.append(name)
-            continue
-        rows = read_results(run_dir)
-        evaluations = [r for r in rows if _value(r, RETURN_KEY) is not None]
-        # The curve: the evaluations, or the training return where the suite evaluated only at the end.
-        key = RETURN_KEY if len(evaluations) >= 2 else TRAIN_RETURN_KEY
-        curve_rows = [r for r in rows if _value(r, key) is not None]
-        if not curve_rows:
-            unfinished.append(name + " (no return recorded)")
-            continue
-        steps = np.array([r["env_steps_total"] for r in curve_rows], dtype=float)
-        returns = np.array([_value(r, key) for r in curve_rows], dtype=float)
-        final = _value(evaluations[-1], RETURN_KEY) if evaluations else float(returns[-1])
-        points = [(int(r["env_steps_total"]), *_episodes(r, evaluation=key == RETURN_KEY)) for r in curve_rows]
-        final_episodes = _episodes(evaluations[-1]) if evaluations else points[-1][1:]
-        runs.append(Run(info["task"], info["algorithm"], int(info["seed"]), info.get("family", "env"), steps, returns,
-                        float(final), points, final_episodes))
-    if not runs:
-        raise ConfigError(f"'{runs_dir}' holds no finished run of `marl experiment` (no */*/seed_*/done.json)")
-    return runs, unfinished
-
-
-def _episodes(row: dict, evaluation: bool = True) -> tuple[list[float], list[float]]:
-    """(returns, lengths) of a result row: an evaluation's per-episode lists, or its mean as one value
-    (rows written before evaluations kept their episodes; training rows)."""
-
-    if evaluation:
-        returns = [float(x) for x in row.get(EPISODE_RETURNS) or () if x is not None]
-        lengths = [float(x) for x in row.get(EPISODE_LENGTHS) or () if x is not None]
-        if returns and len(returns) == len(lengths):
-            return returns, lengths
-        mean_return, mean_length = _value(row, RETURN_KEY), _value(row, EVAL_LENGTH_KEY)
-    else:
-        mean_return, mean_length = _value(row, TRAIN_RETURN_KEY), _value(row, TRAIN_LENGTH_KEY)
-    return [mean_return], ([mean_length] if mean_length is not None else [])
 
 
 def _ordered(values) -> list:
@@ -360,29 +281,34 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
     return paths
 
 
-def write_report(runs_dir: str | os.PathLike, output: str | os.PathLike | None = None, *, reps: int = 2000,
+def write_report(sources, output: str | os.PathLike | None = None, *, reps: int = 2000,
                  points: int = 10) -> list[str]:
-    """Writes the report of a runs directory; returns the paths written."""
+    """Writes the report of runs directories and marl-eval JSON files (`report_runs`); returns the paths written.
 
+    The first runs directory names the suite, sets the budget (its suite.yaml) and is where the report goes
+    without `output`; a report of JSON files alone needs `output`.
+    """
 
     if reps < 1 or points < 1:
         raise ConfigError(f"--reps and --points must be >= 1, got {reps} and {points}")
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir():
-        raise ConfigError(f"runs directory '{runs_dir}' does not exist")
-    suite_file = runs_dir / SUITE_FILE
-    suite = OmegaConf.to_container(OmegaConf.load(suite_file)) if suite_file.is_file() else {}
+    for source in [sources] if isinstance(sources, (str, os.PathLike)) else sources:
+        if not Path(source).exists():
+            raise ConfigError(f"'{source}' does not exist (a runs directory or a marl-eval JSON file)")
+    found = read_sources(sources)
+    runs_dir, runs, unfinished = found.runs_dir, found.runs, found.unfinished
+    if output is None and runs_dir is None:
+        raise ConfigError("--output is needed when no source is a runs directory (where should the report go?)")
+    suite = suite_of(runs_dir)
     budget = suite.get("env_steps")
-    runs, unfinished = read_runs(runs_dir)
     report = Report(runs, points=points, budget=budget)
     out = Path(output) if output else runs_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     numbers = aggregates(report, reps)
     numbers["unfinished"] = unfinished
     numbers["grid_env_steps"] = [int(x) for x in report.grid]
-    title = f"Suite `{suite.get('name', runs_dir.name)}`"
+    title = f"Suite `{suite.get('name', runs_dir.name if runs_dir else out.name)}`"
     paths = [out / "results.md", out / "aggregates.json", out / "marl_eval.json"]
-    target_lines, numbers["targets"] = targets_report(runs_dir, suite, read_results)
+    target_lines, numbers["targets"] = targets_report(runs_dir, suite, read_results) if runs_dir else ([], [])
     text = markdown(report, numbers, unfinished, title, None if target_lines else budget)
     if target_lines:  # the runs are the targets' rows, not a tasks x algorithms grid
         grid = text.splitlines()[2].split(",")[0]
