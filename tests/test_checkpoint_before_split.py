@@ -1,7 +1,11 @@
 """A checkpoint and a config.yaml written by main before the algorithms package was split into config/,
 checkpoint/ and runtime/ (tests/fixtures/before_split, made by make_checkpoint_before_split.py at e9d9717):
-the config loads back to the same data, the checkpoint deploys, and resuming it trains exactly as the old
-code went on from there (weights bit for bit, results equal)."""
+the config loads back to the same data, the checkpoint deploys, and resuming it trains as the old code went
+on from there: the same episodes (counts and returns equal), and losses and weights equal up to float rounding.
+Not bit for bit: the fixture's figures were recorded on another machine. On a fresh one (2026-11-28, the same
+torch 2.13.0; numpy 2.4.5 or 2.4.6, 1-4 threads alike) the weights are off by <= 4e-10 and the near-zero policy
+loss by 1.5e-8, as when CPU kernels sum in another order (the likely cause; not pinned down further).
+A resume that lost the optimiser's state (Adam's moments reset) moves them by up to 2.4e-3, and the losses by 6e-5."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from safetensors.numpy import load_file
 
@@ -38,7 +43,7 @@ def test_the_old_checkpoint_deploys():
     assert {k.split("/", 1)[1] for k in expected} == set(module.state_dict())
 
 
-def test_the_old_checkpoint_resumes_bit_identically():
+def test_the_old_checkpoint_resumes_as_the_old_code_went_on():
     expected_results = json.loads((FIXTURE / "expected_results.json").read_text())
     algo = marl.Algorithm.from_checkpoint(FIXTURE / "checkpoint")
     try:
@@ -48,9 +53,11 @@ def test_the_old_checkpoint_resumes_bit_identically():
     finally:
         algo.stop()
     for want, got in zip(expected_results, results):
-        assert {k: got.get(k) for k in want} == want
+        assert {k: got.get(k) for k in want if not k.startswith("losses/")} == {k: v for k, v in want.items() if not k.startswith("losses/")}
+        for key in (k for k in want if k.startswith("losses/")):
+            assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-7), key
     expected = load_file(str(FIXTURE / "expected_weights.safetensors"))
     got = {f"{pid}/{k}": v for pid, w in weights.items() for k, v in w.items()}
     assert got.keys() == expected.keys()
     for key in expected:
-        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, atol=1e-8, err_msg=key)

@@ -49,7 +49,7 @@ CASES = [
     (["plot", "{t}/run", "-o", "{t}/file.py"], "--output {t}/file.py: is an existing file, not a folder (a folder goes there)"),
     (["experiment", "{t}/folder"], "suite {t}/folder: is a folder, not a file"),
     (["experiment", "{t}/suite.yaml", "--output", "{t}/file.py"], "--output {t}/file.py: is an existing file, not a folder (a runs directory goes there)"),
-    (["report", "{t}/missing"], "RUNS_DIR {t}/missing: does not exist"),
+    (["report", "{t}/missing"], "SOURCE {t}/missing: does not exist"),
     (["report", "{t}/run", "-o", "{t}/file.py/r"], "--output {t}/file.py/r: cannot be created: '{t}/file.py' is a file, not a folder"),
     (["serve", "{t}/missing.yaml"], "scenario {t}/missing.yaml: does not exist"),
     (["serve", SCENARIO, "--output", "{t}/file.py"], "--output {t}/file.py: is an existing file, not a folder (a run directory goes there)"),
