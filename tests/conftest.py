@@ -1,8 +1,21 @@
-"""Shared fixtures: one local Ray instance for the whole session, started only if a test needs it."""
+"""Shared fixtures: one local Ray instance for the whole session, started only if a test needs it.
+
+Under pytest-xdist (`-n 2`, as the README's test command runs) each worker is its own session (its own Ray
+instance, if its files need one) and trains with one torch thread, as do the commands its tests start: two
+workers with torch's default thread count each would oversubscribe the 2 cores they share.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # subprocesses (CLI tests, `marl serve`, Ray workers) inherit it
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
