@@ -291,9 +291,6 @@ def write_report(sources, output: str | os.PathLike | None = None, *, reps: int 
 
     if reps < 1 or points < 1:
         raise ConfigError(f"--reps and --points must be >= 1, got {reps} and {points}")
-    for source in [sources] if isinstance(sources, (str, os.PathLike)) else sources:
-        if not Path(source).exists():
-            raise ConfigError(f"'{source}' does not exist (a runs directory or a marl-eval JSON file)")
     found = read_sources(sources)
     runs_dir, runs, unfinished = found.runs_dir, found.runs, found.unfinished
     if output is None and runs_dir is None:

@@ -50,8 +50,6 @@ class Run:
     # (the training return's mean and length where the suite evaluated only at the end), and the final evaluation's.
     episode_points: list = field(default_factory=list)
     final_episodes: tuple = ((), ())
-    finished: bool = True
-    extra: dict = field(default_factory=dict)
 
     def episodes_near(self, step: float) -> tuple[list, list]:
         """(returns, lengths) of the point nearest `step` env steps (the earlier one on a tie)."""
@@ -190,19 +188,21 @@ def read_sources(sources) -> Sources:
     sources = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     if not sources:
         raise ConfigError("marl report needs at least one runs directory or marl-eval JSON file")
-    found, unfinished, runs_dir = [], [], None
+    found, unfinished, runs_dir = [], [], None  # found: (run, its source, whether that is a runs directory)
     for source in map(Path, sources):
         if source.is_dir():
             runs_dir = runs_dir or source
             runs, left = read_runs(source)
-            found += [(run, source) for run in runs]
+            found += [(run, source, True) for run in runs]
             unfinished += left
+        elif source.exists():
+            found += [(run, source, False) for run in read_marl_eval(source)]
         else:
-            found += [(run, source) for run in read_marl_eval(source)]
-    names = {r.algorithm.lower(): r.algorithm for r, source in found if source.is_dir()}
+            raise ConfigError(f"'{source}' does not exist (a runs directory or a marl-eval JSON file)")
+    names = {run.algorithm.lower(): run.algorithm for run, _, from_dir in found if from_dir}
     seen: dict[tuple, Path] = {}
-    for run, source in found:
-        if not source.is_dir():
+    for run, source, from_dir in found:
+        if not from_dir:
             run.algorithm = names.get(run.algorithm.lower(), run.algorithm.upper())
         key = (run.task, run.algorithm, run.seed)
         if key in seen:
@@ -210,7 +210,7 @@ def read_sources(sources) -> Sources:
                               "give each run once")
         seen[key] = source
     done = {f"{t}/{a}/seed_{s}" for t, a, s in seen}
-    return Sources([run for run, _ in found], [u for u in unfinished if u.split(" ")[0] not in done], runs_dir)
+    return Sources([run for run, _, _ in found], [u for u in unfinished if u.split(" ")[0] not in done], runs_dir)
 
 
 def suite_of(runs_dir: Path | None) -> dict:
