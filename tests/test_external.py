@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,9 @@ import pytest
 import marl
 from marl.errors import ConfigError
 from marl.external import PolicyClient, PolicyServerError
+from marl.external import server as server_module
 from marl.serve_command import serving_config
+from tests.fake_clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -174,7 +175,12 @@ def test_serving_beyond_this_machine_needs_a_token(monkeypatch):
         serving_config(config, "0.0.0.0", free_port()).build()
 
 
-def test_a_client_killed_mid_episode_is_dropped_and_training_goes_on():
+def test_a_client_killed_mid_episode_is_dropped_and_training_goes_on(monkeypatch):
+    """The server's clock moves only when the test moves it, so which episodes count as silent depends on what
+    was played, not on how fast the machine plays it: when the clock jumps past `episode_timeout_s`, the only open
+    episode is the killed client's."""
+    clock = FakeClock()
+    monkeypatch.setattr(server_module, "time", clock)
     port = free_port()
     address = f"http://127.0.0.1:{port}"
     algo = serving_algo(port, ["training.train_batch_size=375"], episode_timeout_s=1.0)
@@ -190,8 +196,12 @@ def test_a_client_killed_mid_episode_is_dropped_and_training_goes_on():
         assert doomed.stdout.readline().strip() == "mid-episode"
         doomed.kill()  # dies mid-episode, never ends it
         doomed.wait()
-        algo.train()
-        time.sleep(1.5)
+        r = algo.train()
+        assert r.get("counters/external/episodes_dropped", 0) == 0  # silent, but no time has passed on the server's clock
+        stop.set()  # the player ends the episode it is in, then stops: the killed client's is the only open one
+        thread.join(timeout=60)
+        clock.sleep(1.5)  # past episode_timeout_s
+        thread, stop = player(address, seed=1)
         r = algo.train()
         stop.set()
         thread.join(timeout=60)

@@ -183,35 +183,66 @@ def test_overlapped_run_resumes_exactly_and_dqn_overlaps_replay_learning(ray_ses
 
 
 def test_a_runner_that_finishes_first_is_asked_for_its_next_round_at_once(ray_session):
-    """GatherAhead: the fast runner's round k+1 starts while the slow runner still samples round k; items stay
-    whole rounds in runner order."""
-    import time
+    """GatherAhead: the fast runner's round k+1 is requested while the slow runner still samples round k; items
+    stay whole rounds in runner order.
 
+    Asserted by order, not by seconds: the slow runner's first round cannot end until the fast runner's second
+    round has begun (it waits on a gate that only that round opens), so a GatherAhead that held the fast runner
+    back until the whole round was in would leave the gate shut; the slow runner then gives up after
+    `give_up_s` and reports it. The events are recorded on the driver, in the order GatherAhead made them.
+    """
     import ray
 
     from marl.execution import GatherAhead, SharedMetrics
 
+    give_up_s = 120.0  # only a broken GatherAhead waits this long; a loaded machine needs far less
+
     @ray.remote(num_cpus=0)
-    class Sleeper:
-        def __init__(self, delay):
-            self.delay, self.calls = delay, 0
+    class Gate:
+        def __init__(self):
+            self.opened = False
+
+        def open(self):
+            self.opened = True
+
+        def is_open(self):
+            return self.opened
+
+    @ray.remote(num_cpus=0)
+    class Runner:
+        def __init__(self, gate, fast: bool):
+            self.gate, self.fast, self.calls = gate, fast, 0
 
         def sample(self):
-            start = time.time()
-            time.sleep(self.delay)
+            import time
+
             self.calls += 1
-            return (self.calls, start, time.time())
+            if self.fast and self.calls == 2:
+                ray.get(self.gate.open.remote())  # round 2 of the fast runner has begun
+            if not self.fast and self.calls == 1:  # the slow runner's round 1 lasts until then
+                waited = 0.0
+                while not ray.get(self.gate.is_open.remote()):
+                    if waited >= give_up_s:
+                        return (self.calls, "gave up waiting")
+                    time.sleep(0.01)
+                    waited += 0.01
+            return (self.calls, "ok")
+
+    events: list[tuple[str, int]] = []  # ("call" | "get", runner index), in the order GatherAhead made them
 
     class TwoActors:  # the part of EnvRunnerGroup that GatherAhead calls
         is_local, num_remote = False, 2
 
         def __init__(self):
-            self.remote = [Sleeper.remote(0.05), Sleeper.remote(0.6)]
+            gate = Gate.remote()
+            self.remote = [Runner.remote(gate, fast=True), Runner.remote(gate, fast=False)]
 
         def call_remote(self, i, method):
+            events.append(("call", i))
             return getattr(self.remote[i], method).remote()
 
         def get_remote(self, i, ref, method):
+            events.append(("get", i))
             return ray.get(ref)
 
     group = TwoActors()
@@ -219,9 +250,10 @@ def test_a_runner_that_finishes_first_is_asked_for_its_next_round_at_once(ray_se
         it = GatherAhead(group, SharedMetrics()).iterator
         first = next(it)
         second = next(it)
-        assert [c for c, _, _ in first] == [1, 1] and [c for c, _, _ in second] == [2, 2]
-        fast_round_2_start, slow_round_1_end = second[0][1], first[1][2]
-        assert fast_round_2_start < slow_round_1_end - 0.3  # not held back until the slow runner was done
+        assert first == [(1, "ok"), (1, "ok")] and second == [(2, "ok"), (2, "ok")]
+        fast_round_2_called = [n for n, e in enumerate(events) if e == ("call", 0)][1]
+        slow_round_1_collected = events.index(("get", 1))
+        assert fast_round_2_called < slow_round_1_collected, events  # not held back until the slow runner was done
     finally:
         for actor in group.remote:
             ray.kill(actor)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from marl.algorithms import resources
 from marl.algorithms.ppo.config import PPOConfig
 from marl.errors import ConfigError
+
+from tests.fake_clock import FakeClock
 
 
 def config(**runners):
@@ -32,18 +32,20 @@ def test_a_local_machine_short_of_cpus_fails_at_once(monkeypatch):
 
 def test_a_running_ray_short_of_cpus_fails_at_once(ray_session, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    t0 = time.monotonic()
+    clock = FakeClock()
+    monkeypatch.setattr(resources, "time", clock)
     with pytest.raises(ConfigError, match=r"asks Ray for 64 CPUs .* but the cluster has 4;"):
         resources.check_cluster_request(config(num_env_runners=64))
-    assert time.monotonic() - t0 < 5
+    assert clock.sleeps == []  # a local Ray cannot grow: no waiting at all
 
 
 def test_a_joined_cluster_gets_a_bounded_wait_with_a_message(ray_session, monkeypatch, capsys):
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # only read to tell a joined cluster from a local Ray
-    t0 = time.monotonic()
+    clock = FakeClock()
+    monkeypatch.setattr(resources, "time", clock)
     with pytest.raises(ConfigError, match=r"but the cluster has 4 after waiting 1 s \(env_runners.resource_wait_s\)"):
         resources.check_cluster_request(config(num_env_runners=64, resource_wait_s=1.0), poll_s=0.2)
-    assert 0.9 < time.monotonic() - t0 < 10
+    assert clock.sleeps == pytest.approx([0.2] * 5) and clock.now == pytest.approx(1.0)  # polled every 0.2 s for 1 s
     assert "waiting up to 1 s for the cluster to provide 64 CPUs (it has 4)" in capsys.readouterr().out
 
 

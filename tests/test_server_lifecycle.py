@@ -17,8 +17,12 @@ import httpx
 import pytest
 
 import marl
+from marl.external import client as client_module
+from marl.external import http_app
 from marl.external import PolicyClient, PolicyServerError, PolicyServerUnavailable
 from marl.serve_command import serving_config
+
+from tests.fake_clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/simple_spread_serve.yaml"
@@ -98,13 +102,15 @@ def test_a_refused_start_prints_only_the_refusal(tmp_path):
     assert not (tmp_path / "taken").exists()
 
 
-def test_a_client_waits_for_a_server_started_after_it():
+def test_a_client_waits_for_a_server_started_after_it(monkeypatch):
     port = free_port()
     address = f"http://127.0.0.1:{port}"
-    started = time.monotonic()
-    with pytest.raises(PolicyServerUnavailable, match=f"no policy server answered at {address} within 0.5 s"):
-        PolicyClient(address, wait_s=0.5)
-    assert time.monotonic() - started < 5
+    with monkeypatch.context() as patched:
+        clock = FakeClock()
+        patched.setattr(client_module, "time", clock)
+        with pytest.raises(PolicyServerUnavailable, match=f"no policy server answered at {address} within 0.5 s"):
+            PolicyClient(address, wait_s=0.5)
+    assert clock.sleeps == pytest.approx([0.05, 0.1, 0.2, 0.15])  # backoff doubling, cut at the 0.5 s it was given
     with pytest.raises(PolicyServerUnavailable, match=r"cannot reach the policy server .*wait_s"):
         PolicyClient(address).start_episode()  # no waiting: one clear error, not httpx's
 
@@ -144,14 +150,26 @@ def test_open_episodes_are_capped_and_odd_observations_refused_by_name():
         algo.stop()
 
 
-def test_after_the_run_ends_requests_get_503_with_the_reason_for_the_grace_period():
+def test_after_the_run_ends_requests_get_503_with_the_reason_for_the_grace_period(monkeypatch):
+    """The grace period's sleep is a gate the test opens, so the requests below are made during it however slow
+    the machine is; once it is over the server is gone."""
+    grace_over = threading.Event()
+    slept: list[float] = []
+
+    class GraceClock:  # `time` as http_app reads it: its one sleep is the grace period
+        @staticmethod
+        def sleep(seconds):
+            slept.append(seconds)
+            assert grace_over.wait(timeout=300), "the test never ended the grace period"
+
+    monkeypatch.setattr(http_app, "time", GraceClock)
     port = free_port()
     algo = serving_algo(port, end_grace_s=2.0)
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
     eid = http.post("/episodes", json={}).json()["episode_id"]
     stopping = threading.Thread(target=algo.stop, kwargs={"reason": "stop criterion met: iterations 3 >= 3"})
     stopping.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # bounds the wait for stop() to mark the server ended (order, not seconds)
     answer = http.post(f"/episodes/{eid}/action", json={"obs": OBS})
     while answer.status_code == 200 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -160,6 +178,9 @@ def test_after_the_run_ends_requests_get_503_with_the_reason_for_the_grace_perio
     assert answer.json() == {"error": "training has ended: stop criterion met: iterations 3 >= 3; this server takes no "
                                       "more requests and exits shortly", "ended": "stop criterion met: iterations 3 >= 3"}
     assert http.get("/stats").json()["ended"] == "stop criterion met: iterations 3 >= 3"
-    stopping.join(timeout=30)
+    assert slept == [2.0]  # the grace period is end_grace_s
+    grace_over.set()
+    stopping.join(timeout=120)
+    assert not stopping.is_alive()
     with pytest.raises(httpx.ConnectError):  # after the grace period: gone
         http.get("/stats")

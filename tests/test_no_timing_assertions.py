@@ -1,0 +1,73 @@
+"""No test asserts on elapsed wall-clock time (tests/README.md, "Writing tests").
+
+Machines are shared and differ up to 2x in speed: a test that passes on an idle machine and fails beside two
+busy loops is a broken test. A test asserts what happened (events in order, counts), never how many seconds
+it took. Wall-clock readings may bound a wait (`while time.monotonic() < deadline`), never be asserted on.
+
+The check reads every test file's syntax tree: in each function, a name is a wall-clock reading if it is
+assigned from an expression that calls a clock (`time.time`, `time.monotonic`, `time.perf_counter`, their
+`_ns` forms) or uses another such name; no `assert` (and no `pytest.approx`/comparison inside one) may use a
+clock call or such a name.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+CLOCKS = {"time", "monotonic", "perf_counter", "time_ns", "monotonic_ns", "perf_counter_ns"}
+
+
+def _is_clock_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr in CLOCKS and isinstance(f.value, ast.Name) and f.value.id == "time":
+        return True
+    return isinstance(f, ast.Name) and f.id in {"monotonic", "perf_counter", "perf_counter_ns", "monotonic_ns"}
+
+
+def _uses_clock(expr: ast.AST, readings: set[str]) -> bool:
+    return any(_is_clock_call(n) or (isinstance(n, ast.Name) and n.id in readings) for n in ast.walk(expr))
+
+
+def _targets(node: ast.AST) -> list[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def timing_assertions(source: str) -> list[int]:
+    """Line numbers of asserts on wall-clock readings in `source`."""
+    tree = ast.parse(source)
+    lines = []
+    for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        readings: set[str] = set()
+        assigns = [n for n in ast.walk(func) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value]
+        changed = True
+        while changed:  # names read from a clock, or computed from such names (t1 - t0, elapsed / n)
+            changed = False
+            for a in assigns:
+                if _uses_clock(a.value, readings):
+                    new = set(_targets(a)) - readings
+                    changed |= bool(new)
+                    readings |= new
+        lines += [n.lineno for n in ast.walk(func) if isinstance(n, ast.Assert) and _uses_clock(n.test, readings)]
+    return sorted(set(lines))
+
+
+def test_the_rule_finds_what_it_should():
+    flagged = timing_assertions(
+        "import time\n"
+        "def a():\n    t0 = time.monotonic()\n    work()\n    assert time.monotonic() - t0 < 5\n"
+        "def b():\n    t0 = time.perf_counter()\n    elapsed = time.perf_counter() - t0\n    assert elapsed < 1.0\n"
+        "def c():\n    deadline = time.time() + 60\n    while time.time() < deadline and not done():\n        pass\n"
+        "    assert done()\n"
+    )
+    assert flagged == [5, 9]  # the bounded wait in c() is allowed; its assert is on the outcome
+
+
+def test_no_test_asserts_on_wall_clock_time():
+    found = {p.name: timing_assertions(p.read_text()) for p in sorted(TESTS.glob("*.py"))}
+    found = {name: lines for name, lines in found.items() if lines}
+    assert not found, f"asserts on elapsed wall-clock time (assert order or counts instead): {found}"
