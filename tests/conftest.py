@@ -22,9 +22,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def ray_session():
     import ray
 
+    from marl.execution.ray_init import start_local_ray
+
     if not ray.is_initialized():
         # address="local": never join a stale cluster left by a killed run. Logical CPUs are
         # scheduling tokens: 4 lets two runner actors and a learner actor coexist on 2 cores.
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+        # start_local_ray: a node that misses Ray's 30 s startup wait on a loaded machine is started again.
+        start_local_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

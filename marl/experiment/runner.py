@@ -26,6 +26,7 @@ from typing import Callable
 
 from omegaconf import OmegaConf
 
+from marl.execution.ray_init import start_local_ray
 from marl.experiment.suite import RunSpec, Suite, import_suite_modules
 from marl.runners.user_code import import_user_modules, module_folders
 from marl.logging.run_dir import CHECKPOINT_DIR, RESULT_FILE
@@ -167,7 +168,10 @@ def run_tune(suite: Suite, runs_dir: Path, display, max_concurrent: int | None =
         # A job (`ray job submit`) or --address joins that cluster; otherwise a local instance, whose workers
         # inherit this process's environment. Trials put the suite's folder on sys.path for its `imports`.
         address = os.environ.get("RAY_ADDRESS")
-        ray.init(address=address or "local", log_to_driver=False, **({} if address else {"include_dashboard": False}))
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            start_local_ray(log_to_driver=False, include_dashboard=False)
     resources = {}
     for spec in todo:
         cfg = spec.config()
