@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 # Ray waits a fixed 30 s for a new node's raylet to register with its GCS (ray/_private/node.py); on a
@@ -48,14 +50,10 @@ def start_local_ray(attempts: int = LOCAL_START_ATTEMPTS, **init_kwargs) -> None
 
 
 def _child_pids() -> set[int]:
-    import psutil  # Ray ships it (ray/thirdparty_files) and puts it on the path once imported
-
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
 def _stop_children(pids: set[int]) -> None:
-    import psutil
-
     procs = []
     for pid in pids:
         try:
