@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from marl import path_checks
@@ -12,7 +13,7 @@ from marl.logging import make_run_dir
 from marl.logging.live import ProgressDisplay
 from marl.logging.run_dir import CONFIG_FILE
 from marl.population.psro_run import psro_run
-from marl.runtime.run_loop import config_for_resume, train_run
+from marl.runtime.run_loop import RunInterrupted, config_for_resume, train_run
 
 
 def cmd_train(args) -> int:
@@ -49,11 +50,14 @@ def cmd_train(args) -> int:
     if echo:
         echo(f"run directory: {run_dir.resolve()}")
     progress = (lambda result: display.update(run_dir.name, result, config.stop_cfg)) if display else None
+    stopped = None
     try:
         if config.psro_cfg is not None:  # a PSRO run: epochs of best responses around the scenario's algorithm
             psro_run(config, run_dir, resume=bool(args.resume), echo=echo)
         else:
             train_run(config, run_dir, resume=bool(args.resume), echo=echo, progress=progress)
+    except RunInterrupted as err:  # SIGINT/SIGTERM (a preemption): the checkpoint is written; not a failure
+        stopped = str(err)
     except Exception:
         if fresh and not any(run_dir.iterdir()):
             run_dir.rmdir()  # a run that could not start (say, an unknown env) leaves no empty directory
@@ -61,4 +65,6 @@ def cmd_train(args) -> int:
     finally:
         if display:
             display.close()
+    if stopped:
+        print(f"marl: {stopped}", file=sys.stderr, flush=True)  # even with --quiet: where the work went
     return 0
