@@ -69,6 +69,9 @@ def test_sigterm_mid_iteration_finishes_it_saves_and_resumes(tmp_path):
 def test_sigterm_mid_iteration_with_ray_runners(tmp_path, ray_session):
     # the env runs in a runner actor and signals this (the driver's) process while it waits for the samples
     interrupt_and_resume(tmp_path / "run", signalling_config(at_step=2 * STEPS_PER_ITERATION + 5, runners=1))
+    placement = json.loads((tmp_path / "run" / "cluster.json").read_text())  # node ids with their addresses
+    assert placement["env_runner_addresses"] == [placement["node_addresses"][placement["env_runner_nodes"][0]]]
+    assert placement["driver_address"].count(".") == 3
 
 
 def test_a_second_signal_stops_at_once_keeping_the_earlier_checkpoint(tmp_path):

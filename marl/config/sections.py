@@ -294,6 +294,11 @@ class CheckpointingSection:
         "`marl train`: write checkpoint/ when the run stops: a stop criterion, or SIGINT/SIGTERM (Ctrl-C, `ray job "
         "stop`, a scheduler's preemption), which first let the iteration in flight finish", True,
     )
+    storage: str | None = doc(
+        "`marl train` without --output: where run directories go, a folder or a filesystem URI (file://, s3://, "
+        "gs://, memory://: fsspec's, as Ray Train's storage_path); a URI's run is staged locally and uploaded after "
+        "each checkpoint and when it stops. null: $MARL_RUNS_DIR, else ./runs", None,
+    )
 
 
 @dataclass

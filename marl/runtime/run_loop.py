@@ -65,6 +65,7 @@ def train_run(
     echo: Callable[[str], None] | None = print,
     progress: Callable[[dict], None] | None = None,
     final_evaluation: int = 0,
+    storage=None,
 ) -> str:
     """Trains `config` until a stop criterion, logging into `run_dir`; returns why it stopped.
 
@@ -76,6 +77,8 @@ def train_run(
     iteration's result instead (a live display, Ray Tune's `report`).
     `final_evaluation`: episodes of greedy evaluation added to the last iteration's
     result when a stop criterion ends the run (`marl experiment` scores runs by it).
+    `storage` (`marl.logging.storage.RunStorage`): `run_dir` is its staging folder; what changed is uploaded
+    after each checkpoint and when the run stops.
     """
     say = echo or (lambda line: None)
     show = progress or (lambda result: say(progress_line(result, config.stop_cfg)))
@@ -111,9 +114,12 @@ def train_run(
                     if reason is None and interrupt.signal is None and saves.due(algo.iteration):
                         algo.save(checkpoint)
                         saves.saved(algo.iteration)
+                        if storage is not None:
+                            storage.sync()
                 if reason is None:  # a signal, between two iterations
                     status, ending = "interrupted", "training was interrupted"
-                    raise RunInterrupted(_interrupted_line(interrupt.signal, algo, saves, ckpt_cfg, run_dir))
+                    home = storage.uri if storage is not None else str(run_dir.resolve())
+                    raise RunInterrupted(_interrupted_line(interrupt.signal, algo, saves, ckpt_cfg, run_dir, home))
         except RunInterrupted:
             raise
         except KeyboardInterrupt:  # a second signal stopped an iteration (or the checkpoint after it) halfway
@@ -126,24 +132,27 @@ def train_run(
             logger.log_checkpoint(checkpoint)
         status = "finished"
         ending = f"stop criterion met: {reason}"
-        say(f"stopped: {reason}" + (f"; checkpoint: {checkpoint}" if ckpt_cfg.checkpoint_at_end else ""))
+        home = f"{storage.uri}/{CHECKPOINT_DIR}" if storage is not None else checkpoint
+        say(f"stopped: {reason}" + (f"; checkpoint: {home}" if ckpt_cfg.checkpoint_at_end else ""))
         return reason
     finally:
         if logger is not None:
             logger.close(status)
         algo.stop(reason=ending)
+        if storage is not None:
+            storage.sync()  # the rows, the final (or the signal's) checkpoint
 
 
-def _interrupted_line(signal_name: str, algo, saves, ckpt_cfg, run_dir: Path) -> str:
-    """Writes the checkpoint of the iteration just finished (unless it has one); the line saying where it is."""
-    checkpoint = run_dir / CHECKPOINT_DIR
+def _interrupted_line(signal_name: str, algo, saves, ckpt_cfg, run_dir: Path, home: str) -> str:
+    """Writes the checkpoint of the iteration just finished (unless it has one); the line saying where it is
+    (`home`: the run directory as the user named it, a path or a storage URI)."""
     if not (ckpt_cfg.checkpoint_at_end and algo.iteration):
-        kept = f"the checkpoint in {checkpoint.resolve()}, if any, is from an earlier one" if algo.iteration else "nothing to save"
+        kept = f"the checkpoint in {home}/{CHECKPOINT_DIR}, if any, is from an earlier one" if algo.iteration else "nothing to save"
         return f"{signal_name}: stopped after iteration {algo.iteration}; {kept} (checkpointing.checkpoint_at_end is false)"
     if saves.last_iteration != algo.iteration:
-        algo.save(checkpoint)
-    return (f"{signal_name}: stopped after iteration {algo.iteration}; checkpoint: {checkpoint.resolve()} "
-            f"(continue with: marl train --resume {run_dir.resolve()})")
+        algo.save(run_dir / CHECKPOINT_DIR)
+    return (f"{signal_name}: stopped after iteration {algo.iteration}; checkpoint: {home}/{CHECKPOINT_DIR} "
+            f"(continue with: marl train --resume {home})")
 
 
 class _CheckpointSchedule:
@@ -200,11 +209,17 @@ def _record_cluster(algo, run_dir: Path, say) -> None:
     import ray
 
     nodes = algo.runners.node_ids()
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    address = {n["NodeID"]: n.get("NodeManagerAddress") for n in alive}  # node id -> its IP (ssh, rsync)
+    driver = ray.get_runtime_context().get_node_id()
     info = {
         "ray_address": os.environ.get("RAY_ADDRESS") or "local",
-        "driver_node": ray.get_runtime_context().get_node_id(),
+        "driver_node": driver,
+        "driver_address": address.get(driver),  # where this run directory is, unless it is on shared storage
         "env_runner_nodes": nodes,
-        "cluster_nodes": sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive")),
+        "env_runner_addresses": [address.get(node) for node in nodes],
+        "cluster_nodes": sorted(address),
+        "node_addresses": address,
     }
     (run_dir / "cluster.json").write_text(json.dumps(info, indent=1))
     say(f"env runners: {len(nodes)} on {len(set(nodes))} node(s) of {len(info['cluster_nodes'])}")
