@@ -139,3 +139,25 @@ def test_compute_actions_maps_agents_to_their_policies(tmp_path):
             algo.get_policy("nobody")
     finally:
         algo.stop()
+
+
+def test_serve_clients_acting_locally_draw_what_the_server_would():
+    """`PolicyClient(inference="local")` acts through `Policy.act` on flat observations; with the same generator it
+    samples what the server's own pass (`marl.external.wire.act`) samples: the same actions, log-probs and values."""
+    import gymnasium as gym
+
+    from marl.connectors import build_policy_module
+    from marl.external.wire import act
+    from marl.inference import Policy
+    from marl.policies import PolicySpec
+
+    spec = PolicySpec(None, {}, gym.spaces.Box(-np.inf, np.inf, (18,), np.float32), gym.spaces.Discrete(5))
+    module = build_policy_module(marl.PPOConfig().environment("mpe2.simple_spread_v3"), "default_policy", spec)
+    obs = np.random.default_rng(0).normal(size=(3, 18)).astype(np.float32)
+    server = act(module, obs, torch.Generator().manual_seed(5))
+    policy = Policy(module, policy_id="shared", generator=torch.Generator().manual_seed(5))
+    client = policy.act(list(obs), ["agent_0", "agent_1", "agent_2"], explore=True)
+    np.testing.assert_array_equal(client.module_actions, server[0])
+    np.testing.assert_array_equal(client.logp, server[1])
+    np.testing.assert_array_equal(client.vf, server[2])
+    assert client.actions == [int(a) for a in server[0]]
