@@ -2,6 +2,7 @@
 
 from marl import moved
 from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, load_module, load_scenario
+from marl.checkpoint.deploy import load_policy
 from marl.config.registry import exporting_config_classes
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.envs import BatchedEnv, MultiAgentEnv, make_env, register_batched_env, register_env
@@ -27,6 +28,7 @@ _STATIC = [
     "SampleBatch",
     "Workflow",
     "load_module",
+    "load_policy",
     "load_scenario",
     "make_env",
     "register_batched_env",

@@ -7,3 +7,7 @@ class ConfigError(ValueError):
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be written or read; the message names the directory and what is wrong."""
+
+
+class ClusterError(RuntimeError):
+    """A Ray cluster that cannot be joined (refused, unreachable); the message names the address and the fix."""

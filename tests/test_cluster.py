@@ -203,3 +203,53 @@ def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(cluster, tmp_
     assert "| cartpole | PPO | 1 |" in table and "| simple_spread | A2C | 1 |" in table
     data = json.loads((runs / "report" / "marl_eval.json").read_text())
     assert set(data["gymnasium"]["cartpole"]) == {"ppo", "a2c"} and (runs / "report" / "sample_efficiency.png").is_file()
+
+
+def _ray_job(env, dashboard: str, command: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "ray"), "job", command, f"--address={dashboard}", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_ray_job_stop_checkpoints_the_run_and_a_new_job_resumes_it(cluster, tmp_path):
+    """`ray job stop` (SIGTERM to the driver) after the job logged its 2nd iteration: the iteration in flight
+    finishes, the checkpoint is written, the job ends with one line naming it; a resubmitted `--resume` job
+    trains the rest, each iteration once. RAY_JOB_STOP_WAIT_TIME_S gives the driver time before Ray kills it."""
+    env, dashboard, _ = cluster
+    run_dir = tmp_path / "run"
+    job_id = f"marl_stop_{os.getpid()}_{time.monotonic_ns()}"
+    submitted = _ray_job(
+        env, dashboard, "submit", "--no-wait", f"--submission-id={job_id}", "--working-dir", str(ROOT),
+        "--runtime-env-json", json.dumps({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "300"}}), "--",
+        "marl", "train", "scenarios/cartpole_ppo.yaml", "env_runners.num_env_runners=1",
+        "env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
+        "training.train_batch_size=128", "training.num_epochs=1", "stop.iterations=400", "--output", str(run_dir))
+    assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-2000:]
+    def ended() -> bool:  # `ray job status` says "Job '...' was stopped" / "... succeeded" / "... failed"
+        status = _ray_job(env, dashboard, "status", job_id)
+        return any(word in (status.stdout + status.stderr).lower() for word in ("stopped", "succeeded", "failed"))
+
+    def second_iteration_or_ended():
+        logs = _ray_job(env, dashboard, "logs", job_id).stdout
+        return ("iter    2" in logs or ended()) and logs
+
+    logs = _wait_for(second_iteration_or_ended, 600, "the job's 2nd iteration")
+    assert "iter    2" in logs, logs[-3000:]
+    _ray_job(env, dashboard, "stop", job_id, timeout=400)
+    _wait_for(ended, 300, "the job to stop")
+    logs = _ray_job(env, dashboard, "logs", job_id).stdout
+    done = json.loads((run_dir / "checkpoint" / "manifest.json").read_text())["iteration"]
+    rows = [json.loads(line)["iteration"] for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert done >= 2 and rows == list(range(1, done + 1)), (done, rows)  # lost nothing: the last row is checkpointed
+    assert f"marl: SIGTERM: stopped after iteration {done}; checkpoint: {run_dir}/checkpoint" in logs, logs[-2000:]
+    assert "Traceback" not in logs and "*** SIGTERM" not in logs, logs[-3000:]
+    placement = json.loads((run_dir / "cluster.json").read_text())
+    addresses = placement["node_addresses"]  # node id -> IP, as Ray reports it (the machine's, here)
+    assert placement["driver_address"] == addresses[placement["driver_node"]] and len(addresses) == 2
+    assert placement["env_runner_addresses"] == [addresses[n] for n in placement["env_runner_nodes"]]
+    assert all(a.count(".") == 3 for a in addresses.values()), addresses
+    resumed = _ray_job(env, dashboard, "submit", "--working-dir", str(ROOT), "--",
+                       "marl", "train", "--resume", str(run_dir), f"stop.iterations={done + 2}", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    rows = [json.loads(line)["iteration"] for line in (run_dir / "result.jsonl").read_text().splitlines()]
+    assert rows == list(range(1, done + 3))

@@ -46,6 +46,10 @@ def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     result = namespace["result"]
     assert result["iteration"] == 1 and result["env_steps_total"] >= 2048
     assert (tmp_path / "ckpt").is_dir() and capsys.readouterr().out.strip()
+    # its mapping is a table, saved with the checkpoint: `marl evaluate ckpt` opens it without the Python config
+    from marl import Algorithm
+
+    Algorithm.from_checkpoint(tmp_path / "ckpt").stop()
 
 
 def test_pages_are_their_own_source_and_no_tutorial_is_a_stub():
@@ -86,7 +90,8 @@ def test_dag_pictures_exist():
         assert_real_png(ROOT / picture, min_size=(300, 400))
 
 
-def test_custom_workflow_tutorial_example_runs(capsys):
+def test_custom_workflow_tutorial_example_runs(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # it draws ppo_clipped.png here
     page = (DOCS / "tutorials" / "custom_operator.md").read_text()
     (block,) = [b for b in _python_blocks(page) if "class ClipRewards" in b]
     namespace: dict = {}
@@ -96,6 +101,7 @@ def test_custom_workflow_tutorial_example_runs(capsys):
         assert namespace["result"]["iteration"] == 1 and namespace["result"]["env_steps_total"] >= 256
         assert list(algo.workflow.graph.successors("clip")) == ["learn"]
         assert "concat --batch--> clip" in capsys.readouterr().out
+        assert (tmp_path / "ppo_clipped.png").stat().st_size > 1000
     finally:
         algo.stop()
 

@@ -109,7 +109,7 @@ def test_a_client_acting_locally_drives_training_with_pulled_weights():
         obs = {f"agent_{i}": np.random.default_rng(i).normal(size=18) for i in range(3)}
         x = torch.as_tensor(np.stack(list(obs.values())), dtype=torch.float32)
         with torch.inference_mode():
-            mine = client.modules["shared"].forward_exploration({"obs": x})["action_dist_inputs"]
+            mine = client.policies["shared"].module.forward_exploration({"obs": x})["action_dist_inputs"]
             theirs = server.modules["shared"].forward_exploration({"obs": x})["action_dist_inputs"]
         assert torch.equal(mine, theirs)  # the same module, rebuilt from the spec, with the same weights
         # a step batch with one bad step is refused whole; nothing of it is kept

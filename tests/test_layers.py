@@ -29,6 +29,7 @@ LAYERS = [
     ("connectors", ["marl.connectors"]),
     ("offline", ["marl.offline"]),
     ("runners", ["marl.runners"]),
+    ("inference", ["marl.inference"]),  # a trained policy acting outside a run: connectors, module, connectors
     ("external", ["marl.external"]),
     ("learners", ["marl.learners"]),
     ("workflow", ["marl.workflow"]),

@@ -129,3 +129,32 @@ def test_iterations_without_a_finished_episode_say_so_instead_of_nan():
     with ProgressDisplay(stream) as display:
         display.update("vmas", none_yet, stop)
     assert "no episode yet" in ANSI.sub("", stream.getvalue())
+
+
+def test_a_negative_return_target_shows_the_distance_not_a_share():
+    """Pendulum's -200: -1357.8 is far from it, not 100% of the way (the old line said `(100%)`)."""
+    stop = SimpleNamespace(episode_return_mean=-200.0, env_steps_total=None, time_total_s=None, iterations=None)
+    result = {"iteration": 1, "env_steps_total": 200, "episode_return_mean": -1357.8, "episodes_total": 1,
+              "episodes_this_iter": 1, "env_steps_per_s": 50.0, "time_total_s": 2.0}
+    assert progress_line(result, stop).endswith("stop: return -1357.8/-200.0 (1157.8 to go)")
+    assert progress_line(dict(result, episode_return_mean=-150.0), stop).endswith("stop: return -150.0/-200.0 (met)")
+    positive = SimpleNamespace(episode_return_mean=450.0, env_steps_total=None, time_total_s=None, iterations=None)
+    assert progress_line(dict(result, episode_return_mean=90.0), positive).endswith("stop: return 90.0/450.0 (20%)")
+    assert progress_line(dict(result, episode_return_mean=-90.0), positive).endswith("stop: return -90.0/450.0 (0%)")
+    assert stop_share(result, stop) == 0.0
+
+
+def test_an_offline_run_shows_its_evaluation_return():
+    """BC/MARWIL/CQL sample no episodes: the line shows the evaluation's return when one ran, and says when none did."""
+    stop = SimpleNamespace(episode_return_mean=None, env_steps_total=None, time_total_s=None, iterations=3)
+    offline = {"iteration": 1, "env_steps_total": 2000, "episode_return_mean": float("nan"), "episodes_total": 0,
+               "episodes_this_iter": 0, "counters/offline/rows_read": 2000, "env_steps_per_s": 50.0, "time_total_s": 2.0}
+    line = progress_line(offline, stop)
+    assert "return: offline, no evaluation this iteration" in line and "no episode finished" not in line
+    evaluated = dict(offline, iteration=2, **{"evaluation/episode_return_mean": 187.3})
+    assert "return (evaluation) 187.3" in progress_line(evaluated, stop)
+    stream = io.StringIO()
+    stream.isatty = lambda: True
+    with ProgressDisplay(stream) as display:
+        display.update("bc", evaluated, stop)
+    assert "187.3 (evaluation)" in ANSI.sub("", stream.getvalue())

@@ -3,10 +3,12 @@ writing (`atomic`), the manifest with its schema versions and migrations (`manif
 policy's module and connectors (`deploy`), and the state files a checkpoint is made of (`state_files`: JSON
 structure plus safetensors arrays, nothing pickled)."""
 
+from marl.checkpoint.deploy import load_policy
 from marl.checkpoint.directory import (
     CheckpointError, load_connector_state, load_connectors, load_module, read_manifest, restore_algorithm, save_algorithm,
 )
 from marl.checkpoint.state_files import StateFileError, read_tree, write_tree
 
-__all__ = ["CheckpointError", "StateFileError", "load_connector_state", "load_connectors", "load_module", "read_manifest",
+__all__ = ["CheckpointError", "StateFileError", "load_connector_state", "load_connectors", "load_module", "load_policy",
+           "read_manifest",
            "read_tree", "restore_algorithm", "save_algorithm", "write_tree"]

@@ -20,6 +20,7 @@ from marl.checkpoint.state_files import StateFileError, read_tree
 from marl.config.scenario import config_from_dict
 from marl.connectors import PolicyConnectors, build_policy_module
 from marl.errors import CheckpointError, ConfigError
+from marl.inference import Policy
 from marl.policies import PolicySpec
 
 
@@ -74,6 +75,20 @@ def load_module(path: str | os.PathLike, policy_id: str = "default_policy"):
         raise CheckpointError(f"checkpoint '{path}', policy '{policy_id}': weights do not fit the module: {err}".splitlines()[0]) from None
     module.eval()
     return module
+
+
+def load_policy(path: str | os.PathLike, policy_id: str = "default_policy", *, seed: int | None = None,
+                max_keys: int = 1024) -> Policy:
+    """One policy of a checkpoint, ready to act as the run's runners did (`marl.inference.Policy`): its
+    env->module connectors with the run's statistics, its module with its weights, its module->env connectors.
+
+        policy = marl.load_policy("runs/spread/checkpoint", "default_policy")
+        action = policy.compute_single_action(obs)        # greedy; explore=True samples (seeded by `seed`)
+    """
+    path = Path(path)
+    agents = read_manifest(path).get("agents")  # (checkpoints before it: modules reading agent_index see 0)
+    return Policy(load_module(path, policy_id), load_connectors(path, policy_id, num_envs=max_keys),
+                  policy_id=policy_id, agents=agents, seed=seed, max_keys=max_keys)
 
 
 def _saved_config(path: Path, manifest: dict):

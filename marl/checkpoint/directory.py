@@ -148,6 +148,7 @@ def save_algorithm(algo, path: str | os.PathLike, *, skip: tuple[str, ...] | lis
         "algo": algo.config.algo_name,
         "config": algo.config.to_dict(),
         "imports": list(algo.config.user_modules),  # the user's modules (also in config): imported again on load
+        "agents": list(algo.possible_agents),  # the env's agents in order: a deployed policy's agent_index
         "iteration": algo.iteration,
         "weights_version": weights["version"],
         "counters": dict(algo.metrics.counters),  # for people and tools; restore reads algorithm.json

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 
 from marl import path_checks
@@ -26,6 +27,13 @@ def cmd_evaluate(args) -> int:
     import_modules_of(args)  # more modules; those training imported come from the checkpoint's config
     # Evaluation needs no training runners or learner actors: build those in-process.
     overrides = ["env_runners.num_env_runners=0", "learners.num_learners=0"]
+    if args.num_env_runners is not None:
+        if args.num_env_runners < 0:
+            print(f"marl: error: --num-env-runners must be >= 0, got {args.num_env_runners}", file=sys.stderr)
+            return 2
+        overrides.append(f"evaluation.evaluation_num_env_runners={args.num_env_runners}")
+    if args.address:
+        os.environ["RAY_ADDRESS"] = args.address  # the evaluation runners are placed on that cluster's nodes
     try:
         algo = Algorithm.from_checkpoint(args.checkpoint, overrides=overrides)
     except CheckpointError as err:

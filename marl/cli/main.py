@@ -27,6 +27,7 @@ from marl.cli.serve import add_parser as add_serve_parser
 from marl.cli.train import cmd_train
 from marl.config.sections import ConfigError
 from marl.envs import EnvError
+from marl.errors import ClusterError
 from marl.envs.catalog import KINDS
 from marl.policies import MappingError
 from marl.runners.user_code import add_import_option
@@ -47,8 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_source_options(train, "train")
-    train.add_argument("--output", metavar="RUN_DIR", help="run directory (default: $MARL_RUNS_DIR or ./runs, then <scenario>-<timestamp>)")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from RUN_DIR/checkpoint (weights, counters, iteration) with its config.yaml")
+    train.add_argument("--output", metavar="RUN_DIR",
+                       help="run directory: a folder, or a filesystem URI (file://, s3://, gs://, ...: staged locally, "
+                            "uploaded after each checkpoint and at the end) (default: checkpointing.storage, "
+                            "$MARL_RUNS_DIR or ./runs, then <scenario>-<timestamp>)")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue a stopped run (a folder or a URI) from RUN_DIR/checkpoint (weights, counters, "
+                            "iteration) with its config.yaml")
     train.add_argument("--quiet", action="store_true", help="print nothing (no progress lines)")
     train.add_argument(
         "--address", metavar="ADDRESS",
@@ -67,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--record", metavar="DIR",
                           help="write the episodes' rows to DIR in the offline format (docs/offline_format.md)")
+    evaluate.add_argument(
+        "--address", metavar="ADDRESS",
+        help="join this Ray cluster (as RAY_ADDRESS does, e.g. 10.0.0.1:6379 or auto); the evaluation runner "
+             "actors are placed on its nodes",
+    )
+    evaluate.add_argument(
+        "--num-env-runners", type=int, metavar="N",
+        help="evaluation runner actors sharing the episodes (default: the checkpoint's "
+             "evaluation.evaluation_num_env_runners; 0: in this process)",
+    )
     add_import_option(evaluate)
     evaluate.set_defaults(fn=cmd_evaluate)
 
@@ -151,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     args.extra_positionals = extra
     try:
         return args.fn(args)
-    except (ConfigError, CheckpointError, EnvError, MappingError, WorkflowError, FileNotFoundError, ImportError) as err:
+    except (ConfigError, CheckpointError, ClusterError, EnvError, MappingError, WorkflowError, FileNotFoundError,
+            ImportError) as err:
         print(f"marl: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -285,7 +285,20 @@ class CheckpointingSection:
         10,
         min=0,
     )
-    checkpoint_at_end: bool = doc("`marl train`: write checkpoint/ when the run stops (a stop criterion, Ctrl-C)", True)
+    checkpoint_every_s: float = doc(
+        "`marl train`: also write checkpoint/ after the first iteration that ends this many seconds after the last "
+        "checkpoint (0: off), so a run killed without warning loses at most this much work besides its iteration "
+        "in flight", 300.0, min=0,
+    )
+    checkpoint_at_end: bool = doc(
+        "`marl train`: write checkpoint/ when the run stops: a stop criterion, or SIGINT/SIGTERM (Ctrl-C, `ray job "
+        "stop`, a scheduler's preemption), which first let the iteration in flight finish", True,
+    )
+    storage: str | None = doc(
+        "`marl train` without --output: where run directories go, a folder or a filesystem URI (file://, s3://, "
+        "gs://, memory://: fsspec's, as Ray Train's storage_path); a URI's run is staged locally and uploaded after "
+        "each checkpoint and when it stops. null: $MARL_RUNS_DIR, else ./runs", None,
+    )
 
 
 @dataclass

@@ -32,7 +32,8 @@ import time
 
 import numpy as np
 from marl.data.spaces_json import space_from_json
-from marl.external.wire import act, action_to_json, tensors_from_json
+from marl.external.wire import action_to_json, tensors_from_json
+from marl.inference import Policy
 from marl.modules import build_module
 import torch
 
@@ -69,7 +70,7 @@ class PolicyClient:
         self.send_every_s = float(send_every_s)  # also sent this often: the server drops episodes silent too long
         self._sent_at: dict[str, float] = {}
         self.weights_version: int | None = None  # local inference: the version acting here
-        self.modules: dict = {}
+        self.policies: dict[str, Policy] = {}  # local inference: each policy's module, acting here
         self._policy_of: dict[str, str] = {}
         self._discrete: dict[str, bool] = {}
         self._pulled_at = -float("inf")
@@ -151,12 +152,13 @@ class PolicyClient:
             by_policy.setdefault(self._policy_of[agent], []).append(agent)
         step = {"obs": plain, "actions": {}, "logp": {}, "vf": {}, "rewards": {}}
         for pid, agents in by_policy.items():
-            actions, logp, vf = act(self.modules[pid], np.stack([np.asarray(plain[a], np.float32) for a in agents]), self._rng)
+            # the pass `marl.load_policy` and `Algorithm.compute_actions` run (no connectors: `marl serve` has none)
+            acted = self.policies[pid].act([plain[a] for a in agents], agents, explore=True)
             for i, agent in enumerate(agents):
-                step["actions"][agent] = action_to_json(actions[i], self._discrete[pid])
-                step["logp"][agent] = float(logp[i])
-                if vf is not None:
-                    step["vf"][agent] = float(vf[i])
+                step["actions"][agent] = action_to_json(acted.module_actions[i], self._discrete[pid])
+                step["logp"][agent] = float(acted.logp[i])
+                if acted.vf is not None:
+                    step["vf"][agent] = float(acted.vf[i])
         self._steps[episode_id].append(step)
         self._step_version[episode_id] = self.weights_version
         return dict(step["actions"])
@@ -172,18 +174,18 @@ class PolicyClient:
         self._pulled_at = time.monotonic()
         if data.get("unchanged"):
             return False
+        if self._rng is None:
+            self._rng = torch.Generator().manual_seed(self._seed)
         for pid, policy in data["policies"].items():
-            if pid not in self.modules:
+            if pid not in self.policies:
                 spec = policy["module"]
                 action_space = space_from_json(spec["action_space"])
                 module = build_module(spec["module_class"], space_from_json(spec["observation_space"]), action_space, spec["model"])
-                self.modules[pid] = module.eval()
+                self.policies[pid] = Policy(module, policy_id=pid, generator=self._rng)
                 self._discrete[pid] = action_space.shape == ()
-            self.modules[pid].set_state(tensors_from_json(policy["weights"]))
+            self.policies[pid].set_weights(tensors_from_json(policy["weights"]))
         self._policy_of = dict(data["agents"])
         self.weights_version = int(data["version"])
-        if self._rng is None:
-            self._rng = torch.Generator().manual_seed(self._seed)
         return True
 
     def _send(self, episode_id: str) -> None:

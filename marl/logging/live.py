@@ -17,7 +17,7 @@ import math
 import sys
 from typing import TextIO
 
-from marl.logging.progress import _num, missing_return, progress_line
+from marl.logging.progress import _num, evaluation_only_return, missing_return, progress_line
 
 
 def stop_share(result: dict, stop_cfg) -> float:
@@ -37,7 +37,10 @@ def stop_share(result: dict, stop_cfg) -> float:
 def _live_return(result: dict) -> str:
     """The return column: the number, or why there is none (no episode finished)."""
     missing = missing_return(result)
-    return missing.replace("no episode finished", "no episode") if missing else _num(result.get("episode_return_mean"))
+    if missing:
+        return missing.replace("no episode finished", "no episode")
+    evaluated = evaluation_only_return(result)
+    return f"{_num(evaluated)} (evaluation)" if evaluated is not None else _num(result.get("episode_return_mean"))
 
 
 class ProgressDisplay:

@@ -5,7 +5,10 @@
 Progress toward each configured stop criterion is shown; the run stops at the first one met.
 An iteration in which no episode finished (VMAS scenarios without `max_steps`, long episodes)
 has no return to show: the line says `return: no episode finished yet` (none in the run so far)
-or `return: no episode finished this iteration`, never `nan`.
+or `return: no episode finished this iteration`, never `nan`. An offline run (BC, MARWIL, CQL) samples no
+episodes: it shows its evaluation's return, `return (evaluation) 187.3`, or `return: offline, no
+evaluation this iteration`. Toward a return target at or below 0 the stop part shows the distance
+(`return -1357.8/-200.0 (1157.8 to go)`), not a share.
 In a zero-sum game (chess, connect four self-play) the summed return is always 0, so the
 line adds each policy's own mean return: `return 0.0 (main +0.42 | main_v3 -0.42)`.
 """
@@ -28,16 +31,25 @@ def _clock(seconds: float) -> str:
 
 NO_EPISODE_YET = "no episode finished yet"
 NO_EPISODE_THIS_ITERATION = "no episode finished this iteration"
+OFFLINE_NO_EVALUATION = "offline, no evaluation this iteration"
+EVALUATION_RETURN = "evaluation/episode_return_mean"
+OFFLINE_ROWS = "counters/offline/rows_read"  # only offline runs (BC, MARWIL, CQL) read rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
 def missing_return(result: dict) -> str | None:
-    """Why an iteration's result has no mean return (no episode finished), or None when it has one.
+    """Why an iteration's result has no mean return to show, or None when it has one (its own, or its evaluation's).
 
     Only a result that counts its episodes (`episodes_this_iter`, `episodes_total`) says so; a result
-    without the counts keeps showing its number (or nan)."""
-    value = result.get("episode_return_mean")
-    if value is not None and not (isinstance(value, float) and math.isnan(value)):
+    without the counts keeps showing its number (or nan). An offline run samples no episodes: its returns
+    are its evaluations'."""
+    if _is_number(result.get("episode_return_mean")) or _is_number(result.get(EVALUATION_RETURN)):
         return None
+    if OFFLINE_ROWS in result:
+        return OFFLINE_NO_EVALUATION
     if result.get("episodes_total") == 0:
         return NO_EPISODE_YET
     if result.get("episodes_this_iter") == 0:
@@ -46,9 +58,32 @@ def missing_return(result: dict) -> str | None:
 
 
 def return_field(result: dict) -> str:
-    """'return   187.3', or 'return: no episode finished yet' when there is no return to show."""
+    """'return   187.3', 'return (evaluation) 187.3' when only an evaluation has one (offline runs), or
+    'return: no episode finished yet' when there is no return to show."""
     missing = missing_return(result)
-    return f"return: {missing}" if missing else f"return {_num(result.get('episode_return_mean')):>7}"
+    if missing:
+        return f"return: {missing}"
+    evaluated = evaluation_only_return(result)
+    if evaluated is not None:
+        return f"return (evaluation) {_num(evaluated)}"
+    return f"return {_num(result.get('episode_return_mean')):>7}"
+
+
+def evaluation_only_return(result: dict) -> float | None:
+    """The evaluation's mean return of a result without one of its own (offline runs), else None."""
+    if _is_number(result.get("episode_return_mean")) or not _is_number(result.get(EVALUATION_RETURN)):
+        return None
+    return result[EVALUATION_RETURN]
+
+
+def _return_progress(value: float, target: float) -> str:
+    """A share of a positive target; toward a target at or below 0 (Pendulum's -200) a share says nothing, so
+    the distance still to go."""
+    if value >= target:
+        return "met"
+    if target > 0:
+        return f"{max(0.0, value / target):.0%}"
+    return f"{target - value:.1f} to go"
 
 
 def stop_progress(result: dict, stop_cfg) -> str:
@@ -61,6 +96,9 @@ def stop_progress(result: dict, stop_cfg) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             shown = "-" if name == "return" and missing_return(result) else "nan"
             parts.append(f"{name} {shown}/{target:{spec}}")
+            return
+        if name == "return":
+            parts.append(f"{name} {value:{spec}}/{target:{spec}} ({_return_progress(value, target)})")
             return
         share = max(0.0, min(1.0, value / target)) if target else 1.0
         parts.append(f"{name} {value:{spec}}/{target:{spec}} ({share:.0%})")

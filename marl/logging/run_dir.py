@@ -35,17 +35,23 @@ def runs_root() -> Path:
     return Path(os.environ.get("MARL_RUNS_DIR") or "runs")
 
 
-def make_run_dir(scenario_name: str, output: str | None) -> Path:
+def run_dir_name(scenario_name: str, taken=lambda name: False) -> str:
+    """`<scenario>-<timestamp>`, with `-2`, `-3`, ... while `taken(name)`."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name, n = f"{scenario_name}-{stamp}", 1
+    while taken(name):
+        n += 1
+        name = f"{scenario_name}-{stamp}-{n}"
+    return name
+
+
+def make_run_dir(scenario_name: str, output: str | None, root: str | os.PathLike | None = None) -> Path:
+    """`output`, else `<root>/<scenario>-<timestamp>` (`root`: checkpointing.storage, else `runs_root()`)."""
     if output:
         path = Path(output)
     else:
-        root = runs_root()
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = root / f"{scenario_name}-{stamp}"
-        n = 1
-        while path.exists():
-            n += 1
-            path = root / f"{scenario_name}-{stamp}-{n}"
+        root = Path(root) if root else runs_root()
+        path = root / run_dir_name(scenario_name, lambda name: (root / name).exists())
     path.mkdir(parents=True, exist_ok=True)
     return path
 

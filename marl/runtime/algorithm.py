@@ -33,6 +33,7 @@ import numpy as np
 
 from marl.checkpoint import directory as ckpt
 from marl.runtime import resources
+from marl.runtime.acting import ActingPolicies
 from marl.runtime.evaluation import Evaluation
 from marl.config.capabilities import check_action_spaces, check_joint_steps
 from marl.config.sections import ConfigError, stop_reason
@@ -138,6 +139,7 @@ class Algorithm:
         self.sync_runners()  # runners must act with the learner's weights from the first step
         self.reset_workflow()
         self.iteration = 0
+        self._acting_policies = None  # `compute_actions`' policies, built on first use
 
     def _check_models(self) -> None:
         """Builds each policy's module once, so a bad model option is a ConfigError before any actor starts."""
@@ -201,6 +203,30 @@ class Algorithm:
         evaluator = self.evaluation.evaluator(opponent)
         evaluator.start(self.learners.get_weights(), duration, unit, explore, self.metrics.counters[m.ENV_STEPS_SAMPLED])
         return evaluator.collect()
+
+    # -- acting outside training (RLlib's verbs; `marl.load_policy` does the same from a checkpoint) --
+    def get_policy(self, policy_id: str = "default_policy"):
+        """`policy_id` as a `marl.inference.Policy` acting with the current weights (env->module connectors,
+        module, module->env connectors)."""
+        return self._acting().policy(policy_id)
+
+    def compute_single_action(self, observation, *, policy_id: str | None = None, agent_id: str = "agent_0",
+                              explore: bool = False):
+        """The action for one agent's observation, as the env takes it: greedy, or sampled with `explore`.
+        The policy is `policy_id`'s, else the one `multi_agent.policy_mapping` gives `agent_id`; a recurrent
+        policy carries `agent_id`'s state from call to call (`compute_actions(..., new_episode=True)` resets it)."""
+        return self._acting().compute_single_action(observation, policy_id=policy_id, agent_id=agent_id, explore=explore)
+
+    def compute_actions(self, observations: dict, *, explore: bool = False, new_episode: bool = False) -> dict:
+        """{agent: action} for an env's observation dict {agent: obs}, each agent acting with the policy the
+        run's `multi_agent.policy_mapping` gives it; `new_episode` resets those agents' recurrent and
+        connector state first."""
+        return self._acting().compute_actions(observations, explore=explore, new_episode=new_episode)
+
+    def _acting(self) -> ActingPolicies:
+        if self._acting_policies is None:
+            self._acting_policies = ActingPolicies(self)
+        return self._acting_policies
 
     def stop_reason(self, result: dict) -> str | None:
         """Which `stop` criterion the result meets, if any (the stop section's rule, `sections.stop_reason`)."""
