@@ -1,5 +1,6 @@
 """What every runner answers apart from sampling: liveness, process and node (as a Ray actor), and the
-bookkeeping the runner group reads and sets (`weights_version`, `_steps_sampled`, `specs` of each runner)."""
+bookkeeping the runner group reads and sets (`weights_version`, `_steps_sampled`, `specs` and `module` of each
+runner). The whole contract: `marl.workflow.runner_protocol`."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ class ActorBasics:
 
     def get_weights_version(self) -> int:
         return self.weights_version
+
+    def get_weights(self) -> dict:
+        """What `set_weights` takes: the version this runner acts with and its modules' weights."""
+        return {"version": self.weights_version, "modules": self.module.get_state()}
 
     def get_spaces(self) -> dict:
         return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}

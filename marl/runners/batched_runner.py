@@ -40,13 +40,12 @@ from marl.envs.batched import BatchedEnv
 from marl.envs.batched_families import make_batched_env
 from marl.errors import ConfigError
 from marl.modules import MultiRLModule
-from marl.policies import resolve_policies
+from marl.policies import MappingError, resolve_policies
 from marl.runners.actor_basics import ActorBasics
 from marl.runners.batched_episodes import EpisodeCounters
 from marl.runners.batched_fragment import WorldColumns
 from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
-from marl.runners.jax_rollout import compiled_rollout
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
 
 
@@ -88,7 +87,8 @@ class BatchedEnvRunner(ActorBasics):
         self.possible_agents = list(self.env.agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.fragment_length = fragment_length(config, len(self.possible_agents))
-        self.specs, agents_of = resolve_policies(self.env, config.policy_specs(), config.policy_mapping())
+        self.mapping = config.policy_mapping()
+        self.specs, agents_of = resolve_policies(self.env, config.policy_specs(), self.mapping)
         self.policy_ids = list(self.specs)
         with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
             torch.manual_seed(torch_seed)
@@ -113,7 +113,6 @@ class BatchedEnvRunner(ActorBasics):
         self._policy_onehot = torch.zeros((n, len(self._policy_order)), dtype=torch.float64, device=self.device)
         for j, pid in enumerate(self._policy_order):
             self._policy_onehot[[self.agent_index[a] for a in self.policies[pid].agents], j] = 1.0
-        self.compiled = compiled_rollout(self)  # a JaxMARL env's fragment in one jitted call, where it applies
 
     def _zero_obs(self) -> dict[str, torch.Tensor] | torch.Tensor:
         zeros = {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
@@ -220,17 +219,18 @@ class BatchedEnvRunner(ActorBasics):
             self.module[pid].set_exploration_step(run_steps)
         steps = self.fragment_length
         with torch.no_grad():
-            if self.compiled is not None and explore and not self.frozen_policies:
-                self._obs = self.compiled.sample(self)  # (greedy and frozen acting step one call at a time)
-            else:
-                for t in range(steps):
-                    self._step(t, explore, collect=True)
+            self._sample_fragment(explore)
             batches = self._build()
         _freeze_startup_objects()
         env_steps = steps * self.num_worlds
         self._steps_sampled += env_steps
         return SampledBatch(MultiAgentBatch(batches, env_steps), episodes=self._episodes(steps),
                             weights_versions=[self.weights_version], runners=[self.worker_index])
+
+    def _sample_fragment(self, explore: bool) -> None:
+        """Steps every world `fragment_length` times into the fragment (the compiled rollout's runner: one call)."""
+        for t in range(self.fragment_length):
+            self._step(t, explore, collect=True)
 
     def _build(self) -> dict[str, sb.SampleBatch]:
         """Cuts the fragment: V(s) of the observations the agents act on next where a piece goes on, then rows."""
@@ -314,8 +314,6 @@ class BatchedEnvRunner(ActorBasics):
         state = {"started": self._started, "steps_sampled": self._steps_sampled,
                  "next_episode_id": self.episode_counters.next_id, "torch_rng": self.torch_rng.get_state(),
                  "frozen_policies": sorted(self.frozen_policies)}
-        if self.compiled is not None:  # the compiled rollout's draws: its JAX key
-            state["rollout_key"] = self.compiled.key.copy()
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
             counters = self.episode_counters
@@ -333,8 +331,6 @@ class BatchedEnvRunner(ActorBasics):
         self.episode_counters.next_id = int(state["next_episode_id"])
         self.frozen_policies = frozenset(state.get("frozen_policies", ()))
         self._steps_sampled = int(state.get("steps_sampled", 0))
-        if self.compiled is not None and "rollout_key" in state:
-            self.compiled.key = np.array(state["rollout_key"])
         self.weights_version = -1
         saved = state.get("batched")
         if saved is None or len(saved["eps_id"]) != self.num_worlds:
@@ -349,6 +345,15 @@ class BatchedEnvRunner(ActorBasics):
         counters.ids, counters.lengths = as_tensor(saved["eps_id"]), as_tensor(saved["ep_len"])
         counters.returns = as_tensor(saved["ep_return"])
         self._started = True
+
+    def set_mapping_state(self, state) -> None:
+        """The mapping's state (a league's table), where it binds every agent to the policy it has now: this path
+        binds agents once, at the start."""
+        self.mapping.set_state(state)
+        rebound = {a: pid for a in self.possible_agents if (pid := self.mapping(a, None)) != self._policy_of[a]}
+        if rebound:
+            raise MappingError(f"the batched path binds agents to policies once ({self._policy_of}); this mapping state "
+                               f"rebinds {rebound}: run it on the dict path (env_runners.batched: false)")
 
     def set_weights(self, weights: dict) -> int:
         version = weights["version"]

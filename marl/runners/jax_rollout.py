@@ -33,6 +33,7 @@ from marl.errors import ConfigError
 from marl.modules.activations import Tanh
 from marl.modules.functional import MASKED_LOGIT
 from marl.modules.numpy_acting import _ACTIVATIONS, LOG_SQRT_2PI
+from marl.runners.batched_runner import BatchedEnvRunner
 
 log = logging.getLogger(__name__)
 _COMPILED: dict[tuple, object] = {}  # (env step body, steps, policies' structure) -> the jitted rollout
@@ -129,6 +130,32 @@ class _Policy:
                            "log_std": jax.numpy.asarray(self.actor.log_std) if self.continuous else None}
             self._key = version
         return self.params
+
+
+class CompiledRolloutRunner(BatchedEnvRunner):
+    """The batched runner whose explorative fragments are one jitted scan (`compiled`: None where it does not apply
+    under `compiled_rollout: auto`; then, and for greedy or frozen acting, it steps one call at a time)."""
+
+    def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
+        super().__init__(config, worker_index, incarnation)
+        self.compiled = compiled_rollout(self)
+
+    def _sample_fragment(self, explore: bool) -> None:
+        if self.compiled is not None and explore and not self.frozen_policies:
+            self._obs = self.compiled.sample(self)
+        else:
+            super()._sample_fragment(explore)
+
+    def get_state(self) -> dict:
+        state = super().get_state()
+        if self.compiled is not None:  # the compiled rollout's draws: its JAX key
+            state["rollout_key"] = self.compiled.key.copy()
+        return state
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        if self.compiled is not None and "rollout_key" in state:
+            self.compiled.key = np.array(state["rollout_key"])
 
 
 def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
