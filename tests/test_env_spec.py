@@ -37,22 +37,25 @@ def built(algo: str, env: str, batched, worlds: int = 3):
     return cfg.build()
 
 
-@pytest.mark.parametrize("algo, env, batched, runner_envs", [
-    ("PPO", "counted_swarm", "auto", [3]),  # the batched runner: one env of 3 worlds
-    ("MAPPO", "counted_swarm", "auto", [3]),  # + the global state's spec
-    ("MAPPO", "counted_swarm", False, [1, 1, 1]),  # the dict path: 3 one-world copies
-    ("MASAC", "counted_swarm", False, [1, 1, 1]),  # + agent groups (the mixers' agent indices)
-    ("QMIX", "counted_cartpoles", False, [1, 1, 1]),
+@pytest.mark.parametrize("algo, env, batched, spec_env, runner_envs", [
+    ("PPO", "counted_swarm", "auto", [3], [3]),  # a batched env's spec: one env of the runner's 3 worlds
+    ("MAPPO", "counted_swarm", "auto", [3], [3]),  # + the global state's spec
+    ("MAPPO", "counted_swarm", False, [3], [1, 1, 1]),  # the dict path: 3 one-world copies
+    ("MASAC", "counted_swarm", False, [3], [1, 1, 1]),  # + agent groups (the mixers' agent indices)
+    ("QMIX", "counted_cartpoles", False, [1], [1, 1, 1]),  # a dict env's spec: one env
 ])
-def test_build_makes_one_env_beside_its_runners(algo, env, batched, runner_envs):
+def test_build_makes_one_env_beside_its_runners(algo, env, batched, spec_env, runner_envs):
     algo_obj = built(algo, env, batched)
     try:
-        assert MADE == [1] + runner_envs  # the spec's env, then the in-process runner's
+        assert MADE == spec_env + runner_envs  # the spec's env, then the in-process runner's
         spec = algo_obj.config.env_spec()
         assert spec.possible_agents == tuple(algo_obj.possible_agents) and not spec.turn_based
         assert spec.global_state["num_agents"] == len(spec.possible_agents)
         algo_obj.config.plan_for(next(iter(algo_obj.policy_specs)))  # a plan reads the spec: no env either
         assert len(MADE) == 1 + len(runner_envs)
+        if env == "counted_swarm":  # its state: the observations joined (Swarm's default), 4 per agent
+            assert algo_obj.config.env_spec().global_state == {"source": "env_state", "dim": 12, "num_agents": 3,
+                                                                "dtype": "float32"}
     finally:
         algo_obj.stop()
 
@@ -82,7 +85,7 @@ def test_a_changed_env_config_is_resolved_again():
     MADE.clear()
     cfg.env_spec()
     cfg.env_spec()
-    assert MADE == [1]
+    assert len(MADE) == 1
     cfg.environment("counted_swarm", env_config={"unused": 1})
     cfg.env_spec()
-    assert MADE == [1, 1]
+    assert len(MADE) == 2

@@ -107,7 +107,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
-        # runtime_env py_modules (marl.runners.user_code), so workers need no PYTHONPATH.
+        # runtime_env py_modules (marl.execution.user_code), so workers need no PYTHONPATH.
         self.user_modules: list[str] = []
         self._env_spec: EnvSpec | None = None  # resolved once per env (see env_spec), shipped with the config
 

@@ -15,16 +15,18 @@ import logging
 from dataclasses import dataclass
 
 import gymnasium as gym
+import numpy as np
 
 from marl.envs import make_env
 from marl.envs.action_kinds import action_kind_key
-from marl.envs.batched_families import natively_batched
+from marl.envs.batched_families import make_batched_env, natively_batched
+from marl.envs.batched_view import dict_observation_space
 from marl.envs.registry import auto_wrappers_of
 from marl.envs.wrappers import is_auto
 from marl.modules.catalog import is_image
 from marl.modules.spaces import is_masked_space
 from marl.policies.groups import agent_groups, group_mapping
-from marl.runners.global_state import probe_global_state
+from marl.runners.global_state import ENV_STATE, probe_global_state
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,9 @@ def resolve_env_spec(config) -> EnvSpec:
     """The env's spec under `config`'s environment section, from one env (two where `wrappers: auto` wraps it: the
     bare env says what auto wraps with); reset once, for the global state."""
     env_cfg = config.environment_cfg
-    if natively_batched(env_cfg.env):  # its one-world dict form (`make_env`): what the dict path would step
-        wrappers = []
-    elif is_auto(env_cfg.wrappers):
+    if natively_batched(env_cfg.env):  # (a name only register_batched_env knows has no dict form to ask)
+        return _batched_spec(config)
+    if is_auto(env_cfg.wrappers):
         wrappers = None
     else:
         wrappers = list(env_cfg.wrappers)
@@ -95,6 +97,26 @@ def resolve_env_spec(config) -> EnvSpec:
                        made_from=_made_from(env_cfg))
     finally:
         env.close()
+
+
+def _batched_spec(config) -> EnvSpec:
+    """A natively batched env's spec, asked of the env its runners make (as many worlds: the same checks), its spaces
+    as the dict API presents them (`SingleWorldView`: what the learners' modules are built for)."""
+    env_cfg = config.environment_cfg
+    worlds = config.env_runners_cfg.num_envs_per_env_runner
+    env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), worlds, None, "cpu")
+    try:
+        agents, masked = tuple(env.agents), env.action_masks() is not None
+        obs = {a: dict_observation_space(env, a, masked) for a in agents}
+        act = {a: env.action_space(a) for a in agents}
+        state = env.state(env.reset(seed=0))[0].cpu().numpy()  # (the state of world 0, as its dict form gives it)
+        global_state = {"source": ENV_STATE, "dim": int(state.size), "num_agents": len(agents),
+                        "dtype": "uint8" if state.dtype == np.uint8 else "float32"}
+        return EnvSpec(possible_agents=agents, observation_spaces=obs, action_spaces=act, turn_based=False,
+                       global_state=global_state, wrappers=[], made_from=_made_from(env_cfg),
+                       agent_groups=agent_groups(list(agents), lambda a: (obs[a], act[a])))
+    finally:
+        env.close()  # (a vector env's worker processes end here)
 
 
 def _made_from(env_cfg) -> tuple:

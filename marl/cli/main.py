@@ -29,7 +29,7 @@ from marl.config.sections import ConfigError
 from marl.envs import EnvError
 from marl.envs.catalog import KINDS
 from marl.policies import MappingError
-from marl.runners.user_code import add_import_option
+from marl.execution.user_code import add_import_option
 from marl.workflow import WorkflowError
 
 

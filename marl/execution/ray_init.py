@@ -8,7 +8,7 @@ import os
 def ensure_ray(num_cpus: int | None = None, runtime_env: dict | None = None) -> None:
     """Joins RAY_ADDRESS if set, else starts a local Ray (never a stale cluster left by a killed run).
 
-    `runtime_env`: the job's (the user's modules, `marl.runners.user_code.job_runtime_env`)."""
+    `runtime_env`: the job's (the user's modules, `marl.execution.user_code.job_runtime_env`)."""
     import ray
 
     if ray.is_initialized():

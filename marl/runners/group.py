@@ -20,7 +20,7 @@ import logging
 from marl.envs import EnvError, EnvStepError
 from marl.policies import MappingError
 from marl.runners.env_runner import EnvRunner
-from marl.runners.user_code import actor_options, import_hint
+from marl.execution.user_code import actor_options, import_hint
 from marl.runners.runner_choice import runner_class
 
 log = logging.getLogger(__name__)

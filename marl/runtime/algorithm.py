@@ -42,7 +42,7 @@ from marl.execution.ray_init import ensure_ray  # noqa: F401  (also imported fro
 from marl.learners import LearnerGroup
 from marl.policies import resolve_policies
 from marl.runners import EnvRunnerGroup
-from marl.runners.user_code import job_runtime_env
+from marl.execution.user_code import job_runtime_env
 from marl.workflow import Evaluate, ExecutionContext, Workflow
 from marl.workflow.offline_ops import Record
 from marl.connectors import build_policy_module
