@@ -21,6 +21,7 @@ import _common as C
 
 import marl
 from marl.runners.batched_runner import BatchedEnvRunner
+from marl.runners.runner_choice import runner_class
 
 
 def runner(worlds: int, fragment: int, compiled: bool) -> BatchedEnvRunner:
@@ -29,7 +30,7 @@ def runner(worlds: int, fragment: int, compiled: bool) -> BatchedEnvRunner:
            .training(train_batch_size=worlds * fragment * 3, minibatch_size=worlds * fragment * 3 // 4,
                      model={"hiddens": [64, 64], "activation": "tanh"})
            .debugging(seed=0))
-    return BatchedEnvRunner(cfg, 0)
+    return runner_class(cfg)(cfg, 0)
 
 
 def timed(fn) -> tuple[float, float]:

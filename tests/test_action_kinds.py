@@ -40,7 +40,7 @@ def test_a_discrete_algorithm_on_vmas_gets_its_discrete_actions_and_trains():
 def test_a_box_algorithm_on_pettingzoo_mpe_gets_its_box_actions():
     built = marl.TD3Config().environment("mpe2.simple_spread_v3").resolved()
     assert built.environment_cfg.env_config == {"continuous_actions": True}
-    assert built.env_facts().acts_in_box
+    assert built.env_spec().acts_in_box
 
 
 @pytest.mark.parametrize("algo,env", [("PPO", "vmas.navigation"), ("PPO", "mpe2.simple_spread_v3"),

@@ -23,7 +23,8 @@ from marl.envs.batched_view import SingleWorldView
 from marl.envs.gym_vector import GymVectorEnv
 from marl.envs.jaxmarl import JaxMarlEnv
 from marl.runners.batched_runner import BatchedEnvRunner
-from marl.runners.vector_env_runner import runner_class
+from marl.runners.jax_rollout import CompiledRolloutRunner
+from marl.runners.runner_choice import runner_class
 
 ROOT = Path(__file__).resolve().parents[1]
 MPE = "jaxmarl.MPE_simple_spread_v3"
@@ -60,8 +61,8 @@ def assert_lengths_match_rows(batch, num_agents: int) -> int:
 
 def test_mpe_samples_through_the_batched_runner():
     cfg = config()
-    assert runner_class(cfg) is BatchedEnvRunner  # jaxmarl.* takes the batched path by default
-    runner = BatchedEnvRunner(cfg, 0)
+    assert runner_class(cfg) is CompiledRolloutRunner  # jaxmarl.* takes the batched path (its compiled rollout) by default
+    runner = runner_class(cfg)(cfg, 0)
     try:
         batch = runner.sample()
     finally:
@@ -77,7 +78,7 @@ def test_mpe_samples_through_the_batched_runner():
 
 def test_smax_masks_world_state_and_episode_ends():
     cfg = config(SMAX, {"scenario": "3m"}, fragment=60)
-    runner = BatchedEnvRunner(cfg, 0)
+    runner = runner_class(cfg)(cfg, 0)
     try:
         assert runner.masked and runner.env.state().shape == (4, runner.env.packed_columns["state"].stop
                                                               - runner.env.packed_columns["state"].start)
@@ -97,12 +98,12 @@ def resumes_exactly(cfg, keys=None) -> tuple:
     """A runner's state saved after one fragment, restored into a new runner with the same weights: its next three
     fragments equal the original's (`keys`, or every column) and so do their episodes' returns.
     Returns (the state, the original runner, its three fragments after the save)."""
-    first = BatchedEnvRunner(cfg, 0)
+    first = runner_class(cfg)(cfg, 0)
     first.sample()
     state = first.get_state()
     assert "batched" in state and (state["batched"]["ep_len"] > 0).all()
     expected = [first.sample() for _ in range(3)]
-    restored = BatchedEnvRunner(cfg, 0)
+    restored = runner_class(cfg)(cfg, 0)
     restored.set_weights({"version": 1, "modules": first.module.get_state()})
     restored.set_state(state)
     got = [restored.sample() for _ in range(3)]
@@ -192,7 +193,7 @@ def test_marl_train_on_jaxmarl_through_the_cli(tmp_path):
 def test_cartpole_on_the_batched_path_through_gymnasium_vector_envs():
     cfg = config("CartPole-v1", {}, worlds=8, fragment=64, batched=True, agents=1)
     assert runner_class(cfg) is BatchedEnvRunner
-    runner = BatchedEnvRunner(cfg, 0)
+    runner = runner_class(cfg)(cfg, 0)
     assert isinstance(runner.env, GymVectorEnv)
     batch = runner.sample()
     runner.stop()

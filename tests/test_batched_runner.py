@@ -26,7 +26,8 @@ from marl.envs.vmas import VmasEnv
 from marl.errors import ConfigError
 from marl.runners.batched_runner import BatchedEnvRunner
 from marl.runners.group import EnvRunnerGroup
-from marl.runners.vector_env_runner import VectorEnvRunner, runner_class
+from marl.runners.runner_choice import runner_class
+from marl.runners.vector_env_runner import VectorEnvRunner
 
 pytest.importorskip("vmas")  # the vmas extra (CI installs it through dev)
 ROOT = Path(__file__).resolve().parents[1]

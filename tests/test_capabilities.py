@@ -17,7 +17,7 @@ from marl.config.capabilities import ANY_SPACE, SPACE_KINDS, Capabilities, check
 from marl.errors import ConfigError
 from marl.policies import PolicySpec
 from marl.runners.batched_policy import unsupported
-from marl.runners.vector_env_runner import runner_class
+from marl.runners.runner_choice import runner_class
 
 
 def one_line(err) -> str:

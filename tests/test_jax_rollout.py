@@ -19,6 +19,7 @@ from marl.data import sample_batch as sb
 from marl.errors import ConfigError
 from marl.modules.popart import value_scales
 from marl.runners.batched_runner import BatchedEnvRunner
+from marl.runners.runner_choice import runner_class
 from tests.test_batched_envs import resumes_exactly
 
 MPE = "jaxmarl.MPE_simple_spread_v3"
@@ -38,6 +39,11 @@ def config(compiled=True, env=MPE, env_config=None, algo=marl.PPOConfig, worlds=
     return cfg
 
 
+def build(cfg):
+    """The runner `cfg` samples with: the compiled rollout's (`CompiledRolloutRunner`) on a JaxMARL env."""
+    return runner_class(cfg)(cfg, 0)
+
+
 def fragments(runner, n: int) -> list[tuple]:
     """n samples, each with a copy of every policy's fragment tensors {pid: (actions, log-probs, values, obs)}."""
     out = []
@@ -51,8 +57,8 @@ def fragments(runner, n: int) -> list[tuple]:
 def replay(cfg, recorded: list[dict]) -> list:
     """The step-by-step path's samples on the same env seed, each policy acting its recorded actions ([T, W, A]
     per fragment) in turn."""
-    runner = BatchedEnvRunner(cfg, 0)
-    assert runner.compiled is None
+    runner = build(cfg)
+    assert type(runner) is BatchedEnvRunner  # (compiled_rollout: false)
     for pid, policy in runner.policies.items():
         steps = iter([a for frag in recorded for a in frag[pid][0]])  # (a list: made now, for this pid)
 
@@ -107,7 +113,7 @@ def assert_torch_logp_and_values(runner, got: list) -> None:
 
 @pytest.fixture(scope="module")
 def compiled_run():
-    runner = BatchedEnvRunner(config(True), 0)
+    runner = build(config(True))
     assert runner.compiled is not None
     return runner, fragments(runner, 2)
 
@@ -130,7 +136,7 @@ def test_recorded_logp_and_values_are_the_torch_modules(compiled_run):
 def test_several_policies_each_act_for_their_agents():
     """agent_1 on its own policy, agents 0 and 2 on another (an index that is not a range): the same checks."""
     mapping = {"agent_0": "pair", "agent_1": "single", "agent_2": "pair"}
-    runner = BatchedEnvRunner(config(True, mapping=mapping, fragment=32), 0)
+    runner = build(config(True, mapping=mapping, fragment=32))
     assert runner.compiled is not None and [p.index for p in runner.compiled.policies] == [(0, 2), (1,)]
     got = fragments(runner, 2)
     assert_same_fragments(got, replay(config(False, mapping=mapping, fragment=32), [r for _, r in got]))
@@ -145,7 +151,7 @@ def test_masked_and_gaussian_heads_record_the_modules_logp(env, env_config):
     """The torch module's log-probs (masks applied; the Gaussian's summed over its dims), and the step-by-step path's
     fragment on the same actions (SMAX: terminations, masks; the Box: actions clipped before the env)."""
     cfg = lambda compiled: config(compiled, env, env_config, worlds=2, fragment=16)  # noqa: E731
-    runner = BatchedEnvRunner(cfg(True), 0)
+    runner = build(cfg(True))
     assert runner.compiled is not None
     got = fragments(runner, 2)
     module = runner.module["default_policy"]
@@ -170,7 +176,7 @@ def test_resumes_exactly_with_its_jax_key():
     cfg = config(True, fragment=16)
     state, first, expected = resumes_exactly(cfg)  # every column
     assert "rollout_key" in state
-    other = BatchedEnvRunner(cfg, 0)  # without the key restored: other draws (the key is what resumes them)
+    other = build(cfg)  # without the key restored: other draws (the key is what resumes them)
     other.set_weights({"version": 1, "modules": first.module.get_state()})
     state.pop("rollout_key")
     other.set_state(state)
@@ -180,7 +186,7 @@ def test_resumes_exactly_with_its_jax_key():
 
 def test_acts_with_the_weights_of_the_moment():
     """Weights changed in place (as a sync or an optimiser step does): the next fragment acts with them."""
-    runner = BatchedEnvRunner(config(True, fragment=16), 0)
+    runner = build(config(True, fragment=16))
     batch = runner.sample()
     assert np.ptp(batch.batch.policy_batches["default_policy"][sb.ACTION_LOGP]) > 0.01
     head = [m for m in runner.module["default_policy"].pi if isinstance(m, torch.nn.Linear)][-1]
@@ -195,7 +201,7 @@ def test_values_come_out_in_return_units_through_a_popart_scale():
     """A module with PopArt (`training.popart`): its ValueScale is one more linear layer to the compiled pass, so
     the recorded values are the torch module's, scale and shift applied (std 7, mean 50 here, not 1 and 0)."""
     cfg = config(True, fragment=16).training(popart=True)
-    runner = BatchedEnvRunner(cfg, 0)
+    runner = build(cfg)
     assert runner.compiled is not None
     module = runner.module["default_policy"]
     runner.sample()  # (the compiled pass has read the weights once: the scale below is a change it must see)
@@ -213,13 +219,13 @@ def test_values_come_out_in_return_units_through_a_popart_scale():
 def test_true_where_it_cannot_run_is_one_line_saying_why(caplog):
     with pytest.raises(ConfigError, match=r"compiled_rollout: true cannot run here: policy 'default_policy': module "
                                           r"CentralCriticMLP's acting pass reads more than its observations"):
-        BatchedEnvRunner(config(True, algo=marl.MAPPOConfig), 0)
+        build(config(True, algo=marl.MAPPOConfig))
     cartpole = (marl.PPOConfig().environment("CartPole-v1")
                 .env_runners(num_envs_per_env_runner=2, batched=True, compiled_rollout=True))
     with pytest.raises(ConfigError, match=r"'CartPole-v1' is not a JaxMARL env"):
-        BatchedEnvRunner(cartpole, 0)
+        build(cartpole)
     with caplog.at_level(logging.INFO, logger="marl.runners.jax_rollout"):  # auto: one call per step, said once
-        assert BatchedEnvRunner(config("auto", algo=marl.MAPPOConfig), 0).compiled is None
+        assert build(config("auto", algo=marl.MAPPOConfig)).compiled is None
     assert "the compiled rollout does not run here: policy 'default_policy': module CentralCriticMLP" in caplog.text
     with pytest.raises(ConfigError, match=r"compiled_rollout.*auto"):
         marl.PPOConfig().env_runners(compiled_rollout="sometimes")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -10,7 +12,11 @@ from torch import nn
 
 import marl
 from marl.data import sample_batch as sb
+from marl.modules.activations import ACTIVATION_NAMES, mlp_description
 from marl.modules.central_critic import CentralCriticMLP
+from marl.modules.functional import TORCH_ACTIVATIONS
+from marl.modules.numpy_acting import NUMPY_ACTIVATIONS
+from marl.modules.jax_acting import jax_activation
 from marl.modules.mlp import ActorCriticMLP
 from marl.runners import EnvRunner
 
@@ -26,6 +32,23 @@ def torch_pass(module, inputs: dict, explore: bool, generator: torch.Generator):
         actions = (dist.sample(generator) if explore else dist.deterministic_sample()).numpy()
         values = out.get("vf_preds")
         return actions, dist.logp_numpy(actions), None if values is None else values.numpy()
+
+
+def test_every_backend_runs_every_activation_of_the_module_description():
+    """One description of a network (`mlp_description`: Linear layers and activations by name); torch, NumPy and the
+    compiled JAX rollout each map every name to the same function."""
+    x = np.linspace(-4.0, 4.0, 4097, dtype=np.float32).reshape(-1, 1)  # (past SMALL elements: torch's folded tanh too)
+    has_jax = importlib.util.find_spec("jax") is not None  # (the jaxmarl extra)
+    for kind, name in ACTIVATION_NAMES.items():
+        want = kind()(torch.from_numpy(x.copy())).numpy()  # the module's own layer
+        np.testing.assert_allclose(NUMPY_ACTIVATIONS[name](x.copy()), want, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(TORCH_ACTIVATIONS[name](torch.from_numpy(x.copy())).numpy(), want, atol=1e-6)
+        if has_jax:
+            np.testing.assert_allclose(np.asarray(jax_activation(name)(x)), want, atol=1e-6, err_msg=name)
+    described = mlp_description(nn.Sequential(nn.Linear(3, 4), nn.SiLU(), nn.Linear(4, 1)))
+    assert [(k, v if k == "activation" else type(v)) for k, v in described] == [
+        ("linear", nn.Linear), ("activation", "silu"), ("linear", nn.Linear)]
+    assert mlp_description(nn.Sequential(nn.Linear(3, 4), nn.GELU())) is None  # no backend but torch runs it
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "elu", "silu"])

@@ -14,7 +14,7 @@ import pytest
 
 from marl.algorithms.scenario import config_from_dict
 from marl.errors import ConfigError
-from marl.runners.user_code import import_user_modules
+from marl.execution.user_code import import_user_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = '''

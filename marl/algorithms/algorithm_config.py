@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 
 from marl.algorithms.algorithm_parts import AlgorithmParts
-from marl.algorithms.env_probe import EnvFacts, default_groups, probe_env, resolve_env_choices
+from marl.algorithms.env_spec import EnvSpec, default_groups, resolve_env_choices, resolve_env_spec
 from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
 from marl.config.capabilities import UNDECLARED, Capabilities
 from marl.config.plain_data import plain_data as _plain
@@ -47,13 +47,11 @@ from marl.config.sections import (
 )
 from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
-from marl.envs import make_env
 from marl.envs.registry import registered_creator
 from marl.policies.groups import group_mapping
 from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
 from marl.policies.league import League, LeagueMapping
 from marl.policies.self_play import SelfPlay
-from marl.runners.global_state import probe_global_state
 from marl.runtime.algorithm import Algorithm
 
 __all__ = ["SECTION_NAMES", "AlgorithmConfig", "AlgorithmParts"]  # the parts and the section names live in their own modules
@@ -109,10 +107,9 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         self.workflow: dict | Any | None = None  # a Workflow, its YAML dict form, or None (default)
         self.env_creator = None  # the registered creator, shipped with the config to runner processes
         # Modules of the user's code (`marl train --import`) that Ray actors import: shipped to them through
-        # runtime_env py_modules (marl.runners.user_code), so workers need no PYTHONPATH.
+        # runtime_env py_modules (marl.execution.user_code), so workers need no PYTHONPATH.
         self.user_modules: list[str] = []
-        self._global_state_spec = None  # probed once (see global_state_spec), shipped with the config
-        self._env_facts: EnvFacts | None = None  # probed once (see env_facts), shipped with the config
+        self._env_spec: EnvSpec | None = None  # resolved once per env (see env_spec), shipped with the config
 
     # -- builder --------------------------------------------------------------
     def _set(self, name: str, values: dict) -> "AlgorithmConfig":
@@ -342,38 +339,24 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         return columns | RECORDED_COLUMNS if self.offline_cfg.output else columns
 
     def global_state_spec(self) -> dict | None:
-        """{source, dim, num_agents} of the env's global state when a policy's columns hold it, else None.
-
-        Probed once from a fresh env (its `state()`, else the agents' joined
-        observations); `Algorithm` asks before it ships the config to runners and learners.
-        """
-        if self._global_state_spec is None:
-            if not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
-                return None
-
-            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
-            try:
-                self._global_state_spec = probe_global_state(env)
-            finally:
-                env.close()
-        return self._global_state_spec
+        """{source, dim, num_agents} of the env's global state (the env spec's) when a policy's columns hold it."""
+        if not any(sb.STATE in self.columns_for(pid) for pid in self.policy_specs()):
+            return None
+        return self.env_spec().global_state
 
     def default_workflow(self):
         raise NotImplementedError
 
-    def env_facts(self) -> EnvFacts:
-        """Action spaces, image observations and `auto` wrappers of the env (asked of one fresh env, once)."""
-        if self._env_facts is None:
-            self._env_facts = probe_env(self)
-        return self._env_facts
+    def env_spec(self) -> EnvSpec:
+        """The env's agents, spaces, global state, groups and `auto` wrappers (`marl.algorithms.env_spec`): resolved
+        from one env the first time it is asked for this env, then kept (and shipped with the config)."""
+        if self._env_spec is None or not self._env_spec.fits(self.environment_cfg):
+            self._env_spec = resolve_env_spec(self)
+        return self._env_spec
 
-    def acts_in_box(self) -> bool:
-        """Whether every agent of the env acts in a Box space."""
-        return self.env_facts().acts_in_box
-
-    def resolve_auto_keys(self, env_facts: Callable[[], EnvFacts]) -> None:
+    def resolve_auto_keys(self, env_spec: Callable[[], EnvSpec]) -> None:
         """Sets, in place, the training keys the algorithm picks when it builds (PPO's `auto` ones, from
-        `env_facts()`, asked only where a key is `auto`); the base has none."""
+        `env_spec()`, asked only where a key is `auto`); the base has none."""
 
     built_form = False  # True on what `resolved` returns (and its copies): components use it as it is
 
@@ -381,7 +364,7 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         """A copy with the keys the algorithm picks when it builds set (`resolve_auto_keys`): what `build` runs."""
         out = self.copy()
         resolve_env_choices(out)  # wrappers, action kind, agent groups: config.yaml names what the run is made with
-        out.resolve_auto_keys(out.env_facts)
+        out.resolve_auto_keys(out.env_spec)
         out.built_form = True
         return out
 

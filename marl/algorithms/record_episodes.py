@@ -14,7 +14,7 @@ import numpy as np
 from marl.algorithms.algorithm_config import RECORDED_COLUMNS
 from marl.data import sample_batch as sb
 from marl.runtime.evaluation import EVALUATION_FIRST_INDEX
-from marl.offline.writer import OfflineWriter, agent_names
+from marl.offline.writer import OfflineWriter
 from marl.runners.env_runner import EnvRunner
 
 
@@ -46,7 +46,7 @@ def record_episodes(algo, episodes: int, output, explore: bool = False, max_file
         runner.stop()
     wanted = range(first, first + episodes)
     mb = max_file_mb if max_file_mb is not None else cfg.offline_cfg.output_max_file_mb
-    writer = OfflineWriter(output, agent_names(cfg), int(mb * (1 << 20)), cfg.offline_cfg.output_compression)
+    writer = OfflineWriter(output, runner.possible_agents, int(mb * (1 << 20)), cfg.offline_cfg.output_compression)
     rows = 0
     for record in kept:
         picked = {}

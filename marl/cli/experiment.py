@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from marl import path_checks
-from marl.runners.user_code import add_import_option, import_user_modules
+from marl.execution.user_code import add_import_option, import_user_modules
 from marl.errors import ConfigError
 from marl.experiment.runner import _save_suite, pending_runs, run_local, run_tune
 from marl.experiment.suite import load_suite

@@ -30,7 +30,7 @@ from marl.envs import EnvError
 from marl.errors import ClusterError
 from marl.envs.catalog import KINDS
 from marl.policies import MappingError
-from marl.runners.user_code import add_import_option
+from marl.execution.user_code import add_import_option
 from marl.workflow import WorkflowError
 
 

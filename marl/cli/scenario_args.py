@@ -11,7 +11,7 @@ from marl import path_checks
 from marl.algorithms import config_from_dict, load_scenario
 from marl.config.registry import discovered
 from marl.config.sections import ConfigError
-from marl.runners.user_code import add_import_option, import_user_modules
+from marl.execution.user_code import add_import_option, import_user_modules
 
 
 def algorithm_names() -> list[str]:

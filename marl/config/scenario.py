@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from marl.config.registry import config_class
 from marl.config.sections import ConfigError
-from marl.runners.user_code import check_module_names, import_user_modules
+from marl.execution.user_code import check_module_names, import_user_modules
 import difflib
 
 TOP_LEVEL = ("algo", "name", "imports", "environment", "env_runners", "multi_agent", "training", "learners", "debugging", "evaluation", "stop", "checkpointing", "connectors", "loggers", "offline", "workflow", "psro")

@@ -56,10 +56,18 @@ def unsquash(a, low, high):
 
 
 class _BoxBounds(ConnectorPiece):
-    """Base of the Box action pieces: the bounds come from the action space (other spaces pass through)."""
+    """Base of the Box action pieces: the bounds come from the action space (other spaces pass through). A piece is
+    one function, `with_bounds`, of arrays of any library that clip and add: the dict path applies it to NumPy rows
+    (`__call__`), the batched path to torch tensors (`on_tensors`), the compiled rollout to JAX arrays."""
 
     def __init__(self):
         self._bounds = None
+
+    def __call__(self, actions, ctx):
+        if self._bounds is None:
+            return actions
+        shape, low, high = self._bounds
+        return self.with_bounds(low, high)(actions.reshape((len(actions),) + shape))
 
     def on_tensors(self, device) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """The piece as a function of torch action rows [..., *shape] on `device` (the batched runner applies it
@@ -91,12 +99,6 @@ class _BoxBounds(ConnectorPiece):
 class ClipActions(_BoxBounds):
     """Box actions clipped to the action space's bounds (`environment.clip_actions`)."""
 
-    def __call__(self, actions, ctx):
-        if self._bounds is None:
-            return actions
-        shape, low, high = self._bounds
-        return np.clip(actions.reshape((len(actions),) + shape), low, high)
-
     @staticmethod
     def with_bounds(low, high):
         return lambda actions: actions.clip(low, high)
@@ -104,12 +106,6 @@ class ClipActions(_BoxBounds):
 
 class UnsquashActions(_BoxBounds):
     """The module acts in [-1, 1]; Box actions rescaled to the bounds (`config.plan_for(policy_id).unsquash_actions`)."""
-
-    def __call__(self, actions, ctx):
-        if self._bounds is None:
-            return actions
-        shape, low, high = self._bounds
-        return unsquash(actions.reshape((len(actions),) + shape), low, high)
 
     @staticmethod
     def with_bounds(low, high):

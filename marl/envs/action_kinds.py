@@ -3,7 +3,7 @@
 VMAS scenarios (`continuous_actions`), PettingZoo's MPE (`continuous_actions`) and Pistonball (`continuous`),
 JaxMARL's MPE (`action_type`) and Gymnasium ids such as LunarLander (`continuous`) can each be made with Box
 or with Discrete actions. Where the user's env_config leaves the key out and the algorithm acts in only the
-other kind, the config's build sets it (`marl.algorithms.env_probe.action_kind_choice`), as BenchMARL makes
+other kind, the config's build sets it (`marl.algorithms.env_spec.action_kind_choice`), as BenchMARL makes
 VMAS tasks with the actions its algorithm takes: `marl train --algo QMIX --env vmas.navigation` trains on
 VMAS's discrete actions rather than stopping at "QMIX acts in Discrete action spaces".
 """

@@ -25,6 +25,16 @@ from marl.envs.base import ALL, AgentID, InfoDict, MultiAgentEnv, ObsDict, StepR
 from marl.envs.batched import BatchedEnv
 
 
+def dict_observation_space(env: BatchedEnv, agent: AgentID, masked: bool) -> gymnasium.Space:
+    """One agent's observation space as the dict API presents it: where the env gives action masks, PettingZoo's
+    `Dict(observation=..., action_mask=Box(0, 1, (n,), int8))`."""
+    space = env.observation_space(agent)
+    if not masked:
+        return space
+    n = int(env.action_space(agent).n)
+    return gymnasium.spaces.Dict({"observation": space, "action_mask": gymnasium.spaces.Box(0, 1, (n,), np.int8)})
+
+
 class SingleWorldView(MultiAgentEnv):
     """World 0 of `env` (a `BatchedEnv` with `num_worlds == 1`) as a `MultiAgentEnv`."""
 
@@ -40,12 +50,7 @@ class SingleWorldView(MultiAgentEnv):
         self._state: np.ndarray | None = None
 
     def observation_space(self, agent: AgentID) -> gymnasium.Space:
-        space = self.env.observation_space(agent)
-        if not self._masked:
-            return space
-        n = int(self.env.action_space(agent).n)
-        return gymnasium.spaces.Dict({"observation": space,
-                                      "action_mask": gymnasium.spaces.Box(0, 1, (n,), np.int8)})
+        return dict_observation_space(self.env, agent, self._masked)
 
     def action_space(self, agent: AgentID) -> gymnasium.Space:
         return self.env.action_space(agent)

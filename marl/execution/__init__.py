@@ -1,4 +1,5 @@
-"""Execution: lazy parallel iterators over Ray actors, and the metrics they share."""
+"""Execution: lazy parallel iterators over Ray actors, the metrics they share, starting Ray and shipping the user's
+code to its workers (`user_code`)."""
 
 from marl.execution.iterators import GatherAhead, LocalIterator, gather_async, gather_sync, union
 from marl.execution.metrics import SharedMetrics, TimerStat

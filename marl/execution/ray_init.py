@@ -25,7 +25,7 @@ LOCAL_START_ATTEMPTS = 3
 def ensure_ray(num_cpus: int | None = None, runtime_env: dict | None = None) -> None:
     """Joins RAY_ADDRESS if set, else starts a local Ray (never a stale cluster left by a killed run).
 
-    `runtime_env`: the job's (the user's modules, `marl.runners.user_code.job_runtime_env`).
+    `runtime_env`: the job's (the user's modules, `marl.execution.user_code.job_runtime_env`).
     A cluster that refuses to be joined is a `ClusterError` in one line: for a missing authentication
     token it names `RAY_AUTH_MODE=token` (the lines Ray's core logs while it retries are held back)."""
     import ray

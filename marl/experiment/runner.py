@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 
 from marl.execution.ray_init import start_local_ray
 from marl.experiment.suite import RunSpec, Suite, import_suite_modules
-from marl.runners.user_code import import_user_modules, module_folders
+from marl.execution.user_code import import_user_modules, module_folders
 from marl.logging.run_dir import CHECKPOINT_DIR, RESULT_FILE
 from marl.runtime.run_loop import config_for_resume, train_run
 import torch

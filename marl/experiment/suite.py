@@ -37,7 +37,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
-from marl.runners.user_code import check_module_names, import_user_modules
+from marl.execution.user_code import check_module_names, import_user_modules
 from marl.config.scenario import config_from_dict
 from marl.config.registry import config_class
 from marl.experiment.targets import Target, parse_targets

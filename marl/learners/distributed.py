@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from marl.learners.learner import Learner
 from marl.learners.sequences import SEQ_LENS, shard_bounds, shard_sequences
-from marl.runners.user_code import actor_options
+from marl.execution.user_code import actor_options
 
 INIT_TIMEOUT_S = 120
 _COUNTS = ("num_sgd_steps", "agent_steps_trained")  # stats that are counts, the same on every rank

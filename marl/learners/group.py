@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from marl.errors import ConfigError
 from marl.learners.learner import Learner
-from marl.runners.user_code import actor_options, import_hint
+from marl.execution.user_code import actor_options, import_hint
 from marl.learners.distributed import start_distributed_learners
 
 # Calls that read learner state: answered by rank 0 alone. Anything else goes to every rank.

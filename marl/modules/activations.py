@@ -50,3 +50,23 @@ class Tanh(nn.Tanh):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return tanh(x)
+
+
+# The activations every acting backend runs, by name: one description of a network (`mlp_description`) that torch's
+# functional pass (`marl.modules.functional`), the NumPy actor (`marl.modules.numpy_acting`) and the compiled JAX
+# rollout (`marl.runners.jax_rollout`) each map to their own functions.
+ACTIVATION_NAMES: dict[type, str] = {Tanh: "tanh", nn.Tanh: "tanh", nn.ReLU: "relu", nn.ELU: "elu", nn.SiLU: "silu"}
+
+
+def mlp_description(seq: nn.Sequential) -> list | None:
+    """`seq` as [("linear", nn.Linear) | ("activation", name)], every layer a biased Linear or an activation of
+    ACTIVATION_NAMES; None otherwise (a network no backend but torch runs)."""
+    layers = []
+    for layer in seq:
+        if isinstance(layer, nn.Linear) and layer.bias is not None:  # (a PopArt ValueScale is a 1 -> 1 Linear)
+            layers.append(("linear", layer))
+        elif type(layer) in ACTIVATION_NAMES:
+            layers.append(("activation", ACTIVATION_NAMES[type(layer)]))
+        else:
+            return None
+    return layers

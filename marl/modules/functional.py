@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from marl.modules.activations import Tanh, tanh
+from marl.modules.activations import ACTIVATION_NAMES, tanh
 
 MASKED_LOGIT = -1e9
 
@@ -17,7 +17,8 @@ def as_float_state(state: torch.Tensor) -> torch.Tensor:
     return state if state.is_floating_point() else state.float() * (1.0 / 255.0)
 
 
-_FUNCTIONAL_ACTIVATIONS = {Tanh: tanh, nn.Tanh: tanh, nn.ReLU: torch.relu, nn.ELU: torch.nn.functional.elu, nn.SiLU: torch.nn.functional.silu}
+TORCH_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": F.elu, "silu": F.silu}
+_FUNCTIONAL_ACTIVATIONS = {kind: TORCH_ACTIVATIONS[name] for kind, name in ACTIVATION_NAMES.items()}
 
 
 def run_sequential(seq: nn.Sequential, x: torch.Tensor) -> torch.Tensor:

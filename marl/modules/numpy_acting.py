@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from marl.modules.activations import SMALL, Tanh
+from marl.modules.activations import SMALL, mlp_description
 from marl.modules.functional import MASKED_LOGIT
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 # The input function of networks that read the observations alone (the default MLP's): the compiled JAX rollout
@@ -41,23 +41,10 @@ def _silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {
-    Tanh: np.tanh, nn.Tanh: np.tanh, nn.ReLU: lambda x: np.maximum(x, 0), nn.ELU: _elu, nn.SiLU: _silu,
+# The NumPy form of each activation of the module description (`marl.modules.activations.ACTIVATION_NAMES`).
+NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0), "elu": _elu, "silu": _silu,
 }
-
-
-def numpy_layers(seq: nn.Sequential) -> list | None:
-    """`seq` as [(kind, layer)] where every layer is a Linear or a known activation; None otherwise."""
-    layers = []
-    for layer in seq:
-        kind = type(layer)
-        if isinstance(layer, nn.Linear) and layer.bias is not None:  # (a PopArt ValueScale is a 1 -> 1 Linear)
-            layers.append(("linear", layer))
-        elif kind in _ACTIVATIONS:
-            layers.append(("activation", _ACTIVATIONS[kind]))
-        else:
-            return None
-    return layers
 
 
 def _row_reduce(op: np.ufunc, x: np.ndarray) -> np.ndarray:
@@ -72,7 +59,7 @@ def _row_reduce(op: np.ufunc, x: np.ndarray) -> np.ndarray:
 
 
 class _NumpyMLP:
-    """A Sequential of Linear layers and activations as NumPy arrays (weights transposed once per refresh).
+    """A network's description (`mlp_description`) as NumPy arrays and functions (weights transposed once per refresh).
 
     Over many rows (a batched runner's thousands of (world, agent) rows) each tanh runs as a sigmoid, with the
     identity tanh(z) = 2 sigmoid(2z) - 1 folded into the weights around it: the Linear before it scaled by 2, the
@@ -90,14 +77,14 @@ class _NumpyMLP:
         self.steps: list = []
         self.folded: list | None = None
         # Each tanh right after a Linear folds; any other activation (or a tanh elsewhere) keeps its NumPy twin.
-        self._fold = [kind == "activation" and layer is np.tanh and i > 0 and layers[i - 1][0] == "linear"
+        self._fold = [kind == "activation" and layer == "tanh" and i > 0 and layers[i - 1][0] == "linear"
                       for i, (kind, layer) in enumerate(layers)]
         self.width = max((layer.out_features for kind, layer in layers if kind == "linear"), default=1)
 
     def refresh(self) -> None:
         self.steps = [
             (layer.weight.detach().cpu().numpy().T.copy(), layer.bias.detach().cpu().numpy().copy()) if kind == "linear"
-            else layer for kind, layer in self.layers
+            else NUMPY_ACTIVATIONS[layer] for kind, layer in self.layers
         ]
         self.folded = self._folded() if any(self._fold) else None
 
@@ -144,8 +131,8 @@ class NumpyActor:
 
     def __init__(self, pi: nn.Sequential, vf: nn.Sequential | None, log_std: torch.Tensor | None,
                  pi_input: Callable[[dict], np.ndarray], vf_input: Callable[[dict], np.ndarray | None]):
-        self.pi = _NumpyMLP(numpy_layers(pi))
-        self.vf = _NumpyMLP(numpy_layers(vf)) if vf is not None else None
+        self.pi = _NumpyMLP(mlp_description(pi))
+        self.vf = _NumpyMLP(mlp_description(vf)) if vf is not None else None
         self.log_std_param = log_std
         self.pi_input, self.vf_input = pi_input, vf_input
         self.reads_obs_only = pi_input is OBS_INPUT and vf_input is OBS_INPUT
@@ -161,7 +148,7 @@ class NumpyActor:
         action space other than Discrete and Box (MultiDiscrete acts in torch)."""
         if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
             return None
-        if any(seq is not None and numpy_layers(seq) is None for seq in (pi, vf)):
+        if any(seq is not None and mlp_description(seq) is None for seq in (pi, vf)):
             return None
         return cls(pi, vf, log_std, pi_input, vf_input)
 

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 
 from marl.data import SampleBatch
 from marl.offline.schema import to_table
-from marl.envs import make_env
 
 
 class _PolicyFile:
@@ -95,12 +94,3 @@ class OfflineWriter:
             self.published += f.close()
         return list(self.published)
 
-
-def agent_names(config) -> list[str]:
-    """The env's possible agents (what `agent_index` indexes), from a probe env."""
-
-    env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config))
-    try:
-        return list(env.possible_agents)
-    finally:
-        env.close()

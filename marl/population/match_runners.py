@@ -20,7 +20,7 @@ import numpy as np
 from marl.population import members as mb
 from marl.runners import RunnerFailedError
 from marl.execution.ray_init import ensure_ray
-from marl.runners.user_code import actor_options, job_runtime_env
+from marl.execution.user_code import actor_options, job_runtime_env
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,66 @@
 """What every runner answers apart from sampling: liveness, process and node (as a Ray actor), and the
-bookkeeping the runner group reads and sets (`weights_version`, `_steps_sampled`, `specs` of each runner)."""
+bookkeeping the runner group reads and sets (`weights_version`, `_steps_sampled`, `specs` and `module` of each
+runner). The whole contract: `marl.workflow.runner_protocol`."""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+from marl.connectors.build import build_policy_module
+from marl.modules import MultiRLModule
 from marl.policies import MappingError
+from marl.runners.seeds import seed_sequence
 
 
 class ActorBasics:
     # Policies that act as frozen population members (`set_frozen_policies`); part of the runner's state.
     frozen_policies: frozenset = frozenset()
+
+    def _setup(self, config, worker_index: int, incarnation: int, streams: int) -> list:
+        """What every runner does first: one thread (small forward passes on shared cores: threads only add latency;
+        NumPy's BLAS as well), its config as built (`auto` keys set), and its seed streams from (`debugging.seed`,
+        worker index, incarnation): `streams` of them, the first the runner's own (action draws, module init)."""
+        torch.set_num_threads(1)
+        threadpool_limits(1, user_api="blas")
+        self.config, self.worker_index, self.incarnation = config.as_built(), worker_index, incarnation
+        return seed_sequence(self.config.debugging_cfg.seed, worker_index, incarnation).spawn(streams)
+
+    @staticmethod
+    def _torch_seed(stream) -> int:
+        return int(stream.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+    def _build_modules(self, torch_seed: int) -> MultiRLModule:
+        """Each policy's module, initialised from `torch_seed` without touching the process's generator."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(torch_seed)
+            return MultiRLModule({pid: build_policy_module(self.config, pid, s) for pid, s in self.specs.items()})
+
+    def _set_exploration_step(self, env_steps: int | None = None) -> None:
+        """Exploration schedules at `env_steps`; by default the run's env steps, estimated from this runner's own."""
+        if env_steps is None:
+            env_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
+        for pid in self.policy_ids:
+            self.module[pid].set_exploration_step(env_steps)
+
+    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
+        """The metrics of `num_episodes` fresh episodes (see `run_evaluation`)."""
+        return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
+
+    def set_weights(self, weights: dict) -> int:
+        """Loads the modules (and what `_load_weights` adds); skipped when the version is already loaded."""
+        version = weights["version"]
+        if version != self.weights_version:
+            self.module.set_state(weights["modules"])
+            self._load_weights(weights)
+            self.weights_version = version
+        return self.weights_version
+
+    def _load_weights(self, weights: dict) -> None:
+        """What a runner loads beside its modules (the dict path: observation-filter state)."""
 
     def ping(self) -> str:
         return "ok"
@@ -31,6 +81,10 @@ class ActorBasics:
 
     def get_weights_version(self) -> int:
         return self.weights_version
+
+    def get_weights(self) -> dict:
+        """What `set_weights` takes: the version this runner acts with and its modules' weights."""
+        return {"version": self.weights_version, "modules": self.module.get_state()}
 
     def get_spaces(self) -> dict:
         return {pid: (s.observation_space, s.action_space) for pid, s in self.specs.items()}

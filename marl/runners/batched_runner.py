@@ -29,9 +29,7 @@ import gc
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
-from marl.connectors.build import build_policy_module
 from marl.data import MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.data.records import SampledBatch
@@ -39,14 +37,12 @@ from marl.envs.base import EnvError
 from marl.envs.batched import BatchedEnv
 from marl.envs.batched_families import make_batched_env
 from marl.errors import ConfigError
-from marl.modules import MultiRLModule
-from marl.policies import resolve_policies
+from marl.policies import MappingError, resolve_policies
 from marl.runners.actor_basics import ActorBasics
 from marl.runners.batched_episodes import EpisodeCounters
 from marl.runners.batched_fragment import WorldColumns
 from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
-from marl.runners.jax_rollout import compiled_rollout
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
 
 
@@ -68,19 +64,16 @@ def _freeze_startup_objects() -> None:
 
 class BatchedEnvRunner(ActorBasics):
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
-        config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
-        torch.set_num_threads(1)  # one thread per runner, as EnvRunner: runners and learner share the cores
-        threadpool_limits(1, user_api="blas")
+        # EnvRunner's streams (its first: the same actions on the same seed)
+        runner_seq = self._setup(config, worker_index, incarnation, 1 + config.env_runners_cfg.num_envs_per_env_runner)[0]
+        config = self.config
         reason = unsupported(config)
         if reason is not None:
             raise ConfigError(f"env_runners.batched: the batched path does not run {reason}; use env_runners.batched: false")
-        self.config, self.worker_index, self.incarnation = config, worker_index, incarnation
         env_cfg, run_cfg = config.environment_cfg, config.env_runners_cfg
         self.device = torch.device(run_cfg.device)
         self.num_worlds = self.num_envs = run_cfg.num_envs_per_env_runner
-        root = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation)
-        runner_seq = root.spawn(1 + self.num_worlds)[0]  # EnvRunner's first stream: the same actions on the same seed
-        torch_seed = int(runner_seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        torch_seed = self._torch_seed(runner_seq)
         self.torch_rng = torch.Generator(device=self.device).manual_seed(torch_seed)
         batch_seq = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation, BATCH_SEED_KEY)
         env_seed = int(batch_seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
@@ -88,12 +81,10 @@ class BatchedEnvRunner(ActorBasics):
         self.possible_agents = list(self.env.agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
         self.fragment_length = fragment_length(config, len(self.possible_agents))
-        self.specs, agents_of = resolve_policies(self.env, config.policy_specs(), config.policy_mapping())
+        self.mapping = config.policy_mapping()
+        self.specs, agents_of = resolve_policies(self.env, config.policy_specs(), self.mapping)
         self.policy_ids = list(self.specs)
-        with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
-            torch.manual_seed(torch_seed)
-            self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in self.specs.items()})
-        self.module.to(self.device).eval()
+        self.module = self._build_modules(torch_seed).to(self.device).eval()
         self.masked = self.env.action_masks() is not None
         # The global state's size first: the policies' column schemas hold it (centralised critics read it).
         acting = [pid for pid in self.specs if agents_of[pid]]
@@ -113,7 +104,6 @@ class BatchedEnvRunner(ActorBasics):
         self._policy_onehot = torch.zeros((n, len(self._policy_order)), dtype=torch.float64, device=self.device)
         for j, pid in enumerate(self._policy_order):
             self._policy_onehot[[self.agent_index[a] for a in self.policies[pid].agents], j] = 1.0
-        self.compiled = compiled_rollout(self)  # a JaxMARL env's fragment in one jitted call, where it applies
 
     def _zero_obs(self) -> dict[str, torch.Tensor] | torch.Tensor:
         zeros = {a: torch.zeros((self.num_worlds,) + tuple(self.env.observation_space(a).shape), device=self.device)
@@ -215,22 +205,21 @@ class BatchedEnvRunner(ActorBasics):
         """`fragment_length` steps of every world: the rows per policy and the finished episodes' metrics."""
         if not self._started:
             self._start()
-        run_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
-        for pid in self.policy_ids:
-            self.module[pid].set_exploration_step(run_steps)
+        self._set_exploration_step()
         steps = self.fragment_length
         with torch.no_grad():
-            if self.compiled is not None and explore and not self.frozen_policies:
-                self._obs = self.compiled.sample(self)  # (greedy and frozen acting step one call at a time)
-            else:
-                for t in range(steps):
-                    self._step(t, explore, collect=True)
+            self._sample_fragment(explore)
             batches = self._build()
         _freeze_startup_objects()
         env_steps = steps * self.num_worlds
         self._steps_sampled += env_steps
         return SampledBatch(MultiAgentBatch(batches, env_steps), episodes=self._episodes(steps),
                             weights_versions=[self.weights_version], runners=[self.worker_index])
+
+    def _sample_fragment(self, explore: bool) -> None:
+        """Steps every world `fragment_length` times into the fragment (the compiled rollout's runner: one call)."""
+        for t in range(self.fragment_length):
+            self._step(t, explore, collect=True)
 
     def _build(self) -> dict[str, sb.SampleBatch]:
         """Cuts the fragment: V(s) of the observations the agents act on next where a piece goes on, then rows."""
@@ -272,16 +261,12 @@ class BatchedEnvRunner(ActorBasics):
                  "agent_returns": dict(zip(agents, rets)), "policy_of": policy_of}
                 for eid, length, total, prets, rets in zip(ids, lengths, totals, by_policy, returns.tolist())]
 
-    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
-        return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
-
     def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
         """Fresh episodes with the current weights (no rows kept): the first `duration` episodes started run to
         their end (unit="episodes"), or `duration` env steps (unit="env_steps"). See `EnvRunner.run_evaluation`."""
         if unit not in ("episodes", "env_steps"):
             raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
-        for pid in self.policy_ids:
-            self.module[pid].set_exploration_step(exploration_step)
+        self._set_exploration_step(exploration_step)
         self._start()
         first = int(self.episode_counters.ids[0])
         kept: list[dict] = []
@@ -314,8 +299,6 @@ class BatchedEnvRunner(ActorBasics):
         state = {"started": self._started, "steps_sampled": self._steps_sampled,
                  "next_episode_id": self.episode_counters.next_id, "torch_rng": self.torch_rng.get_state(),
                  "frozen_policies": sorted(self.frozen_policies)}
-        if self.compiled is not None:  # the compiled rollout's draws: its JAX key
-            state["rollout_key"] = self.compiled.key.copy()
         env_state = self.env.get_state() if self._started else None
         if env_state is not None:  # exact resume: the simulator, what the agents see, where each episode stands
             counters = self.episode_counters
@@ -333,8 +316,6 @@ class BatchedEnvRunner(ActorBasics):
         self.episode_counters.next_id = int(state["next_episode_id"])
         self.frozen_policies = frozenset(state.get("frozen_policies", ()))
         self._steps_sampled = int(state.get("steps_sampled", 0))
-        if self.compiled is not None and "rollout_key" in state:
-            self.compiled.key = np.array(state["rollout_key"])
         self.weights_version = -1
         saved = state.get("batched")
         if saved is None or len(saved["eps_id"]) != self.num_worlds:
@@ -350,12 +331,14 @@ class BatchedEnvRunner(ActorBasics):
         counters.returns = as_tensor(saved["ep_return"])
         self._started = True
 
-    def set_weights(self, weights: dict) -> int:
-        version = weights["version"]
-        if version != self.weights_version:
-            self.module.set_state(weights["modules"])
-            self.weights_version = version
-        return self.weights_version
+    def set_mapping_state(self, state) -> None:
+        """The mapping's state (a league's table), where it binds every agent to the policy it has now: this path
+        binds agents once, at the start."""
+        self.mapping.set_state(state)
+        rebound = {a: pid for a in self.possible_agents if (pid := self.mapping(a, None)) != self._policy_of[a]}
+        if rebound:
+            raise MappingError(f"the batched path binds agents to policies once ({self._policy_of}); this mapping state "
+                               f"rebinds {rebound}: run it on the dict path (env_runners.batched: false)")
 
     def stop(self) -> None:
         try:

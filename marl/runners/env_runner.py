@@ -30,15 +30,13 @@ import logging
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
-from marl.connectors import PolicyConnectors, build_policy_module
+from marl.connectors import PolicyConnectors
 from marl.data import Episode, MultiAgentBatch
 from marl.data import sample_batch as sb
 from marl.data.columns import check_columns, columns_for
 from marl.data.records import SampledBatch  # what sample() returns: the rows and where they came from
 from marl.envs import EnvChecker, EnvStepError, make_env, register_env
-from marl.modules import MultiRLModule
 from marl.modules.recurrent import sequence_chunking  # where stored states start training sequences
 from marl.policies import MappingError, PolicyMapping, resolve_policies
 from marl.runners.actor_basics import ActorBasics
@@ -49,7 +47,6 @@ from marl.runners.global_state import GlobalState, probe_global_state
 from marl.runners.lockstep import LockstepSteps
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 from marl.runners.runner_state import RunnerState
-from marl.runners.seeds import seed_sequence  # noqa: F401  (also importable from here, as before)
 
 ALL = "__all__"
 log = logging.getLogger(__name__)
@@ -58,17 +55,11 @@ log = logging.getLogger(__name__)
 class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; checkpoint state; ping, getpid, node_id
     def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
         """`incarnation` counts restarts of this runner slot: a replacement gets fresh seeds, not the dead one's."""
-        config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
-        torch.set_num_threads(1)  # small forward passes on few cores: threads only add latency
-        threadpool_limits(1, user_api="blas")  # NumPy's BLAS as well (NumPy acting): a second thread only spins
-        self.config = config
-        self.worker_index = worker_index
-        self.incarnation = incarnation
+        runner_seq, *env_seqs = self._setup(config, worker_index, incarnation, 1 + config.env_runners_cfg.num_envs_per_env_runner)
+        config = self.config
         env_cfg, run_cfg = config.environment_cfg, config.env_runners_cfg
         self.num_envs = run_cfg.num_envs_per_env_runner
-        root = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation)
-        runner_seq, *env_seqs = root.spawn(1 + self.num_envs)
-        torch_seed = int(runner_seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        torch_seed = self._torch_seed(runner_seq)
         self.torch_rng = torch.Generator().manual_seed(torch_seed)  # action sampling: never the global generator
         self._reset_rngs = [np.random.default_rng(s) for s in env_seqs]  # one stream of reset seeds per env copy
         if config.env_creator is not None:  # a name registered in the driver process
@@ -82,10 +73,7 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
         self.mapping: PolicyMapping = config.policy_mapping()
         self.specs, agents_of = resolve_policies(env0, config.policy_specs(), self.mapping)
         self.policy_ids = list(self.specs)
-        with torch.random.fork_rng(devices=[]):  # seeded module init without touching the process's generator
-            torch.manual_seed(torch_seed)
-            self.module = MultiRLModule({pid: build_policy_module(config, pid, s) for pid, s in self.specs.items()})
-        self.module.eval()
+        self.module = self._build_modules(torch_seed).eval()
         # Each policy's env->module and module->env pipelines (state per env copy and agent).
         self.connectors = {pid: PolicyConnectors(config, pid, s, self.num_envs, len(self.possible_agents)) for pid, s in self.specs.items()}
         # Only what each policy's algorithm asks for is computed and recorded (DQN: no values, no log-probs).
@@ -259,10 +247,7 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
         metrics, the weights version the data was produced with and the observation-filter deltas."""
         if not self._started:
             self._start()
-        # Exploration schedules run on the whole run's env steps; each runner estimates them from its own.
-        run_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
-        for pid in self.policy_ids:
-            self.module[pid].set_exploration_step(run_steps)
+        self._set_exploration_step()  # (the whole run's env steps: each runner estimates them from its own)
         env_steps = 0
         for _ in range(self.fragment_length):
             env_steps += self._step_envs(self._act(collect=True, explore=explore), collect=True)
@@ -290,10 +275,6 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
             runners=[self.worker_index], connector_deltas=[deltas] if deltas else [],
         )
 
-    def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
-        """The metrics of `num_episodes` fresh episodes (see `run_evaluation`)."""
-        return self.run_evaluation(num_episodes, "episodes", explore)["episodes"]
-
     def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
         """Fresh episodes with the current weights; no rows kept, no filter statistics updated.
 
@@ -309,8 +290,7 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
         """
         if unit not in ("episodes", "env_steps"):
             raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
-        for pid in self.policy_ids:
-            self.module[pid].set_exploration_step(exploration_step)
+        self._set_exploration_step(exploration_step)
         for k in range(self.num_envs):  # every evaluation starts new episodes under the current weights
             self._reset_env(k)
         self._started = True
@@ -341,15 +321,9 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
         """The policy mapping's state (a league's matchmaking table), sent by the driver between samples."""
         self.mapping.set_state(state)
 
-    def set_weights(self, weights: dict) -> int:
-        """Loads modules (and observation-filter state); skipped when the version is already loaded."""
-        version = weights["version"]
-        if version != self.weights_version:
-            self.module.set_state(weights["modules"])
-            for pid, central in weights.get("connectors", {}).items():
-                self.connectors[pid].set_central(central)
-            self.weights_version = version
-        return self.weights_version
+    def _load_weights(self, weights: dict) -> None:
+        for pid, central in weights.get("connectors", {}).items():  # observation-filter state
+            self.connectors[pid].set_central(central)
 
     def stop(self) -> None:
         for env in self.envs:

@@ -20,8 +20,8 @@ import logging
 from marl.envs import EnvError, EnvStepError
 from marl.policies import MappingError
 from marl.runners.env_runner import EnvRunner
-from marl.runners.user_code import actor_options, import_hint
-from marl.runners.vector_env_runner import runner_class
+from marl.execution.user_code import actor_options, import_hint
+from marl.runners.runner_choice import runner_class
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class EnvRunnerGroup:
         self.first_index = first_index
         self.num_remote = config.env_runners_cfg.num_env_runners
         self.is_local = self.num_remote == 0
-        self._runner_cls = runner_class(config)  # EnvRunner, or VectorEnvRunner for batched (VMAS) envs
+        self._runner_cls = runner_class(config)  # one of the four runner classes (`marl.runners.runner_choice`)
         self.local: EnvRunner | None = self._runner_cls(config, first_index) if self.is_local else None
         self.remote: list = []
         self.restarts = 0

@@ -4,10 +4,9 @@ At a few worlds the batched path's cost is per step, not per row: one jitted env
 overhead on the CPU) and one acting pass per step, where JaxMARL's own baselines run the rollout inside
 one compiled `jax.lax.scan`. This runs the same: a scan over the fragment's steps of
 
-- the policies' passes in jax.numpy (each policy's agents as a static index into the stacked [W, N, ...]
-  observations), from the weights of the module's NumPy actor (`RLModule.numpy_actor`: Linear layers and
-  known activations, Categorical with action masks or state-independent Gaussian, value head), passed as
-  jit arguments, so a weight sync costs an upload and no recompilation;
+- the policies' passes in jax.numpy (`marl.modules.jax_acting.JaxActor`, the JAX form of the module's NumPy actor,
+  `RLModule.numpy_actor`; each policy's agents as a static index into the stacked [W, N, ...] observations), its
+  weights passed as jit arguments, so a weight sync costs an upload and no recompilation;
 - the draws from the runner's JAX key (not its torch generator: the two paths draw different numbers);
 - the env's own step (`JaxMarlEnv.step_body`, the body the step-by-step path jits: the same code steps
   the worlds, auto-reset and the packed [W, K] output included);
@@ -24,29 +23,16 @@ import logging
 
 import numpy as np
 import torch
-from torch import nn
 
 from marl.connectors.build import module_to_env_pipeline
 from marl.connectors.module_to_env import ClipActions, UnsquashActions
 from marl.envs.jaxmarl import JaxMarlEnv
 from marl.errors import ConfigError
-from marl.modules.activations import Tanh
-from marl.modules.functional import MASKED_LOGIT
-from marl.modules.numpy_acting import _ACTIVATIONS, LOG_SQRT_2PI
+from marl.modules.jax_acting import JaxActor
+from marl.runners.batched_runner import BatchedEnvRunner
 
 log = logging.getLogger(__name__)
 _COMPILED: dict[tuple, object] = {}  # (env step body, steps, policies' structure) -> the jitted rollout
-
-
-# The NumPy actor's activations (`marl.modules.numpy_acting`) by name; `_jax_activation` gives their jax twins.
-_ACTIVATION_NAMES = {_ACTIVATIONS[Tanh]: "tanh", _ACTIVATIONS[nn.ReLU]: "relu", _ACTIVATIONS[nn.ELU]: "elu",
-                     _ACTIVATIONS[nn.SiLU]: "silu"}
-
-
-def _jax_activation(name: str):
-    import jax
-
-    return {"tanh": jax.numpy.tanh, "relu": jax.nn.relu, "elu": jax.nn.elu, "silu": jax.nn.silu}[name]
 
 
 def why_not(runner) -> str | None:
@@ -66,9 +52,6 @@ def why_not(runner) -> str | None:
                     "known activations, Discrete or Box actions)")
         if not actor.reads_obs_only:
             return f"{what}'s acting pass reads more than its observations (agent ids, a global state)"
-        if any(kind == "activation" and fn not in _ACTIVATION_NAMES for net in (actor.pi, actor.vf) if net is not None
-               for kind, fn in net.layers):
-            return f"{what} has an activation the compiled rollout does not mirror (tanh, relu, elu, silu)"
         if actor.vf is None and (p.fragment.vf is not None or p.fragment.bootstrap is not None):
             return f"{what} has no value head, and its algorithm records value predictions"
         if p.wants_state or p.wants_agent_index:
@@ -97,38 +80,45 @@ def compiled_rollout(runner) -> CompiledRollout | None:
 
 
 class _Policy:
-    """One policy's static side in the scan (its agents, network layout, head, action pieces) and its weights."""
+    """One policy's static side in the scan (its agents, what its algorithm records) and its pass in JAX."""
 
     def __init__(self, runner, p):
         self.pid, self.index = p.pid, tuple(int(i) for i in p.index)
-        self.actor = p.module.numpy_actor()
-        self.layout = tuple(tuple("linear" if kind == "linear" else _ACTIVATION_NAMES[fn] for kind, fn in net.layers)
-                            if net is not None else None for net in (self.actor.pi, self.actor.vf))
-        self.continuous = self.actor.log_std_param is not None
-        self.masked = p.wants_mask
-        self.want_vf, self.want_boot = p.fragment.vf is not None, p.fragment.bootstrap is not None
         pieces = module_to_env_pipeline(runner.config, p.pid, runner.specs[p.pid].action_space).pieces.values()
-        self.pieces = tuple((type(piece), *piece.bounds) for piece in pieces  # (kind, low, high) in the pipeline's order
-                            if isinstance(piece, (ClipActions, UnsquashActions)) and piece.bounds is not None)
-        self._key = None
-        self.params = None
+        self.actor = JaxActor(p.module.numpy_actor(), p.wants_mask, tuple(  # (kind, low, high) in the pipeline's order
+            (type(piece), *piece.bounds) for piece in pieces
+            if isinstance(piece, (ClipActions, UnsquashActions)) and piece.bounds is not None))
+        self.continuous, self.masked = self.actor.continuous, p.wants_mask
+        self.want_vf, self.want_boot = p.fragment.vf is not None, p.fragment.bootstrap is not None
 
     def signature(self) -> tuple:
-        return (self.index, self.layout, self.continuous, self.masked, self.want_vf, self.want_boot,
-                tuple((kind.__name__, low.tobytes(), high.tobytes()) for kind, low, high in self.pieces))
+        return self.index, self.want_vf, self.want_boot, self.actor.signature()
 
-    def weights(self, jax):
-        """The module's current weights as JAX arrays, converted again only where a parameter changed."""
-        version = self.actor.refresh()  # (the NumPy actor reads the torch weights again where one changed)
-        if version != self._key:
-            def linear(net) -> list:
-                return [] if net is None else [[jax.numpy.asarray(s[0]), jax.numpy.asarray(s[1])] for s in net.steps
-                                               if type(s) is tuple]
 
-            self.params = {"pi": linear(self.actor.pi), "vf": linear(self.actor.vf),
-                           "log_std": jax.numpy.asarray(self.actor.log_std) if self.continuous else None}
-            self._key = version
-        return self.params
+class CompiledRolloutRunner(BatchedEnvRunner):
+    """The batched runner whose explorative fragments are one jitted scan (`compiled`: None where it does not apply
+    under `compiled_rollout: auto`; then, and for greedy or frozen acting, it steps one call at a time)."""
+
+    def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
+        super().__init__(config, worker_index, incarnation)
+        self.compiled = compiled_rollout(self)
+
+    def _sample_fragment(self, explore: bool) -> None:
+        if self.compiled is not None and explore and not self.frozen_policies:
+            self._obs = self.compiled.sample(self)
+        else:
+            super()._sample_fragment(explore)
+
+    def get_state(self) -> dict:
+        state = super().get_state()
+        if self.compiled is not None:  # the compiled rollout's draws: its JAX key
+            state["rollout_key"] = self.compiled.key.copy()
+        return state
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        if self.compiled is not None and "rollout_key" in state:
+            self.compiled.key = np.array(state["rollout_key"])
 
 
 def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
@@ -148,37 +138,6 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
     n_actions = int(getattr(env.action_space(first), "n", 0))
     step_body = env.step_body
 
-    def mlp(layout, params, x):
-        it = iter(params)
-        for kind in layout:
-            if kind == "linear":
-                weight, bias = next(it)
-                x = x @ weight + bias
-            else:
-                x = _jax_activation(kind)(x)
-        return x
-
-    def act(pol: _Policy, prm, obs, mask, draw):
-        """Rows (world, agent) [W*A, ...] in, rows out (XLA's CPU dot on 2-D rows: 1.3x faster than on [W, A, D]
-        at 1,024 worlds)."""
-        out = mlp(pol.layout[0], prm["pi"], obs)
-        if pol.continuous:  # DiagGaussian: mean + std * N(0, 1), the log-std clipped as the NumPy actor has it
-            noise = draw
-            actions = out + jnp.exp(prm["log_std"]) * noise
-            logp = (-0.5 * noise * noise - prm["log_std"] - LOG_SQRT_2PI).sum(-1)
-            env_actions = actions
-            for kind, low, high in pol.pieces:  # the module->env pieces' own functions, on JAX arrays
-                env_actions = kind.with_bounds(low, high)(env_actions)
-        else:
-            if mask is not None:
-                out = jnp.where(mask < 0.5, MASKED_LOGIT, out)
-            log_probs = jax.nn.log_softmax(out, axis=-1)
-            actions = jnp.argmax(log_probs - jnp.log(-jnp.log(draw)), axis=-1)  # Gumbel-max (jax.random.categorical's)
-            logp = jnp.take_along_axis(log_probs, actions[..., None], axis=-1)[..., 0]
-            env_actions = actions
-        values = mlp(pol.layout[1], prm["vf"], obs)[..., 0] if pol.want_vf else None
-        return actions, env_actions, logp, values
-
     def body(carry, draws):
         env_key, env_state, packed, params = carry
         obs = packed[:, obs_cols].reshape(w, n, -1)
@@ -187,8 +146,8 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         outs = []
         for pol, prm, draw in zip(policies, params, draws):
             index, rows = np.asarray(pol.index), w * len(pol.index)
-            actions, env_actions, logp, values = act(pol, prm, obs[:, index].reshape(rows, -1),
-                                                     masks[:, index].reshape(rows, -1) if pol.masked else None, draw)
+            actions, env_actions, logp, values = pol.actor.act(prm, obs[:, index].reshape(rows, -1), masks[:, index].reshape(
+                rows, -1) if pol.masked else None, draw, pol.want_vf)
             env_actions = env_actions.reshape((w, len(index)) + act_shape).astype(act_dtype)
             joint = joint.at[:, index].set(env_actions)
             outs.append((actions, logp, values))
@@ -199,8 +158,8 @@ def _build(env: JaxMarlEnv, policies: list[_Policy], steps: int):
         for pol, prm in zip(policies, params):
             if pol.want_boot:  # V(what a truncated world reached); most steps truncate none
                 index = np.asarray(pol.index)
-                boots.append(jax.lax.cond(truncated.any(), lambda f: mlp(pol.layout[1], prm["vf"], f[:, index].reshape(
-                    w * len(index), -1))[..., 0].reshape(w, len(index)),
+                boots.append(jax.lax.cond(truncated.any(), lambda f: pol.actor.values(prm, f[:, index].reshape(
+                    w * len(index), -1)).reshape(w, len(index)),
                                           lambda f: jnp.zeros((w, len(index)), jnp.float32), final))
             else:
                 boots.append(None)
@@ -241,7 +200,7 @@ class CompiledRollout:
         """One fragment of every world into the runner's fragment tensors and episode counters; returns the
         observations the agents act on next (the env's, as its `reset` and `step` hand them out)."""
         jax, env = self._jax, self.env
-        params = [p.weights(jax) for p in self.policies]
+        params = [p.actor.weights(jax) for p in self.policies]
         key, state, start = env.step_state
         (key, state, last, self.key), (reached, outs, boots) = self._fn(key, state, start, self.key, params)
         self.key = np.asarray(self.key)

@@ -1,4 +1,4 @@
-"""The dict-API runner over the worlds of one VMAS env, and which runner class a config gets.
+"""The dict-API runner over the worlds of one VMAS env.
 
 `EnvRunner` steps K Python env copies one after the other. A VMAS env already holds K worlds
 in torch tensors and steps them in one call, so `VectorEnvRunner` makes ONE VMAS env with
@@ -6,25 +6,15 @@ in torch tensors and steps them in one call, so `VectorEnvRunner` makes ONE VMAS
 pending rows, resets) K views of it (`marl.envs.vmas`): each lockstep step first steps the whole
 batch with every world's actions, then the usual per-copy loop reads each world's row of the
 result. It is the fallback for what the batched path (`BatchedEnvRunner`) does not run.
-
-`runner_class(config)` picks the class for a config; the runner group asks it.
 """
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
-from marl.envs.batched_families import natively_batched
-from marl.envs.vmas import VmasBatch, is_vmas
-from marl.errors import ConfigError
-from marl.runners.batched_policy import unsupported
-from marl.runners.batched_runner import BatchedEnvRunner
+from marl.envs.vmas import VmasBatch
 from marl.runners.env_runner import EnvRunner
 from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
-
-log = logging.getLogger(__name__)
 
 
 class VectorEnvRunner(EnvRunner):
@@ -46,20 +36,3 @@ class VectorEnvRunner(EnvRunner):
         # VMAS draws resets from its own generator, not from per-copy seeds: a restored runner
         # starts world k afresh instead of replaying the episode that was in progress.
         self._reset_env(k)
-
-
-def runner_class(config) -> type:
-    """BatchedEnvRunner, VectorEnvRunner or EnvRunner for `config` (`env_runners.batched`)."""
-    choice, env = config.env_runners_cfg.batched, config.environment_cfg.env
-    if choice is True:
-        reason = unsupported(config)
-        if reason is not None:
-            raise ConfigError(f"env_runners.batched: true, but the batched path does not run {reason}; "
-                              "set env_runners.batched: false (or auto)")
-        return BatchedEnvRunner
-    if choice == "auto" and natively_batched(env):
-        reason = unsupported(config)
-        if reason is None:
-            return BatchedEnvRunner
-        log.info("%s: the dict path samples this run (the batched path does not run %s)", env, reason)
-    return VectorEnvRunner if is_vmas(env) else EnvRunner

@@ -37,14 +37,13 @@ from marl.runtime.acting import ActingPolicies
 from marl.runtime.evaluation import Evaluation
 from marl.config.capabilities import check_action_spaces, check_joint_steps
 from marl.config.sections import ConfigError, stop_reason
-from marl.envs import make_env
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
 from marl.execution.ray_init import ensure_ray  # noqa: F401  (also imported from here)
 from marl.learners import LearnerGroup
 from marl.policies import resolve_policies
 from marl.runners import EnvRunnerGroup
-from marl.runners.user_code import job_runtime_env
+from marl.execution.user_code import job_runtime_env
 from marl.workflow import Evaluate, ExecutionContext, Workflow
 from marl.workflow.offline_ops import Record
 from marl.connectors import build_policy_module
@@ -113,16 +112,11 @@ class Algorithm:
                 resources.check_local_request(config)
             ensure_ray(resources.local_ray_cpus(config), job_runtime_env(config))
             resources.check_cluster_request(config)
-        config.global_state_spec()  # centralised critics: probed once here, shipped with the config
-        probe = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config), config.environment_cfg.wrappers)
-        try:
-            self.policy_specs, self.agents_of = resolve_policies(probe, config.policy_specs(), config.policy_mapping())
-            turn_based = bool(probe.metadata.get("turn_based"))
-            self.possible_agents = list(probe.possible_agents)
-        finally:
-            probe.close()
+        env_spec = config.env_spec()  # resolved once from one env (the build did), shipped with the config
+        self.policy_specs, self.agents_of = resolve_policies(env_spec, config.policy_specs(), config.policy_mapping())
+        self.possible_agents = list(env_spec.possible_agents)
         check_action_spaces(config, self.policy_specs)  # the algorithm's record, now that the spaces are known
-        check_joint_steps(config, self.policy_specs, turn_based)
+        check_joint_steps(config, self.policy_specs, env_spec.turn_based)
         self._check_models()
         self.learners = LearnerGroup(config, self.policy_specs)
         self.runners = EnvRunnerGroup(config)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from marl.data.records import BATCH, SKIP, SampledBatch
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
-from marl.offline.writer import agent_names
 from marl.workflow.protocol import Operator
 from marl.offline.writer import OfflineWriter
 from marl.offline.reader import SHUFFLES
@@ -47,7 +46,7 @@ class Record(Operator):
             raise ValueError("record needs a folder: set its 'output' or 'offline.output'")
         self.close()
         mb = self.max_file_mb if self.max_file_mb is not None else off.output_max_file_mb
-        writer = self._writer = OfflineWriter(output, agent_names(ctx.config), int(mb * (1 << 20)), off.output_compression)
+        writer = self._writer = OfflineWriter(output, ctx.possible_agents, int(mb * (1 << 20)), off.output_compression)
         counters, timer = ctx.metrics.counters, ctx.metrics.timers["record"]
 
         def record(item):

@@ -30,6 +30,8 @@ import inspect
 from dataclasses import dataclass, field
 
 from marl.execution import LocalIterator, SharedMetrics
+from marl.learners.group import LearnerGroup
+from marl.runners.group import EnvRunnerGroup
 
 
 @dataclass
@@ -37,8 +39,8 @@ class ExecutionContext:
     """What operators act on: the runtime objects of one Algorithm."""
 
     config: object
-    runners: object  # EnvRunnerGroup
-    learners: object  # LearnerGroup
+    runners: EnvRunnerGroup  # its runners keep the runner contract (`marl.workflow.runner_protocol`)
+    learners: LearnerGroup
     metrics: SharedMetrics
     replay_buffers: dict = field(default_factory=dict)  # policy id -> ReplayBuffer (off-policy algorithms)
     evaluation: object = None  # marl.runtime.evaluation.Evaluation: the evaluation runners, built on first use

@@ -2,7 +2,7 @@
 
 Discrete actions: CQL(H) on the DQN learner (`loss.py`, a QMLP). Box actions: CQL(H) on SAC's
 learner (`continuous.py`, an ActorQModule: twin Q, squashed-Gaussian actor, learned temperature,
-Polyak targets). Which one follows the env's action spaces, probed once.
+Polyak targets). Which one follows the env's action spaces (the config's env spec).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
 from marl.config.sections import ConfigError, doc
-from marl.envs import make_env
 from marl.policies import resolve_policies
 from marl.algorithms.cql.continuous import ContinuousCQLParts
 from marl.algorithms.bc.workflow import offline_workflow
@@ -87,24 +86,13 @@ class CQLConfig(OfflineConfig):
     default_module_class = "marl.modules.q_mlp:QMLP"
     continuous_module_class = "marl.modules.actor_q:ActorQModule"
 
-    def __init__(self):
-        super().__init__()
-        self._continuous: tuple | None = None  # (env, its config, Box?) probed once per env
-
     def continuous(self) -> bool:
         """True when the policies act in Box spaces (SAC's learner), False for Discrete (DQN's)."""
-        key = (self.environment_cfg.env, repr(sorted(dict(self.environment_cfg.env_config).items())))
-        if self._continuous is None or self._continuous[:2] != key:
-            env = make_env(self.environment_cfg.env, dict(self.environment_cfg.env_config), self.environment_cfg.wrappers)
-            try:
-                specs, _ = resolve_policies(env, self.policy_specs(), self.policy_mapping())
-            finally:
-                env.close()
-            kinds = {pid: isinstance(spec.action_space, gym.spaces.Box) for pid, spec in specs.items()}
-            if len(set(kinds.values())) > 1:
-                raise ConfigError(f"CQL trains all policies one way: Box or Discrete actions, not both; got {kinds} (True: Box)")
-            self._continuous = (*key, next(iter(kinds.values())))
-        return self._continuous[2]
+        specs, _ = resolve_policies(self.env_spec(), self.policy_specs(), self.policy_mapping())
+        kinds = {pid: isinstance(spec.action_space, gym.spaces.Box) for pid, spec in specs.items()}
+        if len(set(kinds.values())) > 1:
+            raise ConfigError(f"CQL trains all policies one way: Box or Discrete actions, not both; got {kinds} (True: Box)")
+        return next(iter(kinds.values()))
 
     def module_class_for(self, spec):
         if spec.module_class is not None:

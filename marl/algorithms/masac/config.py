@@ -69,7 +69,6 @@ class CentralisedGroups:
     def __init__(self):
         super().__init__()
         self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=4, rollout_fragment_length=25)
-        self._groups_cache: dict = {}
 
     def agent_groups(self) -> dict[str, list[int]]:
         """Each policy's env agent indices (positions in `possible_agents`): the agents mapped to it."""

@@ -30,7 +30,6 @@ from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, MIXED_FAMILIES, Capabilities
 from marl.config.registry import config_class, discovered
 from marl.config.sections import ConfigError, doc, update_section
-from marl.data import sample_batch as sb
 from marl.algorithms.mixed.workflow import mixed_workflow
 
 FAMILIES = MIXED_FAMILIES  # the branches of the MIXED graph (see workflow.py); a record names no other
@@ -97,10 +96,9 @@ class MixedConfig(AlgorithmConfig):
             setattr(sub, section + "_cfg", getattr(self, section + "_cfg"))
         overrides = {k: v for k, v in self.training_cfg.algorithms[policy_id].items() if k != "algo"}
         update_section(sub.training_cfg, f"training.algorithms.{policy_id}", overrides)
-        sub.resolve_auto_keys(self.env_facts)  # PPO's `auto` keys: the env is asked once, by this config
+        sub._env_spec = self.env_spec()  # (the same env: its spec is resolved once, by this config)
+        sub.resolve_auto_keys(sub.env_spec)
         sub.env_creator = self.env_creator
-        if sb.STATE in sub.columns_for(policy_id):
-            sub._global_state_spec = self.global_state_spec()
         return sub
 
     def _families(self) -> dict[str, list[str]]:

@@ -13,7 +13,6 @@ from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
 from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
 from marl.config.sections import EnvRunnersSection, doc, schedule_of_probabilities
-from marl.envs import make_env
 from marl.policies import resolve_policies
 from marl.algorithms.mixing.workflow import mixing_workflow
 
@@ -64,25 +63,15 @@ class MixingConfig(DQNConfig):
         # Small sampling rounds (8 env copies x 5 steps) interleaved with the updates they pay for
         # (training_intensity), so learning follows the data closely, as DQN's.
         self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=8, rollout_fragment_length=5)
-        self._groups_cache: dict = {}
 
     def mixer_options(self) -> dict:
         return {}
 
     def agent_groups(self) -> dict[str, list[int]]:
         """Each policy's env agent indices (positions in `possible_agents`): the agents mapped to it."""
-        env_cfg = self.environment_cfg
-        key = repr((env_cfg.env, sorted(env_cfg.env_config.items()), sorted(self.policy_specs()), self.policy_mapping().description))
-        groups = self._groups_cache.get(key)
-        if groups is None:
-            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers)
-            try:
-                _, agents_of = resolve_policies(env, self.policy_specs(), self.policy_mapping())
-                possible = list(env.possible_agents)
-            finally:
-                env.close()
-            groups = self._groups_cache[key] = {pid: [possible.index(a) for a in agents] for pid, agents in agents_of.items()}
-        return groups
+        spec = self.env_spec()
+        _, agents_of = resolve_policies(spec, self.policy_specs(), self.policy_mapping())
+        return {pid: [spec.possible_agents.index(a) for a in agents] for pid, agents in agents_of.items()}
 
     def _plan(self, policy_id: str):
         plan = super()._plan(policy_id)

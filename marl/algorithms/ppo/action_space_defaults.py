@@ -1,6 +1,6 @@
 """PPO's defaults that depend on the env: the training keys whose default is `auto`.
 
-A key left at `auto` is set when the config builds (`AlgorithmConfig.resolved`), from the env (`EnvFacts`):
+A key left at `auto` is set when the config builds (`AlgorithmConfig.resolved`), from the env spec (`marl.algorithms.env_spec.EnvSpec`):
 IMAGE where an agent observes images (after `environment.wrappers`, whose own `auto` resizes large frames to
 42x42), else by the action spaces: BOX where every agent acts in a Box space, DISCRETE otherwise (Discrete,
 MultiDiscrete, mixed). A value the user gives (a number, null) is kept as given; only `auto` is replaced.

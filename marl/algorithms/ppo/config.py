@@ -61,11 +61,11 @@ class PPOConfig(AlgorithmConfig):
                                 mixed_family="on_policy", centralised_critic=False, batched=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
 
-    def resolve_auto_keys(self, env_facts):
+    def resolve_auto_keys(self, env_spec):
         """Every `auto` training key, set for the env's observations and action space (`action_space_defaults`)."""
         if auto_keys(self.training_cfg):
-            facts = env_facts()
-            resolve_auto(self.training_cfg, facts.acts_in_box, facts.observes_images)
+            spec = env_spec()
+            resolve_auto(self.training_cfg, spec.acts_in_box, spec.observes_images)
 
     def _plan(self, policy_id: str):
         plan = super()._plan(policy_id)
