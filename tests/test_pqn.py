@@ -57,15 +57,16 @@ def test_joint_returns_sum_the_team_rewards_and_values():
     agents, steps = [0, 1], 3
     r = [[1.0, 2.0], [0.0, 1.0], [3.0, 0.0]]  # [step][agent]
     v = [[1.0, 1.5], [2.0, 0.5], [0.0, 1.0]]
-    rows = dict(rewards=[], values=[], terminated=[], segment_end=[], bootstrap=[], obs=[], actions=[], eps_id=[], t=[],
-                agent_index=[])
+    rows = {k: [] for k in ("rewards", "values", "terminated", "segment_end", "bootstrap", "obs", "actions", "eps_id",
+                            "t", "agent_index")}
     for a in agents:
         for t in range(steps):
-            rows["rewards"].append(r[t][a]); rows["values"].append(v[t][a])
-            rows["terminated"].append(False); rows["segment_end"].append(t == steps - 1)
-            rows["bootstrap"].append(10.0 * (a + 1) if t == steps - 1 else 0.0)
-            rows["obs"].append([10 * a + t]); rows["actions"].append(a); rows["eps_id"].append(5); rows["t"].append(t)
-            rows["agent_index"].append(a)
+            last = t == steps - 1
+            row = {"rewards": r[t][a], "values": v[t][a], "terminated": False, "segment_end": last,
+                   "bootstrap": 10.0 * (a + 1) if last else 0.0, "obs": [10 * a + t], "actions": a, "eps_id": 5, "t": t,
+                   "agent_index": a}
+            for key, value in row.items():
+                rows[key].append(value)
     batch = _rows(rows["rewards"], rows["values"], rows["terminated"], rows["segment_end"], rows["bootstrap"],
                   **{sb.OBS: np.asarray(rows["obs"], np.float32), sb.ACTIONS: rows["actions"], sb.EPS_ID: rows["eps_id"],
                      sb.T: rows["t"], sb.AGENT_INDEX: rows["agent_index"]})
