@@ -77,3 +77,18 @@ def test_a_task_trains_one_iteration_with_the_robots_state(algo):
         assert result["env_steps_total"] == 160 and np.isfinite(result["episode_return_mean"])
     finally:
         algo_.stop()
+
+
+def test_hasac_trains_one_iteration_with_an_actor_per_agent():
+    cfg = config_from_dict({"algo": "HASAC", "environment": {"env": "mamujoco.HalfCheetah_2x3", "env_config": {"max_episode_steps": 40}}},
+                           ["training.num_steps_sampled_before_learning_starts=50", "training.min_env_steps_per_iteration=100",
+                            "training.train_batch_size=16", "training.training_intensity=4", "debugging.seed=0",
+                            "training.critic_state=global_state"])
+    algo = cfg.build()
+    try:
+        result = algo.train()
+        assert len(algo.learners.local.module["default_policy"].actors) == 2
+        assert np.isfinite(result["losses/default_policy/actor_0/loss"]) and np.isfinite(result["losses/default_policy/actor_1/loss"])
+        assert result["env_steps_total"] >= 100
+    finally:
+        algo.stop()
