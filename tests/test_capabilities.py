@@ -29,13 +29,14 @@ def one_line(err) -> str:
 # -- declared once (every registered algorithm has its own: tests/test_registry.py) ---------------------
 def test_the_records_say_what_the_modules_and_graphs_do():
     caps = {name: cls.capabilities for name, cls in ALGORITHMS.items()}
-    for name in ("DQN", "VDN", "QMIX"):  # Q networks: one value per discrete action
+    for name in ("DQN", "VDN", "QMIX", "PQN", "PQN_VDN"):  # Q networks: one value per discrete action
         assert caps[name].action_spaces == {"Discrete"}, name
     assert caps["TD3"].action_spaces == {"Box"}  # a deterministic actor over tanh actions
     # centralised critics over the joint action: Box, or Discrete one-hots (MADDPG: Gumbel-softmax; MASAC: expectations)
-    for name in ("SAC", "CQL", "MASAC", "MADDPG"):
+    for name in ("SAC", "CQL", "MASAC", "MADDPG", "HASAC"):
         assert caps[name].action_spaces == {"Discrete", "Box"}, name
-    assert {n for n, c in caps.items() if c.centralised_critic} == {"MAPPO", "MASAC", "MADDPG", "QMIX", "VDN"}
+    assert {n for n, c in caps.items() if c.centralised_critic} == {"MAPPO", "MASAC", "MADDPG", "QMIX", "VDN", "PQN_VDN",
+                                                                     "HASAC"}
     assert {n for n, c in caps.items() if c.overlap} == {"A2C", "DQN", "MAPPO", "PG", "PPO", "QMIX", "VDN"}
     assert {n: c.mixed_family for n, c in caps.items() if c.mixed_family} == {
         "A2C": "on_policy", "MAPPO": "on_policy", "PG": "on_policy", "PPO": "on_policy",

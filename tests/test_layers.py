@@ -63,6 +63,7 @@ LAZY = {
     "pettingzoo": "optional env family",
     "mpe2": "optional env family (PettingZoo's MPE)",
     "supersuit": "optional env wrappers",
+    "gymnasium_robotics": "optional env family (the `mamujoco` extra: multi-agent MuJoCo)",
     "httpx": "the policy client's HTTP only",
     "aiohttp": "the policy server's HTTP only",
 }

@@ -51,6 +51,12 @@ class AlgorithmParts:
 
         return [ParamGroup(DEFAULT_GROUP, default_loss, lr=cfg.lr, eps=cfg.adam_eps, grad_clip=cfg.grad_clip)]
 
+    def update_order(self, groups: list[ParamGroup], rng) -> list[ParamGroup]:
+        """The order the trainable groups step in on every minibatch of one update: as declared, unless the
+        algorithm draws another each update from the learner's generator `rng` (HASAC: its agents' actors in a
+        random order, each loss seeing the actors stepped before it)."""
+        return groups
+
     def target_copies(self, cfg) -> list[TargetCopy]:
         return [TargetCopy(DEFAULT_TARGET)] if self.uses_target_network else []
 

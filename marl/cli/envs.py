@@ -8,9 +8,8 @@ from marl.envs.catalog import env_catalog
 
 def cmd_envs(args) -> int:
     import_modules_of(args)  # modules that call marl.register_env when imported
-    catalog = env_catalog()
-    kinds = [args.family] if args.family else list(catalog)
-    for kind in kinds:
+    catalog = env_catalog([args.family] if args.family else None)
+    for kind in catalog:
         print(f"{kind}:")
         for family, names in catalog[kind].items():
             if isinstance(names, str):

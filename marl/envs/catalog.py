@@ -8,6 +8,7 @@
 - vmas: `vmas.<scenario>` for each scenario of the installed VMAS
 - openspiel: `openspiel.<game>` for each sequential or simultaneous-move game of the installed OpenSpiel
 - jaxmarl: `jaxmarl.<env id>` for each env JaxMARL registers (the batched path; `marl[jaxmarl]`)
+- mamujoco: `mamujoco.<Scenario>_<agent_conf>` multi-agent MuJoCo tasks (`marl[mamujoco]`)
 
 PettingZoo modules are found without importing each one: a family whose
 extra dependencies are missing still lists its names, and making one then
@@ -23,6 +24,7 @@ import re
 
 import gymnasium
 
+from marl.envs.mamujoco import PREFIX as MAMUJOCO_PREFIX, TASKS as MAMUJOCO_TASKS
 from marl.envs.registry import registered_envs
 from marl.envs.vmas import known_scenarios
 
@@ -109,19 +111,29 @@ def jaxmarl_families() -> dict[str, list[str] | str]:
     return {"jaxmarl": [f"jaxmarl.{name}" for name in jaxmarl.registered_envs]}
 
 
-KINDS = ("registered", "pettingzoo", "gymnasium", "vmas", "openspiel", "jaxmarl")
+def mamujoco_families() -> dict[str, list[str] | str]:
+    """'mamujoco' -> the multi-agent MuJoCo tasks with their agent factorisations, or why they cannot be made."""
+    missing = [p for p in ("gymnasium_robotics", "mujoco") if importlib.util.find_spec(p) is None]
+    if missing:
+        return {"mamujoco": f"unavailable (not installed: {', '.join(missing)}; pip install 'marl[mamujoco]')"}
+    return {"mamujoco": [MAMUJOCO_PREFIX + task for task in MAMUJOCO_TASKS]}
 
 
-def env_catalog() -> dict[str, dict[str, list[str] | str]]:
-    """kind (one of KINDS) -> family -> names."""
+KINDS = ("registered", "pettingzoo", "gymnasium", "vmas", "openspiel", "jaxmarl", "mamujoco")
 
-    return {
-        "registered": {"register_env": registered_envs()},
-        "pettingzoo": pettingzoo_families(),
+
+def env_catalog(kinds: list[str] | None = None) -> dict[str, dict[str, list[str] | str]]:
+    """kind (one of KINDS) -> family -> names; `kinds`: only those (each kind imports its own packages, so
+    `marl envs --family mamujoco` does not import JAX, VMAS or OpenSpiel)."""
+    listers = {
+        "registered": lambda: {"register_env": registered_envs()},
+        "pettingzoo": pettingzoo_families,
         # any id above as N independent copies, one agent each (marl.envs.copies)
-        "gymnasium": {**gymnasium_families(), "copies": "copies.<any id above>, env_config {num_agents: N}: N independent "
-                      "copies stepped as one env, agents agent_0..N-1 (RLlib's make_multi_agent)"},
-        "vmas": vmas_families(),
-        "openspiel": openspiel_families(),
-        "jaxmarl": jaxmarl_families(),
+        "gymnasium": lambda: {**gymnasium_families(), "copies": "copies.<any id above>, env_config {num_agents: N}: N "
+                              "independent copies stepped as one env, agents agent_0..N-1 (RLlib's make_multi_agent)"},
+        "vmas": vmas_families,
+        "openspiel": openspiel_families,
+        "jaxmarl": jaxmarl_families,
+        "mamujoco": mamujoco_families,
     }
+    return {kind: listers[kind]() for kind in (kinds or KINDS)}

@@ -30,6 +30,7 @@ from marl.envs.batched_families import is_registered_batched, make_batched_env
 from marl.envs.batched_view import SingleWorldView
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a jaxmarl.* env is made)
+from marl.envs.mamujoco import is_mamujoco, make_mamujoco_env  # (mujoco is imported only when a mamujoco.* env is made)
 from marl.envs.openspiel import make_openspiel_env  # (pyspiel itself is imported only when an openspiel.* env is made)
 from marl.envs.pettingzoo import AECEnvAdapter, ParallelEnvAdapter
 from marl.envs.vmas import make_vmas_env  # (vmas itself is imported only when a vmas.* env is made)
@@ -125,7 +126,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     Resolution order: a :func:`register_env` name; ``vmas.<scenario>`` (a VMAS
     scenario, see :mod:`marl.envs.vmas`); ``copies.<Gymnasium id>`` (``num_agents`` independent copies
     as one env, RLlib's ``make_multi_agent``, see :mod:`marl.envs.copies`); ``openspiel.<game>`` (an OpenSpiel game, its
-    parameters in ``env_config``, see :mod:`marl.envs.openspiel`); ``jaxmarl.<env id>`` (one world of
+    parameters in ``env_config``, see :mod:`marl.envs.openspiel`); ``mamujoco.<Scenario>_<agent_conf>`` (a
+    multi-agent MuJoCo task, see :mod:`marl.envs.mamujoco`); ``jaxmarl.<env id>`` (one world of
     :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a
     :func:`register_batched_env` name (one world of it, through :class:`SingleWorldView`: what the config
     checks probe and what the dict path steps); a PettingZoo-style module
@@ -172,6 +174,10 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     if name.startswith("openspiel."):
         _no_wrappers(name, wrappers, "OpenSpiel games")
         return make_openspiel_env(name, config)
+
+    if is_mamujoco(name):
+        _no_wrappers(name, wrappers, "MaMuJoCo tasks")
+        return wrap_env(make_mamujoco_env(name, config))
 
     env = _try_module(name, config, tried, wrappers)
     if env is not None:

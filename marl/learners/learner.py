@@ -216,7 +216,7 @@ class Learner:
         tensors = _prepared(algo, module, tensors, tables, cfg)
         module.train()
         n = len(batch)
-        groups = [g for g in self.groups[pid] if g.trainable]
+        groups = algo.update_order([g for g in self.groups[pid] if g.trainable], self.rng)  # (declared, unless it draws one)
         sums: dict[str, dict[str, torch.Tensor]] = {g.name: {} for g in groups}
         group_steps = {g.name: 0 for g in groups}
         per_row = {key: np.zeros(n, dtype=np.float32) for key in algo.per_row_stats}

@@ -12,7 +12,8 @@
         def target_copies(self, cfg):
             return [TargetCopy("critic", of=lambda m: m.critic)]
 
-On every minibatch step the learner updates the groups in declared order, each with
+On every minibatch step the learner updates the groups in declared order (or the order the
+algorithm's `update_order` draws for the update: `marl.algorithms.algorithm_parts`), each with
 its own loss, zero_grad, backward, gradient clipping and Adam step (so a later group's
 loss sees the earlier groups' new weights). A group's `loss(module, minibatch, cfg,
 targets) -> (loss, stats)` gets the training section and the policy's target copies by

@@ -88,6 +88,8 @@ MODEL_OPTIONS = [
      "zero-padded inside the module; each chunk starts from the state recorded at its first step, and runners store the "
      "state only there); DQN/VDN/QMIX replay chunks of this many (joint) steps"),
     ("dueling", "bool", "`true`", "", "DQN family: dueling Q head"),
+    ("layer_norm", "bool", "`false` (`true`: PQN, PQN_VDN)", "",
+     "DQN family: a LayerNorm after each hidden layer of the Q trunk, before its activation"),
     ("epsilon", "list", "`[[0, 1.0], [10000, 0.05]]`", "`[[env_step, eps], ...]`", "DQN family: epsilon-greedy schedule"),
 ]
 MODEL_INTRO = (
@@ -352,11 +354,22 @@ def check_popart(value) -> bool:
     return value
 
 
-def q_trunk(in_dim: int, hiddens: list[int], activation: str) -> tuple[nn.Sequential | None, int]:
-    """The Q network's hidden layers before its heads (its last activation applied by the caller): (trunk, width)."""
+def q_trunk(in_dim: int, hiddens: list[int], activation: str, layer_norm: bool = False) -> tuple[nn.Sequential | None, int]:
+    """The Q network's hidden layers before its heads (its last activation applied by the caller): (trunk, width).
+
+    `layer_norm`: a LayerNorm after each hidden Linear, before its activation (PQN's network: Gallici et al. 2024
+    keep Q-learning without a target network stable with it)."""
     if not hiddens:
         return None, in_dim
-    return mlp(in_dim, hiddens[:-1], hiddens[-1], activation, out_gain=np.sqrt(2)), hiddens[-1]
+    if not layer_norm:
+        return mlp(in_dim, hiddens[:-1], hiddens[-1], activation, out_gain=np.sqrt(2)), hiddens[-1]
+    layers: list[nn.Module] = []
+    for i, width in enumerate(hiddens):
+        layers += [linear(in_dim, width, np.sqrt(2)), nn.LayerNorm(width)]
+        if i < len(hiddens) - 1:
+            layers.append(ACTIVATIONS[activation]())
+        in_dim = width
+    return nn.Sequential(*layers), hiddens[-1]
 
 
 def q_head(in_dim: int, n_out: int) -> nn.Sequential:

@@ -6,7 +6,8 @@ exploration pass returns the logits of the epsilon-greedy distribution
 (eps spread over the legal actions, the rest on the greedy one), so the
 runner needs no DQN-specific code.
 
-model options: hiddens (default [64, 64]), activation, dueling (default true),
+model options: hiddens (default [64, 64]), activation, dueling (default true), layer_norm (default false: a
+LayerNorm after each hidden layer, PQN's),
 epsilon: piecewise-linear schedule [[env_step, eps], ...] over the run's
 env steps (default [[0, 1.0], [10000, 0.05]]), conv_filters / conv_activation
 (image observations: encoder -> core -> trunk -> heads, `marl.modules.catalog`).
@@ -24,7 +25,7 @@ from marl.modules.catalog import (
 from marl.modules.functional import MASKED_LOGIT, run_sequential
 from marl.modules.rl_module import RLModule
 
-MODEL_KEYS = {"hiddens", "activation", "dueling", "epsilon"} | ENCODER_KEYS
+MODEL_KEYS = {"hiddens", "activation", "dueling", "epsilon", "layer_norm"} | ENCODER_KEYS
 
 
 def piecewise_linear(schedule: list, t: float) -> float:
@@ -59,7 +60,8 @@ class QMLP(RLModule):
         self.encoder = encoder_for(observation_space, self.model_config)
         self.core = core_for(self.encoder.out_dim, self.model_config)
         self._direct = isinstance(self.encoder, FlatEncoder) and isinstance(self.core, IdentityCore)
-        self.trunk, trunk_out = q_trunk(self.core.out_dim + int(extra_inputs), hiddens, activation)
+        self.trunk, trunk_out = q_trunk(self.core.out_dim + int(extra_inputs), hiddens, activation,
+                                        bool(self.model_config.get("layer_norm", False)))
         self.act = ACTIVATIONS[activation]()
         self.advantage = q_head(trunk_out, n)
         self.value = q_head(trunk_out, 1) if self.dueling else None
@@ -95,10 +97,20 @@ class QMLP(RLModule):
         probs = epsilon * legal / legal.sum(-1, keepdim=True).clamp(min=1.0) + (1.0 - epsilon) * greedy
         return torch.log(probs.clamp(min=1e-30)).masked_fill(legal < 0.5, MASKED_LOGIT)
 
+    @staticmethod
+    def greedy_value(q: torch.Tensor, batch) -> torch.Tensor:
+        """max_a Q(s, a) over the legal actions (0 where none is legal): the value a Q(lambda) return bootstraps from."""
+        mask = batch.get("action_mask")
+        if mask is None:
+            return q.max(-1).values
+        best = q.masked_fill(mask < 0.5, -torch.inf).max(-1).values
+        return torch.where(torch.isfinite(best), best, torch.zeros_like(best))
+
     def forward_exploration(self, batch):
         with torch.inference_mode():
             q = self.q_values(batch["obs"], fast=True, extra=batch.get("extra_features"))
-            return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon)}
+            # vf_preds: runners record it (and the bootstrap value at piece ends) only for algorithms that ask (PQN)
+            return {"action_dist_inputs": self._greedy_logits(q, batch, self.epsilon), "vf_preds": self.greedy_value(q, batch)}
 
     def forward_inference(self, batch):
         with torch.inference_mode():

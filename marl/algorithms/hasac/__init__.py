@@ -1,0 +1,3 @@
+from marl.algorithms.hasac.config import HASACConfig
+
+__all__ = ["HASACConfig"]

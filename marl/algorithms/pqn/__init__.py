@@ -1,0 +1,3 @@
+from marl.algorithms.pqn.config import PQNConfig
+
+__all__ = ["PQNConfig"]
