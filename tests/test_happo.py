@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from marl import HAPPOConfig, HATRPOConfig, MultiAgentEnv, register_env
+from marl import HAPPOConfig, HATRPOConfig
 from marl.algorithms.happo.loss import FACTOR, NEW_LOGP, happo_loss
 from marl.algorithms.happo.turns import AgentOrder, LearnInTurn, TurnsDone, env_steps_of
 from marl.algorithms.hatrpo.loss import conjugate_gradient, trpo_step
@@ -18,43 +18,8 @@ from marl.data.records import SampledBatch
 from marl.execution import LocalIterator, SharedMetrics
 from marl.modules.central_critic import CentralCriticMLP
 from marl.workflow import ExecutionContext
+from small_teams import AGENTS
 
-AGENTS = ["a0", "a1", "a2"]
-
-
-class _Pick(MultiAgentEnv):
-    """Three agents; each is rewarded 1 for action 1; obs = [t, agent number]; 5 steps an episode."""
-
-    def __init__(self):
-        self.possible_agents = list(AGENTS)
-        self.metadata = {"name": "pick", "turn_based": False}
-        self.t = 0
-
-    def observation_space(self, agent):
-        return gym.spaces.Box(-10, 10, (2,), np.float32)
-
-    def action_space(self, agent):
-        return gym.spaces.Discrete(2)
-
-    def _obs(self):
-        return {a: np.array([self.t, i], np.float32) for i, a in enumerate(self.possible_agents)}
-
-    def reset(self, seed=None):
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, actions):
-        self.t += 1
-        done = self.t >= 5
-        flags = {a: False for a in actions}
-        return (self._obs(), {a: float(actions[a]) for a in actions}, {**flags, "__all__": False},
-                {**{a: done for a in actions}, "__all__": done}, {})
-
-    def state(self):
-        return None
-
-
-register_env("happo_pick", lambda cfg: _Pick())
 
 
 def _config(cls=HAPPOConfig, **kw):

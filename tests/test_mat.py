@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from marl import MATConfig, MultiAgentEnv, register_env
+from marl import MATConfig
 from marl.algorithms.mat.loss import team_actions
 from marl.algorithms.mat.module import TEAM_ACTIONS, TEAM_PRESENT, MATModule, act_groups
 from marl.algorithms.sections import ConfigError
 from marl.data import sample_batch as sb
+import small_teams  # noqa: F401  (registers mat_match)
 
 WIDTHS = [3, 3, 3]
 
@@ -94,40 +95,6 @@ def test_team_actions_gather_each_env_steps_actions_whatever_the_row_order():
     assert out[TEAM_PRESENT][2].tolist() == [0, 1, 0] and out[TEAM_PRESENT][3].tolist() == [1, 0, 0]
 
 
-class _Match(MultiAgentEnv):
-    """Three agents rewarded 1 each when all three pick the same action; obs = [t, agent number]; 5 steps."""
-
-    def __init__(self):
-        self.possible_agents = ["a0", "a1", "a2"]
-        self.metadata = {"name": "match", "turn_based": False}
-        self.t = 0
-
-    def observation_space(self, agent):
-        return gym.spaces.Box(-10, 10, (2,), np.float32)
-
-    def action_space(self, agent):
-        return gym.spaces.Discrete(3)
-
-    def _obs(self):
-        return {a: np.array([self.t, i], np.float32) for i, a in enumerate(self.possible_agents)}
-
-    def reset(self, seed=None):
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, actions):
-        self.t += 1
-        done = self.t >= 5
-        reward = float(len(set(actions.values())) == 1)
-        flags = {a: False for a in actions}
-        return (self._obs(), {a: reward for a in actions}, {**flags, "__all__": False},
-                {**{a: done for a in actions}, "__all__": done}, {})
-
-    def state(self):
-        return np.zeros(1, np.float32)  # not what MAT reads: its tokens are the agents' observations
-
-
-register_env("mat_match", lambda cfg: _Match())
 
 
 def _config():
