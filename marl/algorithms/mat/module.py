@@ -21,6 +21,8 @@ is [the row's conditional distribution's parameters | the action decoded for the
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -130,7 +132,7 @@ class MATModule(RLModule):
             self.log_std = nn.Parameter(torch.full((self.num_params,), float(cfg.get("initial_log_std", 0.0))))
         causal = torch.triu(torch.ones(self.num_agents, self.num_agents, dtype=torch.bool), diagonal=1)
         self.register_buffer("causal", causal, persistent=False)  # True: masked (a later agent)
-        self.action_dist = lambda inputs: MATDistribution(inputs, self.discrete, self.action_width)
+        self.action_dist = functools.partial(MATDistribution, discrete=self.discrete, action_width=self.action_width)
 
     # -- the two halves ------------------------------------------------------------------------------------------
     def tokens(self, state: torch.Tensor) -> torch.Tensor:
