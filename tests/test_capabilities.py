@@ -35,8 +35,8 @@ def test_the_records_say_what_the_modules_and_graphs_do():
     # centralised critics over the joint action: Box, or Discrete one-hots (MADDPG: Gumbel-softmax; MASAC: expectations)
     for name in ("SAC", "CQL", "MASAC", "MADDPG", "HASAC"):
         assert caps[name].action_spaces == {"Discrete", "Box"}, name
-    assert {n for n, c in caps.items() if c.centralised_critic} == {"MAPPO", "MASAC", "MADDPG", "QMIX", "VDN", "PQN_VDN",
-                                                                     "HASAC"}
+    assert {n for n, c in caps.items() if c.centralised_critic} == {
+        "HAPPO", "HATRPO", "MAPPO", "MASAC", "MADDPG", "MAT", "QMIX", "VDN", "PQN_VDN", "HASAC"}
     assert {n for n, c in caps.items() if c.overlap} == {"A2C", "DQN", "MAPPO", "PG", "PPO", "QMIX", "VDN"}
     assert {n: c.mixed_family for n, c in caps.items() if c.mixed_family} == {
         "A2C": "on_policy", "MAPPO": "on_policy", "PG": "on_policy", "PPO": "on_policy",

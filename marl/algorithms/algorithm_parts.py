@@ -42,6 +42,11 @@ class AlgorithmParts:
         """Columns computed with the current network once per update, before the epochs."""
         return tensors
 
+    # (module, tensors, cfg) -> {name: per-row tensor}: columns computed with the updated network once after the
+    # epochs (memoryless modules), returned with the update's stats in batch order (HAPPO: the new log-probs the
+    # next agent's update weighs its advantages by); None: none
+    finish: Callable | None = None
+
     def param_groups(self, cfg) -> list[ParamGroup]:
         """The optimisers, in update order; `cfg` is the policy's training section."""
         loss = self.loss

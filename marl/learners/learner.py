@@ -6,7 +6,8 @@ its parameter groups (each an optimiser with its own loss term, gradient clip an
 schedule), its target copies, how batches are cut into minibatches (the contract:
 `marl.learners.param_groups`), the learner connectors run once per policy batch
 (PPO: GAE), an optional `prepare` pass that adds columns computed with the current
-network before the epochs (APPO/IMPALA: V-trace targets), and which stats are
+network before the epochs (APPO/IMPALA: V-trace targets), an optional `finish` pass
+that returns per-row columns of the updated network (HAPPO: the new log-probs), and which stats are
 per-row (DQN: TD errors for replay priorities). Everything else (epochs,
 minibatches, clipping, versions, target updates, observation-filter state) is
 here, shared by all algorithms. Each policy has its own parts, training section
@@ -80,14 +81,18 @@ def _owned_parameters(policy_id: str, module: nn.Module, groups: list[ParamGroup
     return owned
 
 
+def _whole_batch(tensors: dict, tables: dict) -> dict:
+    """Every row with its table values joined, for a pass over the whole batch (one gather per update: the
+    minibatches keep joining their own rows)."""
+    return {**tensors, **{name: table[tensors[sb.table_index(name)]] for name, table in tables.items()}}
+
+
 def _prepared(algo, module, tensors: dict, tables: dict, cfg) -> dict:
     """The algorithm's `prepare` pass over the whole batch. It sees every row's table values (a MAPPO critic
-    reads the state: overlap's proximal log-probs run the module), joined for it alone (one gather per update):
-    the minibatches keep joining their own rows."""
+    reads the state: overlap's proximal log-probs run the module)."""
     if not tables:
         return algo.prepare(module, tensors, cfg)
-    view = {**tensors, **{name: table[tensors[sb.table_index(name)]] for name, table in tables.items()}}
-    return {k: v for k, v in algo.prepare(module, view, cfg).items() if k not in tables}
+    return {k: v for k, v in algo.prepare(module, _whole_batch(tensors, tables), cfg).items() if k not in tables}
 
 
 class Learner:
@@ -244,6 +249,8 @@ class Learner:
             steps += 1
         module.eval()
         out: dict = {}
+        if algo.finish is not None:  # per-row columns of the updated network (HAPPO's new log-probs)
+            out.update({k: v.detach().cpu().numpy() for k, v in algo.finish(module, _whole_batch(tensors, tables), cfg).items()})
         for group in groups:  # one group: today's stat names; several: '<group>/<stat>'
             prefix = "" if len(self.groups[pid]) == 1 else group.name + "/"
             ran = group_steps[group.name]

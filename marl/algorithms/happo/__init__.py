@@ -1,0 +1,3 @@
+from marl.algorithms.happo.config import HAPPOConfig
+
+__all__ = ["HAPPOConfig"]

@@ -1,0 +1,3 @@
+from marl.algorithms.hatrpo.config import HATRPOConfig
+
+__all__ = ["HATRPOConfig"]

@@ -1,0 +1,3 @@
+from marl.algorithms.mat.config import MATConfig
+
+__all__ = ["MATConfig"]
