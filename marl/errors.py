@@ -2,7 +2,14 @@
 
 
 class ConfigError(ValueError):
-    """A scenario or builder value that cannot work; the message names the key."""
+    """A scenario or builder value that cannot work; the message names the key.
+
+    `key` (dotted: 'training.lr', 'training.model.hiddens'), where the check knows it: the composition
+    (`marl.config.compose`) names the file and line, or the command line, that set it."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
 
 
 class CheckpointError(ValueError):

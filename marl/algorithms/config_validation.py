@@ -23,6 +23,7 @@ from marl.connectors.build import check_policies
 from marl.envs.wrappers import parse_wrappers
 from marl.errors import ConfigError
 from marl.learners.device import check_gpus_available
+from marl.modules.build import model_keys
 from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
@@ -49,6 +50,7 @@ class ConfigValidation:
         for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
             where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
             plan = self.plan_for(pid)
+            _check_model_keys(plan, spec, pid)
             kind, _, _ = recurrent_options(plan.model, where)
             if kind is not None:
                 check_recurrent(self, pid, where, kind)  # the algorithm trains stateful modules at all
@@ -113,3 +115,17 @@ class ConfigValidation:
             ma.policies = sp.evaluation_policies(dict(ma.policies or {}))
             ma.policy_mapping = sp.evaluation_mapping
         return cfg
+
+
+def _check_model_keys(plan, spec, pid: str) -> None:
+    """Each model option against the options the policy's module reads (its class's MODEL_KEYS), with the nearest."""
+    allowed = model_keys(plan.module_class, plan.model)
+    if allowed is None:
+        return
+    for key in plan.model:
+        if key not in allowed:
+            where = f"multi_agent.policies.{pid}.model" if key in spec.model else "training.model"
+            near = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            name = plan.module_class if isinstance(plan.module_class, str) else getattr(plan.module_class, "__name__", "ActorCriticMLP")
+            raise ConfigError(f"unknown key '{where}.{key}'{hint}; {name} reads {sorted(allowed)}", key=f"{where}.{key}")

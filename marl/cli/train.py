@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from marl import path_checks
-from marl.cli.scenario_args import config_from_args, import_modules_of, split_positionals
+from marl.cli.scenario_args import composition_from_args, import_modules_of, split_positionals
+from marl.config.compose import split_items
 from marl.config.sections import ConfigError
 from marl.logging import make_run_dir
 from marl.logging.live import ProgressDisplay
@@ -27,12 +28,16 @@ def cmd_train(args) -> int:
     imported = import_modules_of(args)
     if args.resume:
         scenario, overrides = split_positionals(args)
-        if scenario is not None or args.algo or args.env:
+        if scenario is not None or args.algo or args.env or split_items(overrides)[0] or args.cfg:
             raise ConfigError("--resume takes its config from RUN_DIR/config.yaml; give only key=value overrides with it")
         config = config_for_resume(args.resume, overrides)  # imports the modules its config.yaml records
         run_dir = Path(args.resume)
     else:
-        config, name = config_from_args(args)
+        composition = composition_from_args(args)
+        if args.cfg:  # the composed config with each key's origin; nothing is built or written
+            print(composition.annotated(), end="")
+            return 0
+        config, name = composition.config(validate=True), composition.name  # every check before the run directory
         run_dir = None
     # the scenario's (or the resumed run's) imports and --import's: recorded in config.yaml and checkpoints,
     # shipped to Ray workers through runtime_env py_modules
@@ -44,7 +49,6 @@ def cmd_train(args) -> int:
         echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")
     fresh = run_dir is None
     if fresh:
-        config.validate()
         run_dir = make_run_dir(name, args.output)
     if echo:
         echo(f"run directory: {run_dir.resolve()}")

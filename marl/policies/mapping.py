@@ -9,17 +9,21 @@ names only the module and its options.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
+from marl.errors import ConfigError
+
 DEFAULT_POLICY_ID = "default_policy"
+SPEC_KEYS = frozenset({"module_class", "model", "observation_space", "action_space", "spaces_from"})  # a PolicySpec's
 
 
-class MappingError(ValueError):
-    """A policy or mapping declaration that cannot work."""
+class MappingError(ConfigError):
+    """A policy or mapping declaration that cannot work (a config error: its key's origin is named, exit 2)."""
 
 
 @dataclass
@@ -39,12 +43,13 @@ class PolicySpec:
         if isinstance(value, PolicySpec):
             return value
         if isinstance(value, Mapping):
-            allowed = {"module_class", "model", "observation_space", "action_space", "spaces_from"}
-            unknown = set(value) - allowed
-            if unknown:
-                raise MappingError(
-                    f"multi_agent.policies.{policy_id}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-                )
+            allowed = sorted(SPEC_KEYS)
+            for key in value:
+                if key not in SPEC_KEYS:
+                    near = difflib.get_close_matches(str(key), allowed, n=1)
+                    hint = f" (did you mean '{near[0]}'?)" if near else ""
+                    raise MappingError(f"unknown key 'multi_agent.policies.{policy_id}.{key}'{hint}; a policy spec "
+                                       f"holds {allowed}", key=f"multi_agent.policies.{policy_id}.{key}")
             model = value.get("model") or {}
             if not isinstance(model, Mapping):
                 raise MappingError(

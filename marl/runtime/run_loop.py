@@ -26,7 +26,7 @@ from typing import Callable
 from marl.config.sections import ConfigError, stop_reason  # noqa: F401  (stop_reason: also imported from here)
 from marl.logging.progress import progress_line
 from marl.logging.run_dir import CHECKPOINT_DIR, CONFIG_FILE, RunLogger
-from marl.config.scenario import load_scenario
+from marl.config.compose import load_scenario
 from marl.execution import metrics as m
 
 

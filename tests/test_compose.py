@@ -1,0 +1,200 @@
+"""Config groups (marl.config.compose): algorithm x task x experiment, a scenario's defaults list, the command
+line; one precedence, each key's origin, and the errors that name it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from marl.algorithms.ppo.action_space_defaults import DISCRETE
+from marl.config.compose import GROUPS, algorithm_family, compose, group_options, load_scenario
+from marl.config.registry import discovered
+from marl.config.scenario import config_from_dict
+from marl.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAT = ROOT / "tests" / "fixtures" / "flat_scenarios"  # the scenario files as they were before they were compositions
+
+# Where a composition states what the former file left to a default of the same value: key -> (value, why equal)
+SAME_AS_DEFAULT = {
+    "vmas_balance_mappo": {"environment.env_config.random_package_pos_on_line": (True, "VMAS balance's default"),
+                           "environment.env_config.package_mass": (5, "VMAS balance's default")},
+    "vmas_simple_spread_ppo": {"environment.env_config.n_agents": (3, "VMAS simple_spread's default"),
+                               "training.gae_lambda": (DISCRETE["gae_lambda"], "PPO's auto for discrete actions"),
+                               "training.vf_loss_coeff": (DISCRETE["vf_loss_coeff"], "PPO's auto for discrete actions"),
+                               "training.grad_clip": (DISCRETE["grad_clip"], "PPO's auto for discrete actions")},
+    "simple_tag_ppo": {"training.model.activation": ("tanh", "ActorCriticMLP's default activation")},
+}
+
+
+def run(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and value and not f"{prefix}{key}".startswith("multi_agent.policies"):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FLAT.glob("*.yaml")))
+def test_composed_scenario_equals_the_former_file(name):
+    text = (ROOT / "scenarios" / f"{name}.yaml").read_text()
+    assert "defaults:" in text  # it is a composition now
+    before = _flat(config_from_dict(yaml.safe_load((FLAT / f"{name}.yaml").read_text())).to_dict())
+    after = _flat(load_scenario(ROOT / "scenarios" / f"{name}.yaml").to_dict())
+    differ = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    allowed = SAME_AS_DEFAULT.get(name, {})
+    assert differ == set(allowed), {k: (before.get(k), after.get(k)) for k in differ}
+    for key, (value, _why) in allowed.items():
+        assert after[key] == value and before.get(key) in (None, "auto")
+
+
+ONE_TASK_PER_FAMILY = ("gym/cartpole", "mpe/simple_spread", "vmas/navigation", "jaxmarl/simple_spread", "smax/3m",
+                       "lbf/foraging_8x8_2p_2f", "rware/tiny_2ag", "butterfly/pistonball", "openspiel/kuhn_poker")
+
+
+def test_every_family_has_a_task_group():
+    families = {option.split("/")[0] for option in group_options("task")}
+    assert {t.split("/")[0] for t in ONE_TASK_PER_FAMILY} <= families
+
+
+@pytest.mark.parametrize("algo", [a for a in discovered() if a != "MIXED"])
+def test_every_algorithm_composes_with_a_task_of_each_family(algo, tmp_path):
+    offline = ["offline.input=" + str(tmp_path)] if algo in ("BC", "MARWIL", "CQL") else []  # they read recorded data
+    for task in ONE_TASK_PER_FAMILY:
+        composition = compose(None, [f"algorithm={algo.lower()}", f"task={task}", *offline])
+        config = composition.config(validate=True)
+        assert config.algo_name == algo and config.environment_cfg.env
+        family = algorithm_family(type(config))
+        if family == "on_policy" and task.startswith("vmas/"):  # the family's block applied, batch sized by `mul`
+            n = config.environment_cfg.env_config["n_agents"]
+            assert config.training_cfg.train_batch_size == 64 * 100 * n
+            assert composition.origin("training.train_batch_size") == "conf/task/vmas/_family.yaml:13"
+
+
+def test_mixed_is_refused_without_its_policies_in_one_line():
+    with pytest.raises(ConfigError, match="policy 'default_policy' has no algorithm"):
+        compose(None, ["algorithm=mixed", "task=mpe/simple_spread"]).config(validate=True)
+
+
+@pytest.fixture
+def conf_path(tmp_path, monkeypatch):
+    """A conf folder of the user's, searched before marl's: one key set at every layer."""
+    conf = tmp_path / "conf"
+    for rel, text in {
+        "algorithm/mine.yaml": "algo: PPO\ntraining: {lr: 0.1, gamma: 0.1, entropy_coeff: 0.1, num_epochs: 1, clip_param: 0.1}\n",
+        "task/fam/_family.yaml": "training: {gamma: 0.2}\non_policy:\n  training: {entropy_coeff: 0.2}\n"
+                                 "off_policy:\n  training: {epsilon: [[0, 0.5]]}\n",
+        "task/fam/t.yaml": "environment: {env: CartPole-v1}\ntraining: {num_epochs: 3}\n",
+        "task/fam/u.yaml": "environment: {env: CartPole-v1}\n",
+        "experiment/e.yaml": "training: {clip_param: 0.4, lr: 0.4}\nstop: {iterations: 4}\n",
+    }.items():
+        (conf / rel).parent.mkdir(parents=True, exist_ok=True)
+        (conf / rel).write_text(text)
+    monkeypatch.setenv("MARL_CONF_PATH", str(conf))
+    return conf
+
+
+def test_one_precedence_and_each_keys_origin(conf_path, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("defaults:\n  - algorithm: mine\n  - task: fam/t\n  - experiment: e\ntraining:\n  lr: 0.5\n")
+    comp = compose(scenario, ["training.clip_param=0.6"])
+    t = comp.config().training_cfg
+    # class defaults < algorithm < task family < its block < task < experiment < scenario < command line
+    assert (t.gamma, t.entropy_coeff, t.num_epochs, t.lr, t.clip_param) == (0.2, 0.2, 3, 0.5, 0.6)
+    assert t.vf_clip_param == 10.0  # untouched: the class default
+    assert comp.origin("training.gamma") == "conf/task/fam/_family.yaml:1"
+    assert comp.origin("training.entropy_coeff") == "conf/task/fam/_family.yaml:3"  # the on_policy block's line
+    assert comp.origin("training.num_epochs") == "conf/task/fam/t.yaml:2"
+    assert comp.origin("stop.iterations") == "conf/experiment/e.yaml:2"
+    assert comp.origin("training.lr") == f"{scenario}:6"
+    assert comp.origin("training.clip_param") == "command line"
+    # an option on the command line replaces the scenario's defaults-list choice
+    assert compose(scenario, ["algorithm=ppo"]).config().training_cfg.num_epochs == 3
+    assert compose(scenario, ["algorithm=ppo"]).config().training_cfg.clip_param == 0.4
+
+
+def test_cfg_prints_each_keys_origin_and_writes_nothing(tmp_path):
+    p = run("train", "algorithm=mappo", "task=vmas/balance", "training.lr=1e-4", "--cfg", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("# ") and "algorithm=mappo, task=vmas/balance" in lines[0]
+    assert "  lr: 0.0001  # command line" in lines
+    assert "  env: vmas.balance  # conf/task/vmas/balance.yaml:4" in lines
+    assert "  num_epochs: 4  # conf/task/vmas/_family.yaml:15" in lines
+    assert "  clip_param: 0.2  # default" in lines
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("items, message", [
+    (["algorithm=mapo", "task=vmas/balance"], "command line: unknown algorithm 'mapo' (did you mean 'mappo'?); options: ["),
+    (["algorithm=mappo", "task=vmas/balanse"], "command line: unknown task 'vmas/balanse' (did you mean 'vmas/balance'?)"),
+    (["algorithm=mappo", "task=vmas/balance", "experimnt=x"], "command line: unknown config group 'experimnt' (did you mean 'experiment'?)"),
+    (["algorithm=mappo", "task=vmas/balance", "training.lrr=1"], "command line: unknown key 'training.lrr' (did you mean 'lr'?)"),
+    (["algorithm=mappo", "task=vmas/balance", "training.model.hidens=[8]"],
+     "command line: unknown key 'training.model.hidens' (did you mean 'hiddens'?)"),
+    (["scenarios/simple_spread_ppo.yaml", "env_runner.num_env_runners=1"],
+     "command line: unknown top-level key 'env_runner' (did you mean 'env_runners'?)"),
+    (["scenarios/simple_spread_ppo.yaml", "multi_agent.policies.shared.modle={}"],
+     "command line: unknown key 'multi_agent.policies.shared.modle' (did you mean 'model'?)"),
+])
+def test_a_wrong_group_option_or_key_is_one_line_exit_2_nothing_written(tmp_path, items, message):
+    items = [str(ROOT / i) if i.endswith(".yaml") else i for i in items]
+    p = run("train", *items, "--output", str(tmp_path / "run"), cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_bad_value_in_a_file_names_the_file_and_line(conf_path, tmp_path):
+    (conf_path / "task/fam/bad.yaml").write_text("environment: {env: CartPole-v1}\non_policy:\n  training:\n    num_epocs: 3\n")
+    with pytest.raises(ConfigError, match=r"conf/task/fam/bad.yaml:4: unknown key 'on_policy.training.num_epocs' "
+                                          r"\(did you mean 'num_epochs'\?\)"):
+        compose(None, ["algorithm=ppo", "task=fam/bad"])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("defaults:\n  - task: fam/t\nalgo: PPO\ntraining:\n  num_epochs: 0\n")
+    with pytest.raises(ConfigError, match=rf"^{scenario}:5: 'training.num_epochs' must be >= 1, got 0$"):
+        compose(scenario).config()
+    scenario.write_text("defaults:\n  - tasks: fam/t\nalgo: PPO\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:1: unknown config group 'tasks' \(did you mean 'task'\?\)"):
+        compose(scenario)
+
+
+def test_a_family_block_key_of_another_algorithm_of_the_family_is_left_out(conf_path):
+    # `epsilon` (the off_policy block) is DQN's, QMIX's and VDN's; TD3 has none: TD3 composes without it
+    assert compose(None, ["algorithm=dqn", "task=fam/u"]).config().training_cfg.epsilon == [[0, 0.5]]
+    assert "epsilon" not in compose(None, ["algorithm=td3", "task=fam/u"]).data["training"]
+
+
+def test_configs_lists_groups_and_options(tmp_path):
+    p = run("configs", cwd=tmp_path)  # outside the repository: marl's own conf/ ships in the package
+    assert p.returncode == 0, p.stderr
+    for group in GROUPS:
+        assert f"{group}:" in p.stdout
+    assert "vmas/navigation" in p.stdout and "ippo" in p.stdout and "qmix" in p.stdout
+    p = run("configs", "tsk", cwd=tmp_path)
+    assert p.returncode == 2 and "unknown config group 'tsk' (did you mean 'task'?)" in p.stderr
+
+
+@pytest.mark.slow
+def test_conf_ships_in_the_wheel(tmp_path):
+    """A pip-installed marl finds its groups: the wheel holds marl/conf (34 s here, loaded machine)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", str(ROOT), "-w",
+                    str(tmp_path / "wheel"), "-q"], check=True, cwd=tmp_path, timeout=300)
+    wheel = next((tmp_path / "wheel").glob("marl-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel),
+                    "-q"], check=True, timeout=300)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "site")}
+    p = run("train", "algorithm=ppo", "task=vmas/navigation", "--cfg", cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "# conf/task/vmas/_family.yaml:" in p.stdout
