@@ -15,6 +15,7 @@ from marl.config.compose import GROUPS, algorithm_family, compose, group_options
 from marl.config.registry import discovered
 from marl.config.scenario import config_from_dict
 from marl.errors import ConfigError
+from marl.experiment.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAT = ROOT / "tests" / "fixtures" / "flat_scenarios"  # the scenario files as they were before they were compositions
@@ -198,3 +199,59 @@ def test_conf_ships_in_the_wheel(tmp_path):
     p = run("train", "algorithm=ppo", "task=vmas/navigation", "--cfg", cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
     assert "# conf/task/vmas/_family.yaml:" in p.stdout
+
+
+PRESETS = sorted((ROOT / "marl" / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
+def test_each_peer_preset_names_its_source_composes_as_its_own_command_says(path):
+    text = path.read_text()
+    assert "# Source: " in text and "cannot express" in text  # the peer's file and version; what marl cannot say
+    command = next(line for line in text.splitlines() if line.startswith("#   marl train "))
+    items = command.split("marl train ", 1)[1].split("  (")[0].split()
+    config = compose(None, items).config(validate=True)
+    assert config.stop_cfg.env_steps_total == 10_000_000
+
+
+def test_benchmarl_vmas_preset_holds_benchmarls_numbers():
+    """BenchMARL's fine-tuned VMAS experiment (fine_tuned/vmas/conf/config.yaml) in marl's units."""
+    on = compose(None, ["algorithm=mappo", "task=vmas/navigation", "experiment=benchmarl_vmas"]).config()
+    t, run, ev = on.training_cfg, on.env_runners_cfg, on.evaluation_cfg
+    n = on.environment_cfg.env_config["n_agents"]
+    assert (t.gamma, t.lr, t.grad_clip, t.gae_lambda, t.entropy_coeff) == (0.9, 5e-5, 5.0, 0.9, 0.0)
+    assert run.num_envs_per_env_runner * run.rollout_fragment_length == 60_000  # frames per batch
+    assert (t.train_batch_size, t.minibatch_size) == (60_000 * n, 4096 * n)  # agent rows
+    assert (ev.evaluation_interval * 60_000, ev.evaluation_duration) == (120_000, 200)
+    off = compose(None, ["algorithm=qmix", "task=vmas/navigation", "experiment=benchmarl_vmas"]).config()
+    t, run, ev = off.training_cfg, off.env_runners_cfg, off.evaluation_cfg
+    assert run.num_envs_per_env_runner * run.rollout_fragment_length == t.min_env_steps_per_iteration == 6000
+    assert (t.train_batch_size, t.replay_capacity, ev.evaluation_interval * 6000) == (128, 1_000_000, 120_000)
+    assert round(t.training_intensity * 6000 / 128) == 1000  # optimizer steps per batch
+    assert t.epsilon == [[0, 0.8], [1_000_000, 0.01]]
+
+
+def test_benchmarl_vmas_tasks_hold_benchmarls_task_parameters():
+    """conf/task/vmas/*: benchmarl/conf/task/vmas/<task>.yaml's values (BenchMARL 1.5.0-10-g179a956)."""
+    expected = {
+        "navigation": dict(max_steps=100, n_agents=3, collisions=True, agents_with_same_goal=1, split_goals=False,
+                           observe_all_goals=False, shared_rew=False, lidar_range=0.35, agent_radius=0.1),
+        "balance": dict(max_steps=100, n_agents=4, random_package_pos_on_line=True, package_mass=5),
+        "sampling": dict(max_steps=100, n_agents=3, shared_rew=False, n_gaussians=3, lidar_range=0.2, cov=0.05,
+                         collisions=True, spawn_same_pos=False),
+        "transport": dict(max_steps=100, n_agents=4, n_packages=1, package_width=0.15, package_length=0.15, package_mass=50),
+        "wheel": dict(max_steps=100, n_agents=4, line_length=1, line_mass=30, desired_velocity=0.05),
+    }
+    for task, kwargs in expected.items():
+        assert compose(None, ["algorithm=ppo", f"task=vmas/{task}"]).data["environment"]["env_config"] == kwargs
+
+
+def test_suites_reference_groups_not_scenario_files():
+    for suite in (ROOT / "suites").glob("*.yaml"):
+        assert "scenario:" not in suite.read_text(), suite.name
+    run = next(r for r in load_suite(ROOT / "suites" / "vmas_10m.yaml").runs if r.name == "navigation/MAPPO/seed_0")
+    config = run.config()
+    assert config.environment_cfg.env == "vmas.navigation" and config.environment_cfg.env_config["n_agents"] == 4
+    # the family's on-policy settings, its batch sized by `mul` to 600 worlds x 100 steps x 4 agents
+    assert (config.training_cfg.train_batch_size, config.training_cfg.minibatch_size) == (240_000, 4000)
+    assert (config.training_cfg.lr, config.training_cfg.gae_lambda) == (5e-4, 0.95)
