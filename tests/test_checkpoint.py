@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import marl
-from marl.algorithms.state_files import StateFileError, read_tree, write_tree
+from marl.checkpoint.state_files import StateFileError, read_tree, write_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import pytest
 import marl
 from marl.errors import ConfigError
 from marl.external import PolicyClient, PolicyServerError
-from marl.serve_command import serving_config
+from marl.cli.serve import serving_config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))

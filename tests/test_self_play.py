@@ -246,7 +246,7 @@ def test_self_play_learns_to_beat_random_play():
     cannot tell learning apart. Untrained sampled play wins about half its games (asserted below); the
     scenario's recipe reaches 0.93-0.97 from 60k env steps on (seeds 0-2, notes in the closing note).
     """
-    from marl.algorithms.scenario import load_scenario
+    from marl.config.compose import load_scenario
 
     config = load_scenario("scenarios/connect_four_self_play.yaml", ["stop.env_steps_total=80000", "evaluation.evaluation_interval=null"])
     algo = config.build()

@@ -18,7 +18,7 @@ import pytest
 
 import marl
 from marl.external import PolicyClient, PolicyServerError, PolicyServerUnavailable
-from marl.serve_command import serving_config
+from marl.cli.serve import serving_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/simple_spread_serve.yaml"

@@ -11,7 +11,7 @@ from marl.checkpoint.directory import CheckpointError, load_connector_state, loa
 from marl.config.registry import ALGORITHMS, config_class, exporting_config_classes
 from marl.config.compose import load_scenario
 from marl.config.scenario import config_from_dict
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 
 _STATIC = [
     "ALGORITHMS",

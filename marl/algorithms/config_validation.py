@@ -24,6 +24,7 @@ from marl.envs.wrappers import parse_wrappers
 from marl.errors import ConfigError
 from marl.learners.device import check_gpus_available
 from marl.modules.build import model_keys
+from marl.runners.fragments import fragment_length
 from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
@@ -71,6 +72,21 @@ class ConfigValidation:
                 "set 'evaluation.evaluation_num_env_runners' >= 1 (0 evaluates in-process, between iterations)"
             )
         self.evaluation_runner_config()  # names any bad key of evaluation.evaluation_config now, not at the first evaluation
+
+    def batch_notes(self) -> list[str]:
+        """What the user should know of how the config's sizes combine (printed by `marl train` before it starts):
+        a train batch smaller than one sampling round is rounded up to the round, and the line names the value used."""
+        if not self.batch_in_agent_steps or self.env_runners_cfg.overlap:
+            return []
+        run, batch = self.env_runners_cfg, self.training_cfg.train_batch_size
+        runners = max(1, run.num_env_runners)
+        round_steps = runners * run.num_envs_per_env_runner * fragment_length(self, 1)  # rows: at least one per env step
+        if batch >= round_steps:
+            return []
+        return [f"'training.train_batch_size' {batch} is below one sampling round ({runners} runner(s) x "
+                f"{run.num_envs_per_env_runner} envs x {run.rollout_fragment_length} steps): each update trains on at "
+                f"least {round_steps} agent steps; for {batch}, lower env_runners.num_envs_per_env_runner or "
+                "rollout_fragment_length"]
 
     def _check_paths(self) -> None:
         """The path-valued keys, as `marl.path_checks` checks every path a user gives: inputs exist, outputs can be

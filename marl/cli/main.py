@@ -28,7 +28,7 @@ from marl.cli.reference import cmd_defaults, cmd_reference
 from marl.cli.scenario_args import add_source_options, algorithm_names
 from marl.cli.serve import add_parser as add_serve_parser
 from marl.cli.train import cmd_train
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 from marl.envs import EnvError
 from marl.envs.catalog import KINDS
 from marl.policies import MappingError

@@ -10,7 +10,7 @@ from pathlib import Path
 from marl import path_checks
 from marl.config.compose import Composition, compose, split_items
 from marl.config.registry import discovered
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 from marl.runners.user_code import add_import_option, import_user_modules
 
 

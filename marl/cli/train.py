@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from marl import path_checks
 from marl.cli.scenario_args import composition_from_args, import_modules_of, split_positionals
 from marl.config.compose import split_items
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 from marl.logging import make_run_dir
 from marl.logging.live import ProgressDisplay
 from marl.logging.run_dir import CONFIG_FILE
@@ -38,6 +39,8 @@ def cmd_train(args) -> int:
             print(composition.annotated(), end="")
             return 0
         config, name = composition.config(validate=True), composition.name  # every check before the run directory
+        for note in config.batch_notes():
+            print(f"marl: warning: {note}", file=sys.stderr)
         run_dir = None
     # the scenario's (or the resumed run's) imports and --import's: recorded in config.yaml and checkpoints,
     # shipped to Ray workers through runtime_env py_modules

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from marl.config.registry import config_class, discovered
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
 import difflib
 import math
