@@ -25,6 +25,8 @@ import os
 import time
 from pathlib import Path
 
+import _common as C
+
 from marl.config.compose import compose
 
 TASK = "vmas/navigation"
@@ -78,13 +80,14 @@ def main() -> None:
         done = [r for s, r in curves[name] if s <= steps]
         return done[-1] if done else float("nan")
 
-    print(f"\nVMAS navigation, {args.worlds} worlds, seed {args.seed}, load average (1 min) {load_start:.1f} -> "
-          f"{os.getloadavg()[0]:.1f}")
-    print(f"env steps/s: family {rate['family']:.0f}, defaults {rate['defaults']:.0f}, "
-          f"ratio {rate['family'] / rate['defaults']:.2f}")
-    print("env steps | return: family | defaults")
-    for c in checkpoints:
-        print(f"{c:>9} | {at('family', c):14.2f} | {at('defaults', c):8.2f}")
+    title = (f"VMAS navigation, {args.worlds} worlds, seed {args.seed}, load average (1 min) {load_start:.1f} -> "
+             f"{os.getloadavg()[0]:.1f}")
+    C.print_table(["side", "env steps", "train() s", "env steps/s", "ratio to defaults"],
+                  [[n, curves[n][-1][0], f"{seconds[n]:.0f}", f"{rate[n]:.0f}", f"{rate[n] / rate['defaults']:.2f}"]
+                   for n in algos], title=title)
+    C.print_table(["env steps", "return: family", "return: defaults"],
+                  [[c, f"{at('family', c):.2f}", f"{at('defaults', c):.2f}"] for c in checkpoints],
+                  title="training return (episode_return_mean, the last iteration at or before each point)")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"worlds": args.worlds, "seed": args.seed, "rate": rate, "curves": curves,

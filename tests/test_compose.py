@@ -255,3 +255,24 @@ def test_suites_reference_groups_not_scenario_files():
     # the family's on-policy settings, its batch sized by `mul` to 600 worlds x 100 steps x 4 agents
     assert (config.training_cfg.train_batch_size, config.training_cfg.minibatch_size) == (240_000, 4000)
     assert (config.training_cfg.lr, config.training_cfg.gae_lambda) == (5e-4, 0.95)
+
+
+def test_a_command_line_key_inside_a_policy_table_adds_to_it_a_file_replaces_it(tmp_path):
+    scenario = ROOT / "scenarios" / "simple_tag_ppo.yaml"  # policies predator and prey, from its task
+    config = compose(scenario, ["multi_agent.policies.prey.model.hiddens=[8]"]).config()
+    assert config.multi_agent_cfg.policies == {"predator": {}, "prey": {"model": {"hiddens": [8]}}}
+    assert list(compose(scenario, ["multi_agent.policies={solo: {}}"]).data["multi_agent"]["policies"]) == ["solo"]
+    other = tmp_path / "s.yaml"
+    other.write_text("defaults:\n  - algorithm: ppo\n  - task: mpe/simple_tag\nmulti_agent:\n  policies: {solo: {}}\n"
+                     "  policy_mapping: {'*': solo}\n")
+    assert list(compose(other).config().multi_agent_cfg.policies) == ["solo"]  # the file's table replaces the task's
+
+
+def test_a_train_batch_below_one_sampling_round_is_named_with_the_value_used():
+    config = compose(None, ["algo=PPO", "environment.env=CartPole-v1", "training.train_batch_size=256",
+                            "training.minibatch_size=64"]).config(validate=True)
+    (note,) = config.batch_notes()
+    assert "'training.train_batch_size' 256 is below one sampling round (1 runner(s) x 8 envs x 128 steps)" in note
+    assert "at least 1024 agent steps" in note
+    assert compose(None, ["algo=PPO", "environment.env=CartPole-v1"]).config().batch_notes() == []
+    assert compose(None, ["algo=DQN", "environment.env=CartPole-v1"]).config().batch_notes() == []  # its own unit

@@ -114,6 +114,7 @@ class Layer:
     data: dict
     lines: dict  # dotted key -> line in the file (1-based)
     line_prefix: str = ""  # where `data` sits in the file ('on_policy.' for a family block)
+    override: str | None = None  # a command-line item's dotted key: a table below it is added to, not replaced
 
 
 def read_yaml(path: Path, where: str) -> Layer:
@@ -163,7 +164,8 @@ class Composition:
     def _merge(self, into: dict, values: dict, layer: Layer, prefix: str, file_prefix: str) -> None:
         for key, value in values.items():
             dotted = f"{prefix}{key}"
-            if isinstance(value, dict) and isinstance(into.get(key), dict) and dotted not in REPLACED_WHOLE:
+            whole = dotted in REPLACED_WHOLE and (layer.override is None or layer.override == dotted)
+            if isinstance(value, dict) and isinstance(into.get(key), dict) and not whole:
                 self._merge(into[key], value, layer, dotted + ".", file_prefix)
                 continue
             into[key] = copy.deepcopy(value)
@@ -313,7 +315,8 @@ def _command_line_layer(overrides: list[str]) -> list[Layer]:
     layers = []
     for item in overrides:
         try:
-            layers.append(Layer(COMMAND_LINE, OmegaConf.to_container(OmegaConf.from_dotlist([item]), resolve=False), {}))
+            layers.append(Layer(COMMAND_LINE, OmegaConf.to_container(OmegaConf.from_dotlist([item]), resolve=False), {},
+                                override=item.split("=", 1)[0]))
         except OmegaConfBaseException as err:
             raise ConfigError(f"{COMMAND_LINE}: override '{item}': {err}".splitlines()[0]) from None
     return layers
