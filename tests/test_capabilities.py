@@ -162,8 +162,8 @@ def test_the_batched_path_reads_the_record():
 def test_reference_prints_each_named_algorithms_capabilities():
     text = scenario_reference(["DQN", "MASAC", "MIXED"])
     assert "## Capabilities" in text
-    assert "| DQN | Discrete | yes | yes | yes | replay | no | yes |" in text
-    assert "| MASAC | Discrete, Box | no | yes | no | no | yes | yes |" in text
+    assert "| DQN | Discrete | yes | yes | replay | no | yes |" in text
+    assert "| MASAC | Discrete, Box | no | no | no | no | yes |" in text
     assert "- MIXED: each policy is checked against its own algorithm's record" in text
     assert "| PPO |" not in text
     header = next(line for line in text.splitlines() if line.startswith("| algorithm |"))

@@ -69,18 +69,24 @@ def test_every_family_has_a_task_group():
     assert {t.split("/")[0] for t in ONE_TASK_PER_FAMILY} <= families
 
 
-@pytest.mark.parametrize("algo", [a for a in discovered() if a != "MIXED"])
-def test_every_algorithm_composes_with_a_task_of_each_family(algo, tmp_path):
-    offline = ["offline.input=" + str(tmp_path)] if algo in ("BC", "MARWIL", "CQL") else []  # they read recorded data
-    for task in ONE_TASK_PER_FAMILY:
-        composition = compose(None, [f"algorithm={algo.lower()}", f"task={task}", *offline])
-        config = composition.config(validate=True)
-        assert config.algo_name == algo and config.environment_cfg.env
-        family = algorithm_family(type(config))
-        if family == "on_policy" and task.startswith("vmas/"):  # the family's block applied, batch sized by `mul`
-            n = config.environment_cfg.env_config["n_agents"]
-            assert config.training_cfg.train_batch_size == 64 * 100 * n
-            assert composition.origin("training.train_batch_size") == "conf/task/vmas/_family.yaml:13"
+def test_every_algorithm_composes_with_a_task_of_each_family(tmp_path):
+    offline = ["offline.input=" + str(tmp_path)]  # BC, MARWIL and CQL read recorded data
+    for algo in [a for a in discovered() if a != "MIXED"]:
+        for task in ONE_TASK_PER_FAMILY:
+            composition = compose(None, [f"algorithm={algo.lower()}", f"task={task}", *offline])
+            config = composition.config()
+            assert config.algo_name == algo and config.environment_cfg.env
+            if algorithm_family(type(config)) == "on_policy" and task.startswith("vmas/"):  # the block, sized by `mul`
+                n = config.environment_cfg.env_config["n_agents"]
+                assert config.training_cfg.train_batch_size == 64 * 25 * n
+                assert composition.origin("training.train_batch_size") == "conf/task/vmas/_family.yaml:14"
+        # the whole-config checks (an env probe each): every algorithm on one task
+        compose(None, [f"algorithm={algo.lower()}", "task=mpe/simple_spread", *offline]).config(validate=True)
+
+
+@pytest.mark.parametrize("task", ONE_TASK_PER_FAMILY)
+def test_each_family_task_passes_the_whole_config_checks(task):
+    compose(None, ["algorithm=ppo", f"task={task}"]).config(validate=True)
 
 
 def test_mixed_is_refused_without_its_policies_in_one_line():
@@ -132,7 +138,7 @@ def test_cfg_prints_each_keys_origin_and_writes_nothing(tmp_path):
     assert lines[0].startswith("# ") and "algorithm=mappo, task=vmas/balance" in lines[0]
     assert "  lr: 0.0001  # command line" in lines
     assert "  env: vmas.balance  # conf/task/vmas/balance.yaml:4" in lines
-    assert "  num_epochs: 4  # conf/task/vmas/_family.yaml:15" in lines
+    assert "  num_epochs: 4  # conf/task/vmas/_family.yaml:16" in lines
     assert "  clip_param: 0.2  # default" in lines
     assert not any(tmp_path.iterdir())
 
@@ -276,3 +282,29 @@ def test_a_train_batch_below_one_sampling_round_is_named_with_the_value_used():
     assert "at least 1024 agent steps" in note
     assert compose(None, ["algo=PPO", "environment.env=CartPole-v1"]).config().batch_notes() == []
     assert compose(None, ["algo=DQN", "environment.env=CartPole-v1"]).config().batch_notes() == []  # its own unit
+
+
+def test_a_scenario_file_reads_numbers_as_omegaconf_does(tmp_path):
+    scenario = tmp_path / "s.yaml"  # PyYAML alone reads 1e-4 as a string; OmegaConf's loader as a float
+    scenario.write_text("algo: PPO\nenvironment: {env: CartPole-v1}\ntraining: {lr: 1e-4}\n")
+    assert load_scenario(scenario).training_cfg.lr == 1e-4
+
+
+@pytest.mark.parametrize("item, message", [
+    ("training.model.hidens=[8]", "unknown key 'training.model.hidens' (did you mean 'hiddens'?); ActorCriticMLP reads"),
+    ("multi_agent.policies.main.modle={}", "unknown key 'multi_agent.policies.main.modle' (did you mean 'model'?)"),
+    ("multi_agent.policies.main.model.activaton=relu",
+     "unknown key 'multi_agent.policies.main.model.activaton' (did you mean 'activation'?)"),
+    ("multi_agent.self_play.pool_sise=3", "unknown key 'multi_agent.self_play.pool_sise' (did you mean 'pool_size'?)"),
+    ("connectors.env_to_module=[{name: frame_stak}]", "unknown env_to_module piece 'frame_stak' (did you mean 'frame_stack'?)"),
+    ("evaluation.evaluation_config.environment.env_confg={}",
+     "unknown key 'evaluation.evaluation_config.environment.env_confg' (did you mean 'env_config'?)"),
+    ("psro.meta_solvr=nash", "unknown key 'psro.meta_solvr' (did you mean 'meta_solver'?)"),
+])
+def test_did_you_mean_at_every_level_with_the_keys_origin(item, message):
+    items = ["algorithm=ppo", "task=openspiel/connect_four", "multi_agent.policies.main={}", item]
+    if "self_play" in item:
+        items.append("multi_agent.self_play.policy=main")
+    with pytest.raises(ConfigError) as err:
+        compose(None, items).config(validate=True)
+    assert str(err.value).startswith("command line: ") and message in str(err.value) and "\n" not in str(err.value)

@@ -21,7 +21,7 @@ from marl.config.checks import check_relations, update_section
 from marl.config.sections import SECTION_NAMES
 from marl.connectors.build import check_policies
 from marl.envs.wrappers import parse_wrappers
-from marl.errors import ConfigError
+from marl.errors import ConfigError, unknown_key
 from marl.learners.device import check_gpus_available
 from marl.modules.build import model_keys
 from marl.runners.fragments import fragment_length
@@ -141,7 +141,5 @@ def _check_model_keys(plan, spec, pid: str) -> None:
     for key in plan.model:
         if key not in allowed:
             where = f"multi_agent.policies.{pid}.model" if key in spec.model else "training.model"
-            near = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
             name = plan.module_class if isinstance(plan.module_class, str) else getattr(plan.module_class, "__name__", "ActorCriticMLP")
-            raise ConfigError(f"unknown key '{where}.{key}'{hint}; {name} reads {sorted(allowed)}", key=f"{where}.{key}")
+            raise unknown_key(f"{where}.{key}", allowed, f"{name} reads")

@@ -121,7 +121,7 @@ def read_yaml(path: Path, where: str) -> Layer:
     """A YAML mapping with the line of each key (dotted), for the origins."""
     try:
         text = path.read_text()
-        data = OmegaConf.to_container(OmegaConf.create(yaml.safe_load(text) or {}), resolve=False)
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if text.strip() else {}  # (1e-4: a float)
         node = yaml.compose(text)
     except Exception as err:  # YAML syntax errors come in several types
         raise ConfigError(f"{where} '{path}' is not valid YAML: {err}".splitlines()[0]) from None

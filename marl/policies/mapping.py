@@ -9,14 +9,13 @@ names only the module and its options.
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
-from marl.errors import ConfigError
+from marl.errors import ConfigError, unknown_key
 
 DEFAULT_POLICY_ID = "default_policy"
 SPEC_KEYS = frozenset({"module_class", "model", "observation_space", "action_space", "spaces_from"})  # a PolicySpec's
@@ -43,13 +42,9 @@ class PolicySpec:
         if isinstance(value, PolicySpec):
             return value
         if isinstance(value, Mapping):
-            allowed = sorted(SPEC_KEYS)
             for key in value:
                 if key not in SPEC_KEYS:
-                    near = difflib.get_close_matches(str(key), allowed, n=1)
-                    hint = f" (did you mean '{near[0]}'?)" if near else ""
-                    raise MappingError(f"unknown key 'multi_agent.policies.{policy_id}.{key}'{hint}; a policy spec "
-                                       f"holds {allowed}", key=f"multi_agent.policies.{policy_id}.{key}")
+                    raise unknown_key(f"multi_agent.policies.{policy_id}.{key}", SPEC_KEYS, "a policy spec holds", MappingError)
             model = value.get("model") or {}
             if not isinstance(model, Mapping):
                 raise MappingError(
