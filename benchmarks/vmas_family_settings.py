@@ -14,7 +14,7 @@ Both sides are composed from the config groups, on BenchMARL's navigation task (
 Both are built in one process and trained one train() call each in turn until each has sampled --env-steps, so
 machine load hits them alike. Reported: each side's env steps/s over its own train() time (sampling and
 learning), their ratio, and each side's training return (episode_return_mean, summed over the agents) at equal
-env steps: the last iteration at or before each checkpoint. The machine is shared: read the ratio.
+env steps: the last iteration at or before each checkpoint in which episodes ended. The machine is shared: read the ratio.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def main() -> None:
     step = max(curves["family"][0][0], curves["defaults"][0][0])
     checkpoints = list(range(step, args.env_steps + 1, step))
 
-    def at(name, steps):
-        done = [r for s, r in curves[name] if s <= steps]
+    def at(name, steps):  # iterations in which no episode ended have no return: the last one that has
+        done = [r for s, r in curves[name] if s <= steps and r == r]
         return done[-1] if done else float("nan")
 
     title = (f"VMAS navigation, {args.worlds} worlds, seed {args.seed}, load average (1 min) {load_start:.1f} -> "

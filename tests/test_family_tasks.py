@@ -30,9 +30,10 @@ class FamilyTask:
 
 
 CASES = [
-    FamilyTask("ppo", "vmas/navigation", budget=96_000, threshold=1.5, window=3,
-               measured="seed 1: 3-iteration mean 1.82 at 70k, 2.49 at 96k (64 worlds; 4 min at load ~10); PPO's class "
-                        "defaults on the same 64 worlds (the mutant: no family block): see the report"),
+    FamilyTask("ppo", "vmas/navigation", budget=48_000, threshold=2.0, window=3,
+               measured="seed 1 (64 worlds x 25 steps, an iteration of 1,600 env steps; iterations where no episode "
+                        "ended have no return): 1.55 at 25.6k, 3-iteration mean 2.21 at 38.4k, 2.5-2.8 from 41.6k on "
+                        "(11 min for 96k at load ~10); with 100-step fragments the same settings reached 2.0 at 64k"),
     FamilyTask("ppo", "jaxmarl/simple_spread", budget=160_000, threshold=-67.0, window=3,
                measured="seed 1: the first iteration (near random) -82.7, 3-iteration mean -65.1 at 139k, -61.2 at 205k "
                         "(4 min at load ~10, JAX compilation included)"),
@@ -57,6 +58,7 @@ def train(case: FamilyTask, seed: int = 1) -> list[float]:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.algorithm}-{c.task}" for c in CASES])
 def test_a_family_task_group_learns_with_nothing_else_set(case):
-    returns = train(case)
-    best = max(np.nanmean(returns[i:i + case.window]) for i in range(len(returns) - case.window + 1))
+    returns = np.array(train(case), dtype=float)
+    windows = [returns[i:i + case.window] for i in range(len(returns) - case.window + 1)]
+    best = np.nanmax([np.nanmean(w) if np.isfinite(w).any() else np.nan for w in windows])
     assert best >= case.threshold, (case.measured, returns)

@@ -42,7 +42,7 @@ from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
 from marl.runners.user_code import check_module_names, import_user_modules
-from marl.config.compose import compose
+from marl.config.compose import COMMAND_LINE, compose
 from marl.config.scenario import config_from_dict
 from marl.config.registry import config_class
 from marl.experiment.targets import Target, parse_targets
@@ -255,7 +255,7 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             try:
                 group_env = (compose(None, [f"task={spec['task']}"]).data.get("environment") or {}).get("env")
             except ConfigError as err:
-                raise ConfigError(f"{w}: {err}") from None
+                raise ConfigError(f"{w}: {_in_suite(err)}") from None
         env = spec.get("env") or (sections.get("environment") or {}).get("env") or group_env
         if not env:
             raise ConfigError(f"{w}: give 'task' (a config group), 'env' (an env id) or a 'scenario' file that names one")
@@ -284,7 +284,7 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             try:
                 chosen = compose(None, [f"algorithm={spec['algorithm']}"]).data["algo"]
             except ConfigError as err:
-                raise ConfigError(f"{w}: {err}") from None
+                raise ConfigError(f"{w}: {_in_suite(err)}") from None
             algo_groups[label] = spec["algorithm"]
         else:
             chosen = None
@@ -341,7 +341,12 @@ def _grouped(algo: str, algorithm: str | None, task: str | None, experiment: str
     try:
         return compose(None, items).data
     except ConfigError as err:
-        raise ConfigError(f"{where}: {err}") from None
+        raise ConfigError(f"{where}: {_in_suite(err)}") from None
+
+
+def _in_suite(err: ConfigError) -> str:
+    """A composition's message about a suite's group option: the suite, not the command line, gave it."""
+    return str(err).removeprefix(f"{COMMAND_LINE}: ")
 
 
 def _deep_merge(base: dict, top: dict) -> dict:
