@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from marl.cli import main
 from marl.config.psro_section import META_SOLVER_NAMES
-from marl.config.scenario import load_scenario
+from marl.config.compose import load_scenario
 from marl.population.meta_solvers import META_SOLVERS
 from marl.population.psro import PSRO
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from marl.algorithms import resources
+from marl.runtime import resources
 from marl.algorithms.ppo.config import PPOConfig
 from marl.errors import ConfigError
 
