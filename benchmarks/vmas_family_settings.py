@@ -6,7 +6,7 @@ Both sides are composed from the config groups, on BenchMARL's navigation task (
 3 agents), with `env_runners.num_envs_per_env_runner` set to --worlds:
 
 * family: `algorithm=ppo task=vmas/navigation` (conf/task/vmas/_family.yaml's on-policy block: every world's
-  100-step fragment per update, 16 minibatches x 4 epochs, a 128x128 tanh MLP, lr 5e-4, GAE lambda 0.95);
+  10-step fragment per update, 16 minibatches x 4 epochs, a 128x128 tanh MLP, lr 5e-4, GAE lambda 0.95);
 * defaults: the same task with PPO's class defaults as `marl train --algo PPO --env vmas.navigation` gets them
   (the Box `auto` values: RLlib's Pendulum example, 256x256 relu, lambda 0.1, 6 epochs of 128-row minibatches;
   a 4,096-row train batch, the fragment shortened to 43 steps so a round brings one world-fragment of rows).

@@ -78,7 +78,7 @@ def test_every_algorithm_composes_with_a_task_of_each_family(tmp_path):
             assert config.algo_name == algo and config.environment_cfg.env
             if algorithm_family(type(config)) == "on_policy" and task.startswith("vmas/"):  # the block, sized by `mul`
                 n = config.environment_cfg.env_config["n_agents"]
-                assert config.training_cfg.train_batch_size == 64 * 25 * n
+                assert config.training_cfg.train_batch_size == 1024 * 10 * n
                 assert composition.origin("training.train_batch_size") == "conf/task/vmas/_family.yaml:14"
         # the whole-config checks (an env probe each): every algorithm on one task
         compose(None, [f"algorithm={algo.lower()}", "task=mpe/simple_spread", *offline]).config(validate=True)
