@@ -142,4 +142,4 @@ def _check_model_keys(plan, spec, pid: str) -> None:
         if key not in allowed:
             where = f"multi_agent.policies.{pid}.model" if key in spec.model else "training.model"
             name = plan.module_class if isinstance(plan.module_class, str) else getattr(plan.module_class, "__name__", "ActorCriticMLP")
-            raise unknown_key(f"{where}.{key}", allowed, f"{name} reads")
+            raise unknown_key(f"{where}.{key}", allowed, f"policy '{pid}': {name} reads")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from marl import path_checks
@@ -32,22 +31,22 @@ def cmd_train(args) -> int:
         if scenario is not None or args.algo or args.env or split_items(overrides)[0] or args.cfg:
             raise ConfigError("--resume takes its config from RUN_DIR/config.yaml; give only key=value overrides with it")
         config = config_for_resume(args.resume, overrides)  # imports the modules its config.yaml records
-        run_dir = Path(args.resume)
+        run_dir, fresh_config = Path(args.resume), False
     else:
         composition = composition_from_args(args)
         if args.cfg:  # the composed config with each key's origin; nothing is built or written
             print(composition.annotated(), end="")
             return 0
         config, name = composition.config(validate=True), composition.name  # every check before the run directory
-        for note in config.batch_notes():
-            print(f"marl: warning: {note}", file=sys.stderr)
-        run_dir = None
+        run_dir, fresh_config = None, True
     # the scenario's (or the resumed run's) imports and --import's: recorded in config.yaml and checkpoints,
     # shipped to Ray workers through runtime_env py_modules
     config.user_modules = list(dict.fromkeys(config.user_modules + imported))
 
     display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise
     echo = display.message if display else None
+    for note in config.batch_notes() if echo and fresh_config else []:  # how the sizes combine, before it runs
+        echo(f"warning: {note}")
     if echo and os.environ.get("RAY_ADDRESS") and config.env_runners_cfg.num_env_runners == 0:
         echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")
     fresh = run_dir is None
