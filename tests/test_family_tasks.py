@@ -5,8 +5,8 @@ tests/test_compose.py checks the composition) learn in these tests of that scena
   mpe      tests/test_ppo.py::test_ppo_simple_spread_shared_policy_beats_random_by_15 (ppo x mpe/simple_spread)
   smax     tests/test_batched_envs.py::test_ppo_and_mappo_learn_smax_3m (mappo, ppo x smax/3m)
   lbf      tests/test_env_families.py::test_ippo_learns_lbforaging_8x8_2p_2f (ippo x lbf/foraging_8x8_2p_2f)
-  openspiel tests/test_population.py's PSRO on kuhn_poker (its scenario's settings: openspiel/kuhn_poker's)
-The ones below run `algorithm=X task=Y` exactly, budget and seed aside.
+The ones below run `algorithm=X task=Y` exactly, budget and seed aside. (rware, butterfly and openspiel have no
+learning test of their group yet.)
 """
 
 from __future__ import annotations
