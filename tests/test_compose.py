@@ -291,7 +291,7 @@ def test_a_scenario_file_reads_numbers_as_omegaconf_does(tmp_path):
 
 
 @pytest.mark.parametrize("item, message", [
-    ("training.model.hidens=[8]", "unknown key 'training.model.hidens' (did you mean 'hiddens'?); ActorCriticMLP reads"),
+    ("training.model.hidens=[8]", "unknown key 'training.model.hidens' (did you mean 'hiddens'?); policy 'main': ActorCriticMLP reads"),
     ("multi_agent.policies.main.modle={}", "unknown key 'multi_agent.policies.main.modle' (did you mean 'model'?)"),
     ("multi_agent.policies.main.model.activaton=relu",
      "unknown key 'multi_agent.policies.main.model.activaton' (did you mean 'activation'?)"),
