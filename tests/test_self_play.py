@@ -76,7 +76,7 @@ def test_self_play_section_adds_a_frozen_pool_with_the_mains_spaces():
 
     resolved, agents_of = resolve_policies(make_env(C4, {}), specs, cfg.policy_mapping())
     assert agents_of["main@0"] == [] and resolved["main@0"].action_space == resolved["main"].action_space
-    with pytest.raises(MappingError, match="unknown key.*'size'"):
+    with pytest.raises(MappingError, match=r"unknown key 'multi_agent.self_play.size' \(did you mean 'pool_size'\?\)"):
         PPOConfig().multi_agent(self_play={"size": 2}).policy_specs()
     with pytest.raises(MappingError, match="self_play.policy 'main' is not a declared policy"):
         PPOConfig().multi_agent(self_play={}).policy_specs()
