@@ -29,7 +29,7 @@ TASKS = ("stateless_cartpole_lstm", "recall_ppo_lstm", "recall_qmix_gru")
 
 def _config(task: str):
     import marl
-    from marl.config.scenario import load_scenario
+    from marl.config.compose import load_scenario
 
     if task == "stateless_cartpole_lstm":
         return load_scenario(str(REPO_ROOT / "scenarios/stateless_cartpole_lstm.yaml"))

@@ -1,6 +1,5 @@
 """marl: multi-agent reinforcement learning, declared as a dataflow graph of operators."""
 
-from marl import moved
 from marl.algorithms import Algorithm, AlgorithmConfig, CheckpointError, ConfigError, load_module, load_scenario
 from marl.checkpoint.deploy import load_policy
 from marl.config.registry import exporting_config_classes
@@ -11,8 +10,6 @@ from marl.policies import PolicySpec
 from marl.workflow import Workflow
 
 __version__ = "0.1.0"
-
-moved.install()  # the old paths of modules that moved (marl.run, marl.algorithms.checkpoint, ...)
 
 _STATIC = [
     "Algorithm",

@@ -28,8 +28,9 @@ from pathlib import Path
 from ray import tune
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.config.scenario import config_from_dict, load_scenario
-from marl.config.sections import ConfigError
+from marl.config.compose import load_scenario
+from marl.config.scenario import config_from_dict
+from marl.errors import ConfigError
 from marl.execution.user_code import import_user_modules, module_folders
 from omegaconf import OmegaConf
 import torch

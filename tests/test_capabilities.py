@@ -35,8 +35,7 @@ def test_the_records_say_what_the_modules_and_graphs_do():
     # centralised critics over the joint action: Box, or Discrete one-hots (MADDPG: Gumbel-softmax; MASAC: expectations)
     for name in ("SAC", "CQL", "MASAC", "MADDPG", "HASAC"):
         assert caps[name].action_spaces == {"Discrete", "Box"}, name
-    assert {n for n, c in caps.items() if c.centralised_critic} == {
-        "HAPPO", "HATRPO", "MAPPO", "MASAC", "MADDPG", "MAT", "QMIX", "VDN", "PQN_VDN", "HASAC"}
+    assert {n for n, c in caps.items() if c.self_play} == {"A2C", "MAPPO", "PG", "PPO"}  # synchronous_workflow's snapshots
     assert {n for n, c in caps.items() if c.overlap} == {"A2C", "DQN", "MAPPO", "PG", "PPO", "QMIX", "VDN"}
     assert {n: c.mixed_family for n, c in caps.items() if c.mixed_family} == {
         "A2C": "on_policy", "MAPPO": "on_policy", "PG": "on_policy", "PPO": "on_policy",
@@ -45,14 +44,30 @@ def test_the_records_say_what_the_modules_and_graphs_do():
 
 
 def test_a_record_names_only_known_kinds_and_families():
-    good = dict(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True, mixed_family=None,
-                centralised_critic=False, batched=True)
+    good = dict(action_spaces=ANY_SPACE, recurrent=True, overlap=True, mixed_family=None)
     with pytest.raises(ValueError, match="action_spaces"):
         Capabilities(**{**good, "action_spaces": frozenset({"MultiBinary"})})
     with pytest.raises(ValueError, match="mixed_family is 'offline'"):
         Capabilities(**{**good, "mixed_family": "offline"})
     assert set(SPACE_KINDS) == {"Discrete", "MultiDiscrete", "Box"}
     assert space_kind(gym.spaces.MultiDiscrete([2, 3])) == "MultiDiscrete" and space_kind(gym.spaces.MultiBinary(2)) == "MultiBinary"
+
+
+def test_every_capability_flag_is_read_by_a_check():
+    """Each field of the record gates a check (the fields that only printed a table are gone): a config asking for
+    what the record refuses is one line."""
+    assert [f.name for f in fields(Capabilities)] == ["action_spaces", "recurrent", "overlap", "mixed_family", "self_play",
+                                                      "batched", "note"]
+    with pytest.raises(ConfigError, match=r"^'multi_agent.self_play' needs a graph that snapshots the trained policy .*"
+                                          r"DQN's does not.*\(algorithms whose graph does: A2C, MAPPO, PG, PPO\)$"):
+        marl.DQNConfig().environment("pettingzoo.classic.tictactoe_v3").multi_agent(
+            policies={"main": {}}, self_play={"policy": "main"}).validate()
+    with pytest.raises(ConfigError, match=r"^'multi_agent.league' needs a graph that snapshots"):
+        marl.APPOConfig().environment("pettingzoo.classic.tictactoe_v3").multi_agent(
+            policies={"main": {}}, league={"policy": "main"}).validate()
+    marl.PPOConfig().environment("pettingzoo.classic.tictactoe_v3").multi_agent(
+        policies={"main": {}}, self_play={"policy": "main"}).validate()  # PPO's graph snapshots: accepted
+    # (action_spaces, recurrent, overlap, mixed_family and batched: the tests below and in test_mixed.py)
 
 
 def test_the_old_mixed_family_attribute_is_refused_where_it_went():
@@ -147,8 +162,8 @@ def test_the_batched_path_reads_the_record():
 def test_reference_prints_each_named_algorithms_capabilities():
     text = scenario_reference(["DQN", "MASAC", "MIXED"])
     assert "## Capabilities" in text
-    assert "| DQN | Discrete | yes | yes | yes | replay | no | yes |" in text
-    assert "| MASAC | Discrete, Box | no | yes | no | no | yes | yes |" in text
+    assert "| DQN | Discrete | yes | yes | replay | no | yes |" in text
+    assert "| MASAC | Discrete, Box | no | no | no | no | yes |" in text
     assert "- MIXED: each policy is checked against its own algorithm's record" in text
     assert "| PPO |" not in text
     header = next(line for line in text.splitlines() if line.startswith("| algorithm |"))

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import marl
-from marl.algorithms.state_files import StateFileError, read_tree, write_tree
+from marl.checkpoint.state_files import StateFileError, read_tree, write_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -446,7 +446,7 @@ def test_restore_into_another_algorithm_is_refused_clearly(tmp_path):
 # -- saves interrupted by a kill ------------------------------------------------------------------
 KILL_SCRIPT = """
 import os, sys, time, marl
-from marl.algorithms import checkpoint
+from marl.checkpoint import directory as checkpoint
 root, points = sys.argv[1], sys.argv[2:]
 algo = (marl.PPOConfig().environment("CartPole-v1")
         .env_runners(num_envs_per_env_runner=2, rollout_fragment_length=32)

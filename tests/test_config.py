@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 import marl
 from marl.algorithms import ALGORITHMS, ConfigError, PPOConfig, config_from_dict, load_scenario
+from marl.config.compose import compose
 from marl.policies import DEFAULT_POLICY_ID, MappingError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +124,7 @@ def test_policy_specs_default_and_model_for():
     cfg = PPOConfig().training(model={"hiddens": [16], "activation": "relu"})
     assert list(cfg.policy_specs()) == [DEFAULT_POLICY_ID]
     cfg.multi_agent(policies={"p": {"model": {"hiddens": [4]}}})
-    assert cfg.model_for("p") == {"hiddens": [4], "activation": "relu"}
+    assert cfg.plan_for("p").model == {"hiddens": [4], "activation": "relu"}
     cfg.multi_agent(policies={"p": {"modle": {}}})
     with pytest.raises(MappingError, match="modle"):
         cfg.policy_specs()
@@ -138,7 +139,8 @@ def test_scenarios_exist():
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_load_each_scenario(path):
-    data = OmegaConf.to_container(OmegaConf.load(path))
+    data = compose(path).data  # the file over the config groups its defaults list names
+    data = OmegaConf.to_container(OmegaConf.create(data), resolve="${" in str(data.get("training")))
     cfg = load_scenario(path)
     assert isinstance(cfg, ALGORITHMS[data["algo"].upper()])
     cfg.validate()
@@ -155,7 +157,7 @@ def test_load_each_scenario(path):
     if data["algo"] == "MIXED":  # training keys are per policy: training.algorithms.<policy>.<key>
         pid = next(iter(data["training"]["algorithms"]))
         over = load_scenario(path, [f"training.algorithms.{pid}.lr=0.1", "env_runners.num_envs_per_env_runner=3", "debugging.seed=11"])
-        assert over.training_for(pid).lr == 0.1
+        assert over.plan_for(pid).training.lr == 0.1
         assert over.training_cfg.algorithms == {**cfg.training_cfg.algorithms, pid: {**cfg.training_cfg.algorithms[pid], "lr": 0.1}}
         assert over.env_runners_cfg.num_envs_per_env_runner == 3
         return
@@ -163,8 +165,11 @@ def test_load_each_scenario(path):
     assert over.training_cfg.lr == 0.1
     assert over.env_runners_cfg.num_envs_per_env_runner == 3
     assert over.debugging_cfg.seed == 11
-    # everything else unchanged
-    assert over.training_cfg.train_batch_size == cfg.training_cfg.train_batch_size
+    # everything else unchanged, but a batch sized by the worlds (the vmas task family's `mul`) follows them
+    raw_batch = str((compose(path).data.get("training") or {}).get("train_batch_size"))
+    worlds = cfg.env_runners_cfg.num_envs_per_env_runner
+    scaled = cfg.training_cfg.train_batch_size * 3 // worlds if "mul:${env_runners.num_envs" in raw_batch else None
+    assert over.training_cfg.train_batch_size == (scaled or cfg.training_cfg.train_batch_size)
 
 
 def test_simple_tag_scenario_policies():
@@ -172,8 +177,8 @@ def test_simple_tag_scenario_policies():
     assert list(cfg.policy_specs()) == ["predator", "prey"]
     mapping = cfg.policy_mapping()
     assert mapping("adversary_2") == "predator" and mapping("agent_0") == "prey"
-    # the scenario's model keeps the default activation under its own hiddens
-    assert cfg.training_cfg.model == {"hiddens": [128, 128]}  # a mapping in the file replaces the default
+    # the task's model (conf/task/mpe/_family.yaml), replacing PPO's `auto` whole
+    assert cfg.training_cfg.model == {"hiddens": [128, 128], "activation": "tanh"}
 
 
 def test_override_with_bad_value_is_rejected():
@@ -282,7 +287,7 @@ def test_to_dict_round_trips_through_config_from_dict():
     assert again.training_cfg.lr == 1e-3
     assert again.training_cfg.grad_clip is None
     assert again.policy_mapping()("adversary_1") == "predator"
-    assert again.model_for("predator") == {"hiddens": [8], "activation": "relu"}
+    assert again.plan_for("predator").model == {"hiddens": [8], "activation": "relu"}
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -308,9 +313,9 @@ def test_partial_model_dict_round_trips():
 
 
 def test_a_config_that_overrides_a_read_of_the_plan_is_refused():
-    """`model_for` and its kin read `plan_for(pid)`; callers read the plan, so an override would be bypassed."""
-    with pytest.raises(TypeError, match=r"overrides \['model_for'\].*override _plan\(policy_id\)"):
-        type("OldStyle", (PPOConfig,), {"model_for": lambda self, policy_id: {}})
+    """`plan_for` and `runner_columns` read `_plan(pid)`; callers read the plan, so an override would be bypassed."""
+    with pytest.raises(TypeError, match=r"overrides \[.runner_columns.\].*override _plan\(policy_id\)"):
+        type("OldStyle", (PPOConfig,), {"runner_columns": lambda self, policy_id: frozenset()})
     plan = PPOConfig().training(model={"hiddens": [4]}).plan_for("default_policy")
     assert plan.model == {"hiddens": [4]} and plan.burn_in == 0 and plan.replay is None and plan.unsquash_actions is False
 

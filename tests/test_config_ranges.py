@@ -8,8 +8,9 @@ import typing
 import pytest
 
 from marl.algorithms.algorithm_config import SECTION_NAMES
-from marl.algorithms.registry import discovered
-from marl.algorithms.sections import ConfigError, doc
+from marl.config.registry import discovered
+from marl.config.sections import doc
+from marl.errors import ConfigError
 
 UNBOUNDED = {("StopSection", "episode_return_mean")}  # a return target may be any number
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from marl.algorithms import config_from_dict
-from marl.algorithms.registry import discovered
+from marl.config.registry import discovered
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.offline.writer import OfflineWriter

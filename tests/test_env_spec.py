@@ -31,7 +31,7 @@ marl.register_env("counted_cartpoles", counted_cartpoles)
 def built(algo: str, env: str, batched, worlds: int = 3):
     cfg = (getattr(marl, f"{algo}Config")().environment(env)
            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=4, batched=batched).debugging(seed=0))
-    if algo in ("PPO", "MAPPO"):
+    if algo in ("PPO", "MAPPO", "HAPPO", "MAT"):
         cfg.training(train_batch_size=worlds * 4 * 3, minibatch_size=worlds * 3, num_epochs=1)
     MADE.clear()
     return cfg.build()
@@ -43,6 +43,8 @@ def built(algo: str, env: str, batched, worlds: int = 3):
     ("MAPPO", "counted_swarm", False, [3], [1, 1, 1]),  # the dict path: 3 one-world copies
     ("MASAC", "counted_swarm", False, [3], [1, 1, 1]),  # + agent groups (the mixers' agent indices)
     ("QMIX", "counted_cartpoles", False, [1], [1, 1, 1]),  # a dict env's spec: one env
+    ("HAPPO", "counted_swarm", False, [3], [1, 1, 1]),  # + a policy per agent, named from the spec's agents
+    ("MAT", "counted_swarm", False, [3], [1, 1, 1]),  # + the encoder's token widths from the spec's spaces
 ])
 def test_build_makes_one_env_beside_its_runners(algo, env, batched, spec_env, runner_envs):
     algo_obj = built(algo, env, batched)
@@ -53,7 +55,7 @@ def test_build_makes_one_env_beside_its_runners(algo, env, batched, spec_env, ru
         assert spec.global_state["num_agents"] == len(spec.possible_agents)
         algo_obj.config.plan_for(next(iter(algo_obj.policy_specs)))  # a plan reads the spec: no env either
         assert len(MADE) == 1 + len(runner_envs)
-        if env == "counted_swarm":  # its state: the observations joined (Swarm's default), 4 per agent
+        if env == "counted_swarm" and algo != "MAT":  # its state: the observations joined (Swarm's default), 4 per agent
             assert algo_obj.config.env_spec().global_state == {"source": "env_state", "dim": 12, "num_agents": 3,
                                                                 "dtype": "float32"}
     finally:

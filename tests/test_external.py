@@ -18,8 +18,8 @@ import pytest
 import marl
 from marl.errors import ConfigError
 from marl.external import PolicyClient, PolicyServerError
+from marl.cli.serve import serving_config
 from marl.external import server as server_module
-from marl.serve_command import serving_config
 from tests.fake_clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]

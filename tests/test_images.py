@@ -168,7 +168,7 @@ def test_checkpoint_rebuilds_the_conv_module(tmp_path):
         path = algo.save(tmp_path / "ckpt")
         module = marl.load_module(path)
         assert isinstance(module.encoder, ConvEncoder) and module.encoder.convs[0].out_channels == 8
-        manifest = marl.algorithms.checkpoint.read_manifest(path)
+        manifest = marl.checkpoint.directory.read_manifest(path)
         assert manifest["policies"]["default_policy"]["model"]["conv_filters"] == [[8, 4, 2]]
         frames = torch.from_numpy(np.full((3, 16, 16, 1), 255, np.uint8))
         trained = ActorCriticMLP(module.observation_space, module.action_space, module.model_config)
@@ -237,7 +237,7 @@ needs_butterfly = pytest.mark.skipif(
 
 @needs_butterfly
 def test_pistonball_scenario_samples_uint8_frames_for_a_cnn():
-    from marl.algorithms.scenario import load_scenario
+    from marl.config.compose import load_scenario
 
     cfg = load_scenario(PISTONBALL, SHORT)
     cfg.validate()

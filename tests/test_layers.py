@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom up; a module imports only from its own layer and those below (the house plan's table of layers).
 LAYERS = [
-    ("leaf", ["marl.errors", "marl.import_paths", "marl.path_checks", "marl.moved"]),
+    ("leaf", ["marl.errors", "marl.import_paths", "marl.path_checks"]),
     ("data", ["marl.data"]),
     ("execution", ["marl.execution"]),
     ("envs", ["marl.envs"]),
@@ -179,38 +179,24 @@ def test_each_module_imports_on_its_own(module):
     subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, check=True, timeout=120)
 
 
-@pytest.mark.parametrize("old, new", [("marl.algorithms.sections", "marl.config.sections"), ("marl.algorithms.scenario", "marl.config.scenario"),
-                                      ("marl.algorithms.registry", "marl.config.registry"),
-                                      ("marl.algorithms.checkpoint", "marl.checkpoint.directory"),
-                                      ("marl.algorithms.state_files", "marl.checkpoint.state_files"),
-                                      ("marl.algorithms.algorithm", "marl.runtime.algorithm"),
-                                      ("marl.algorithms.evaluation", "marl.runtime.evaluation"),
-                                      ("marl.algorithms.resources", "marl.runtime.resources"), ("marl.run", "marl.runtime.run_loop"),
-                                      ("marl.serve_command", "marl.cli.serve"), ("marl.experiment.commands", "marl.cli.experiment")])
-def test_old_module_paths_still_import(old, new):
-    """Modules that moved keep their old import path for a release (user code, tools, docs of earlier versions)."""
-    code = (f"import importlib; old = importlib.import_module({old!r}); new = importlib.import_module({new!r}); "
-            f"assert old is new, (old, new); assert new.__name__ == new.__spec__.name == {new!r}, new.__spec__")
+def test_no_old_module_paths_and_no_as_before_re_exports():
+    """A 0.1.0 package carries no compatibility layer: the old module paths (marl.run, marl.algorithms.checkpoint, ...)
+    no longer import, no finder is installed on `import marl`, and the config layer re-exports nothing it does not use."""
+    code = ("import importlib.util, sys, marl; assert importlib.util.find_spec('marl.run') is None; "
+            "assert importlib.util.find_spec('marl.algorithms.checkpoint') is None; "
+            "assert not any('Moved' in type(f).__name__ for f in sys.meta_path)")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
-
-
-def test_old_submodule_paths_read_as_attributes_of_the_package():
-    """`marl.algorithms.checkpoint.read_manifest` without importing the submodule first (it was imported by the
-    package before the move): each moved path under marl.algorithms, in a fresh process."""
-    from marl.moved import MOVED
-
-    olds = [old for old in MOVED if old.startswith("marl.algorithms.")]
-    code = "import marl, importlib\n" + "".join(
-        f"assert marl.algorithms.{old.rsplit('.', 1)[1]} is importlib.import_module({MOVED[old]!r})\n" for old in olds)
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+    config_layer = [ROOT / "marl" / "config" / "sections.py", ROOT / "marl" / "algorithms" / "algorithm_config.py",
+                    ROOT / "marl" / "runtime" / "run_loop.py"]
+    assert not [p.name for p in config_layer if "noqa: F401" in p.read_text()]
 
 
 MAX_LINES = 400  # the house rule: one job per file, and a file a reader takes in whole
 
 
 def test_no_file_in_marl_is_over_400_lines():
-    """A file that grows past MAX_LINES holds more than one job: split it by job (an old import path keeps working
-    through a re-export, or marl/moved.py for a whole module)."""
+    """A file that grows past MAX_LINES holds more than one job: split it by job (its importers import each name
+    from its new home)."""
     long = sorted(f"{path.relative_to(ROOT)}: {n} lines" for path in MODULES.values()
                   if (n := len(path.read_text().splitlines())) > MAX_LINES)
     assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)

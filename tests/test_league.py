@@ -235,7 +235,7 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
     each taken when main beat the one before at >= 0.6 over >= 50 games (snapshot_against: previous), have mu and
     ordinal rising one after the other and each did not lose its 50 rating games against the one before
     (rating_games: 50). lr=0 fails it: no member beats another at 0.6, the league keeps its one snapshot."""
-    from marl.algorithms.scenario import load_scenario
+    from marl.config.compose import load_scenario
 
     config = load_scenario("scenarios/connect_four_league.yaml", ["stop.env_steps_total=100000", "evaluation.evaluation_interval=null"])
     algo = config.build()
@@ -275,7 +275,7 @@ def test_markov_soccer_league_main_agent_learns_to_beat_random_play():
     appends (marl/envs/openspiel.py) main cannot tell which player it is and learns slower (0.71 at 26k env steps,
     0.87 with it, seed 0). The issue's target (0.85 and
     league size 8 within 1M env steps) is benchmarks/league_targets.py's."""
-    from marl.algorithms.scenario import load_scenario
+    from marl.config.compose import load_scenario
 
     config = load_scenario("scenarios/markov_soccer_league.yaml", ["stop.env_steps_total=24000", "evaluation.evaluation_interval=null"])
     algo = config.build()

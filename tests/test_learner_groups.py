@@ -20,7 +20,7 @@ import torch
 import marl
 from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 from marl.connectors import compute_gae
 from marl.data import sample_batch as sb
 from marl.learners import Learner, LearnerGroup

@@ -18,7 +18,7 @@ SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_
 
 def _train(run_dir: Path, *overrides: str, iterations: int = 3, resume: bool = False):
     from marl.algorithms import load_scenario
-    from marl.run import config_for_resume, train_run
+    from marl.runtime.run_loop import config_for_resume, train_run
 
     if resume:
         config = config_for_resume(run_dir, [f"stop.iterations={iterations}"])

@@ -35,7 +35,7 @@ def test_battle_trains_red_and_blue_through_marl_train(tmp_path, capsys):
 
 def many_agents_config(num_agents: int, algo: str = "PPO"):
     import marl.envs.many_agents  # noqa: F401  (registers many_agents)
-    from marl.algorithms.registry import discovered
+    from marl.config.registry import discovered
 
     return (discovered()[algo]()
             .environment("many_agents", env_config={"num_agents": num_agents, "episode_length": 20})

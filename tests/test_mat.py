@@ -11,7 +11,7 @@ import torch
 from marl import MATConfig
 from marl.algorithms.mat.loss import team_actions
 from marl.algorithms.mat.module import TEAM_ACTIONS, TEAM_PRESENT, MATModule, act_groups
-from marl.algorithms.sections import ConfigError
+from marl.errors import ConfigError
 from marl.data import sample_batch as sb
 import small_teams  # noqa: F401  (registers mat_match)
 

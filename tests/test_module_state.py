@@ -148,7 +148,7 @@ def test_state_advances_only_when_the_agent_acts_in_turn_based_envs():
 
 
 def test_module_states_survive_save_and_restore(tmp_path):
-    from marl.algorithms.state_files import read_tree, write_tree
+    from marl.checkpoint.state_files import read_tree, write_tree
 
     reference = EnvRunner(_config())
     expected = [reference.sample() for _ in range(4)]

@@ -11,7 +11,7 @@ import pytest
 
 import marl
 from marl.algorithms import ConfigError
-from marl.algorithms.algorithm import workflow_for
+from marl.runtime.algorithm import workflow_for
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.offline.reader import OfflineStream

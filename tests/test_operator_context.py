@@ -12,7 +12,7 @@ import pytest
 import marl
 import marl.envs
 from marl import PPOConfig
-from marl.serve_command import serving_config
+from marl.cli.serve import serving_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MATCH_GAMES = "marl.workflow.member_matches"  # rating games are played on envs of their own: that is their job

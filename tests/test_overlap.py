@@ -14,7 +14,7 @@ import torch
 import marl
 from marl import A2CConfig, APPOConfig, DQNConfig, PGConfig, PPOConfig
 from marl.algorithms.a2c.loss import behaviour_weighted_pg
-from marl.algorithms.algorithm import workflow_for
+from marl.runtime.algorithm import workflow_for
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.data import sample_batch as sb
 from marl.data.records import SampledBatch
@@ -74,7 +74,7 @@ def test_behaviour_weighted_policy_gradient():
 
 
 def test_a_sampled_round_round_trips_through_a_state_tree(tmp_path):
-    from marl.algorithms.state_files import read_tree, write_tree
+    from marl.checkpoint.state_files import read_tree, write_tree
 
     cols = {sb.OBS: np.arange(12, dtype=np.float32).reshape(6, 2), sb.ACTIONS: np.arange(6)}
     record = SampledBatch(MultiAgentBatch({"p": SampleBatch(cols)}, 6), episodes=[{"episode_return": 3.5, "agent_returns": {"a": 1.0}}],

@@ -1,6 +1,6 @@
 """The progress line shows per-policy returns where the summed return says nothing (zero-sum games)."""
 
-from marl.algorithms.sections import StopSection
+from marl.config.sections import StopSection
 from marl.logging.progress import progress_line, zero_sum_returns
 
 

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from marl.cli import main
 from marl.config.psro_section import META_SOLVER_NAMES
-from marl.config.scenario import load_scenario
+from marl.config.compose import load_scenario
 from marl.population.meta_solvers import META_SOLVERS
 from marl.population.psro import PSRO
 
@@ -47,7 +47,7 @@ def test_the_scenarios_psro_section_is_typed_and_round_trips_through_config_yaml
 ])
 def test_bad_psro_values_are_one_line_naming_the_key(tmp_path, capsys, override, message):
     assert main(["train", SCENARIO, override, "--output", str(tmp_path / "run"), "--quiet"]) == 2
-    assert capsys.readouterr().err.strip() == f"marl: error: {message}"
+    assert capsys.readouterr().err.strip() == f"marl: error: command line: {message}"  # where the value came from
     assert not (tmp_path / "run").exists()
 
 

@@ -347,7 +347,7 @@ def test_a_memoryless_policy_cannot_beat_chance_on_the_recall_task():
 
 
 def test_mixed_trains_a_recurrent_ppo_policy_beside_a_dqn_policy():
-    from marl.algorithms.scenario import load_scenario
+    from marl.config.compose import load_scenario
     from tests.test_mixed import SCENARIO, SMALL
 
     model = "training.algorithms.predator.model={hiddens: [32], recurrent: lstm, cell_size: 16, max_seq_len: 8}"

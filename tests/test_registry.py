@@ -14,7 +14,7 @@ import marl
 import marl.algorithms
 from marl.algorithms import ALGORITHMS, ConfigError, config_class, config_from_dict
 from marl.algorithms.reference import defaults_yaml, scenario_reference
-from marl.algorithms.registry import discovered
+from marl.config.registry import discovered
 from marl.config.capabilities import UNDECLARED, Capabilities
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ TOY_CONFIG = '''
 from dataclasses import dataclass
 
 from marl.algorithms.ppo.config import PPOConfig, PPOTraining
-from marl.algorithms.sections import doc
+from marl.config.sections import doc
 
 
 @dataclass
@@ -93,7 +93,7 @@ def test_a_new_folder_is_an_algorithm_everywhere(toy_folder):
     )
     mixed.training(algorithms={"predator": {"algo": "TOY", "toy_knob": 1}, "prey": {"algo": "DQN"}})
     assert mixed.algo_of("predator") == "TOY" and mixed._families() == {"on_policy": ["predator"], "replay": ["prey"]}
-    assert mixed.training_for("predator").toy_knob == 1
+    assert mixed.plan_for("predator").training.toy_knob == 1
 
 
 def test_mixed_names_the_algorithms_it_accepts():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from marl.algorithms import resources
+from marl.runtime import resources
 from marl.algorithms.ppo.config import PPOConfig
 from marl.errors import ConfigError
 

@@ -173,13 +173,13 @@ def test_discrete_dueling_critics_are_value_plus_centred_advantages():
     assert out.shape == (5, 5)
     expected = out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True)
     torch.testing.assert_close(module.q_values(obs, None)[0], expected)
-    assert marl.SACConfig().environment("CartPole-v1").model_for("default_policy")["dueling"] is True
-    assert marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")["dueling"] is False
-    assert marl.SACConfig().environment("CartPole-v1").model_for("default_policy") | {"dueling": False} == \
-        marl.SACConfig().environment("CartPole-v1").training(dueling=False).model_for("default_policy")
-    td3 = marl.TD3Config().environment("Pendulum-v1").model_for("default_policy")  # Box critics: no dueling key
+    assert marl.SACConfig().environment("CartPole-v1").plan_for("default_policy").model["dueling"] is True
+    assert marl.SACConfig().environment("CartPole-v1").training(dueling=False).plan_for("default_policy").model["dueling"] is False
+    assert marl.SACConfig().environment("CartPole-v1").plan_for("default_policy").model | {"dueling": False} == \
+        marl.SACConfig().environment("CartPole-v1").training(dueling=False).plan_for("default_policy").model
+    td3 = marl.TD3Config().environment("Pendulum-v1").plan_for("default_policy").model  # Box critics: no dueling key
     assert "dueling" not in td3 and td3["twin_q"] is True and td3["deterministic"] is True
-    assert "dueling" not in marl.TD3Config().environment("Pendulum-v1").training(twin_q=False).model_for("default_policy")
+    assert "dueling" not in marl.TD3Config().environment("Pendulum-v1").training(twin_q=False).plan_for("default_policy").model
 
 
 def test_discrete_sac_masks_illegal_actions_in_the_actor_and_the_soft_value():
@@ -337,12 +337,12 @@ def test_sac_family_actions_are_unsquashed_whatever_the_env_flag_says():
         for flag in (False, True):
             config = cls().environment("Pendulum-v1", unsquash_actions=flag)
             config.validate()
-            assert config.unsquash_actions_for("default_policy") is True
+            assert config.plan_for("default_policy").unsquash_actions is True
             pipeline = module_to_env_pipeline(config, "default_policy", space)
             np.testing.assert_allclose(pipeline(np.array([[1.0], [-0.5]], np.float32), None), [[2.0], [-1.0]])
     ppo = marl.PPOConfig().environment("Pendulum-v1")
-    assert ppo.unsquash_actions_for("default_policy") is False
-    assert ppo.environment(unsquash_actions=True).unsquash_actions_for("default_policy") is True
+    assert ppo.plan_for("default_policy").unsquash_actions is False
+    assert ppo.environment(unsquash_actions=True).plan_for("default_policy").unsquash_actions is True
 
 
 def test_configs_are_exported_and_name_bad_values():

@@ -76,7 +76,7 @@ def test_self_play_section_adds_a_frozen_pool_with_the_mains_spaces():
 
     resolved, agents_of = resolve_policies(make_env(C4, {}), specs, cfg.policy_mapping())
     assert agents_of["main@0"] == [] and resolved["main@0"].action_space == resolved["main"].action_space
-    with pytest.raises(MappingError, match="unknown key.*'size'"):
+    with pytest.raises(MappingError, match=r"unknown key 'multi_agent.self_play.size' \(did you mean 'pool_size'\?\)"):
         PPOConfig().multi_agent(self_play={"size": 2}).policy_specs()
     with pytest.raises(MappingError, match="self_play.policy 'main' is not a declared policy"):
         PPOConfig().multi_agent(self_play={}).policy_specs()
@@ -246,7 +246,7 @@ def test_self_play_learns_to_beat_random_play():
     cannot tell learning apart. Untrained sampled play wins about half its games (asserted below); the
     scenario's recipe reaches 0.93-0.97 from 60k env steps on (seeds 0-2, notes in the closing note).
     """
-    from marl.algorithms.scenario import load_scenario
+    from marl.config.compose import load_scenario
 
     config = load_scenario("scenarios/connect_four_self_play.yaml", ["stop.env_steps_total=80000", "evaluation.evaluation_interval=null"])
     algo = config.build()

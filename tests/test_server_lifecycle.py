@@ -20,7 +20,7 @@ import marl
 from marl.external import client as client_module
 from marl.external import http_app
 from marl.external import PolicyClient, PolicyServerError, PolicyServerUnavailable
-from marl.serve_command import serving_config
+from marl.cli.serve import serving_config
 
 from tests.fake_clock import FakeClock
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from marl.algorithms.scenario import config_from_dict
+from marl.config.scenario import config_from_dict
 from marl.errors import ConfigError
 from marl.execution.user_code import import_user_modules
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from marl.algorithms.ppo.config import PPOConfig
-from marl.runners import user_code
+from marl.execution import user_code
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = '''

@@ -449,7 +449,7 @@ def test_the_built_in_operator_table_is_explicit_and_users_register_their_own():
 
 
 def test_evaluation_is_a_node_of_the_graph_being_run():
-    from marl.algorithms.algorithm import workflow_for
+    from marl.runtime.algorithm import workflow_for
 
     plain = workflow_for(small_cartpole())
     assert "evaluate" not in plain.graph

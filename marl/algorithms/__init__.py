@@ -9,8 +9,9 @@ from marl.runtime.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.checkpoint.directory import CheckpointError, load_connector_state, load_module
 from marl.config.registry import ALGORITHMS, config_class, exporting_config_classes
-from marl.config.scenario import config_from_dict, load_scenario
-from marl.config.sections import ConfigError
+from marl.config.compose import load_scenario
+from marl.config.scenario import config_from_dict
+from marl.errors import ConfigError
 
 _STATIC = [
     "ALGORITHMS",

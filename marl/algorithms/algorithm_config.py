@@ -22,29 +22,16 @@ from typing import Any, Callable
 
 from marl.algorithms.algorithm_parts import AlgorithmParts
 from marl.algorithms.env_spec import EnvSpec, default_groups, resolve_env_choices, resolve_env_spec
-from marl.algorithms.config_validation import EVALUATION_OVERRIDE_SECTIONS, ConfigValidation  # noqa: F401  (exported here, as before)
+from marl.algorithms.config_validation import ConfigValidation
 from marl.config.capabilities import UNDECLARED, Capabilities
+from marl.config.checks import AUTO
 from marl.config.plain_data import plain_data as _plain
 from marl.config.policy_plan import PolicyPlan
 from marl.config.psro_section import PSROSection
 from marl.config.registry import NamedConfig, algo_reference
-from marl.config.sections import (
-    SECTION_NAMES,
-    CheckpointingSection,
-    ConfigError,
-    ConnectorsSection,
-    DebuggingSection,
-    EnvironmentSection,
-    EnvRunnersSection,
-    EvaluationSection,
-    LearnersSection,
-    LoggersSection,
-    MultiAgentSection,
-    OfflineSection,
-    StopSection,
-    section_fields,
-    update_section,
-)
+from marl.config.sections import SECTION_NAMES, CheckpointingSection, ConnectorsSection, DebuggingSection, EnvironmentSection, EnvRunnersSection, EvaluationSection, LearnersSection, LoggersSection, MultiAgentSection, OfflineSection, StopSection
+from marl.errors import ConfigError
+from marl.config.checks import section_fields, update_section
 from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
 from marl.envs.registry import registered_creator
@@ -58,8 +45,7 @@ __all__ = ["SECTION_NAMES", "AlgorithmConfig", "AlgorithmParts"]  # the parts an
 
 RECORDED_COLUMNS = frozenset({sb.ACTION_LOGP, sb.NEXT_OBS, sb.NEXT_ACTION_MASK})  # what recording (`offline.output`) keeps
 # Reads of the plan: an override would be bypassed by every caller that reads the plan, so it is refused.
-PLAN_READS = ("model_for", "parts_for", "training_for", "replay_buffer_config_for", "unsquash_actions_for", "burn_in_for",
-              "group_agent_indices", "runner_columns")
+PLAN_READS = ("plan_for", "runner_columns")
 
 
 class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_runner_config()
@@ -79,6 +65,9 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
     # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
     batch_in_agent_steps = False
+    # Training keys handed to the policy's model where it runs the algorithm's default module and its own model
+    # does not set them (PPO's popart, DQN's dueling and epsilon, MAPPO's agent_id): declared here, applied by `_plan`.
+    model_options: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -285,6 +274,11 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         # `auto` (PPO's, until it builds): no options yet, and what resolution adds is widths and activation only
         model = dict(model) if isinstance(model, dict) else {}
         model.update(spec.model)
+        if self.module_class_for(spec) == self.default_module_class:
+            for key in self.model_options:  # a value still `auto` (set when the config builds) or None is not handed on
+                value = getattr(self.training_cfg, key)
+                if value is not None and not (isinstance(value, str) and value == AUTO):
+                    model.setdefault(key, list(value) if isinstance(value, tuple) else value)
         return PolicyPlan(
             module_class=self.module_class_for(spec), model=model, training=self.training_cfg,
             parts=self.algorithm_parts(), columns=self.columns_for(policy_id), replay=None,
@@ -309,28 +303,6 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         learner updates per sampling round; DQN's keys here (SAC compounds its per-update Polyak weight)."""
         t = self.training_cfg
         return int(t.target_network_update_freq), float(t.tau)
-
-    # reads of the plan, kept for callers of the names they had before it
-    def model_for(self, policy_id: str) -> dict:
-        return self.plan_for(policy_id).model
-
-    def parts_for(self, policy_id: str) -> AlgorithmParts:
-        return self.plan_for(policy_id).parts
-
-    def training_for(self, policy_id: str):
-        return self.plan_for(policy_id).training
-
-    def replay_buffer_config_for(self, policy_id: str) -> dict | None:
-        return self.plan_for(policy_id).replay
-
-    def unsquash_actions_for(self, policy_id: str) -> bool:
-        return self.plan_for(policy_id).unsquash_actions
-
-    def burn_in_for(self, policy_id: str) -> int:
-        return self.plan_for(policy_id).burn_in
-
-    def group_agent_indices(self, policy_id: str) -> list[int] | None:
-        return self.plan_for(policy_id).group_agent_indices
 
     def runner_columns(self, policy_id: str) -> frozenset[str]:
         """What runners record for a policy: its plan's columns, plus what recording keeps

@@ -21,8 +21,10 @@ from marl.config.checks import check_relations, update_section
 from marl.config.sections import SECTION_NAMES
 from marl.connectors.build import check_policies
 from marl.envs.wrappers import parse_wrappers
-from marl.errors import ConfigError
+from marl.errors import ConfigError, unknown_key
 from marl.learners.device import check_gpus_available
+from marl.modules.build import model_keys
+from marl.runners.fragments import fragment_length
 from marl.modules.recurrent import RECURRENT_KEYS, check_recurrent_support, recurrent_options
 
 EVALUATION_OVERRIDE_SECTIONS = ("environment", "env_runners")
@@ -49,6 +51,7 @@ class ConfigValidation:
         for pid, spec in self.policy_specs().items():  # recurrent, cell_size, max_seq_len: range-checked here
             where = f"multi_agent.policies.{pid}.model" if RECURRENT_KEYS & set(spec.model) else "training.model"
             plan = self.plan_for(pid)
+            _check_model_keys(plan, spec, pid)
             kind, _, _ = recurrent_options(plan.model, where)
             if kind is not None:
                 check_recurrent(self, pid, where, kind)  # the algorithm trains stateful modules at all
@@ -69,6 +72,21 @@ class ConfigValidation:
                 "set 'evaluation.evaluation_num_env_runners' >= 1 (0 evaluates in-process, between iterations)"
             )
         self.evaluation_runner_config()  # names any bad key of evaluation.evaluation_config now, not at the first evaluation
+
+    def batch_notes(self) -> list[str]:
+        """What the user should know of how the config's sizes combine (printed by `marl train` before it starts):
+        a train batch smaller than one sampling round is rounded up to the round, and the line names the value used."""
+        if not self.batch_in_agent_steps or self.env_runners_cfg.overlap:
+            return []
+        run, batch = self.env_runners_cfg, self.training_cfg.train_batch_size
+        runners = max(1, run.num_env_runners)
+        round_steps = runners * run.num_envs_per_env_runner * fragment_length(self, 1)  # rows: at least one per env step
+        if batch >= round_steps:
+            return []
+        return [f"'training.train_batch_size' {batch} is below one sampling round ({runners} runner(s) x "
+                f"{run.num_envs_per_env_runner} envs x {run.rollout_fragment_length} steps): each update trains on at "
+                f"least {round_steps} agent steps; for {batch}, lower env_runners.num_envs_per_env_runner or "
+                "rollout_fragment_length"]
 
     def _check_paths(self) -> None:
         """The path-valued keys, as `marl.path_checks` checks every path a user gives: inputs exist, outputs can be
@@ -113,3 +131,15 @@ class ConfigValidation:
             ma.policies = sp.evaluation_policies(dict(ma.policies or {}))
             ma.policy_mapping = sp.evaluation_mapping
         return cfg
+
+
+def _check_model_keys(plan, spec, pid: str) -> None:
+    """Each model option against the options the policy's module reads (its class's MODEL_KEYS), with the nearest."""
+    allowed = model_keys(plan.module_class, plan.model)
+    if allowed is None:
+        return
+    for key in plan.model:
+        if key not in allowed:
+            where = f"multi_agent.policies.{pid}.model" if key in spec.model else "training.model"
+            name = plan.module_class if isinstance(plan.module_class, str) else getattr(plan.module_class, "__name__", "ActorCriticMLP")
+            raise unknown_key(f"{where}.{key}", allowed, f"policy '{pid}': {name} reads")

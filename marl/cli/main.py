@@ -1,6 +1,8 @@
 """The `marl` command: train, evaluate and inspect scenarios.
 
     marl train SCENARIO.yaml [key=value ...]        marl train --algo PPO --env CartPole-v1 [key=value ...]
+    marl train algorithm=mappo task=vmas/balance [experiment=NAME] [key=value ...] [--cfg]
+    marl configs [GROUP]
     marl train --resume RUN_DIR [key=value ...]     marl evaluate CHECKPOINT
     marl graph SCENARIO.yaml [--psro]                marl plot RUN_DIR [RUN_DIR ...]
     marl league DIR
@@ -15,6 +17,7 @@ import argparse
 import sys
 
 from marl.algorithms import CheckpointError
+from marl.cli.configs import cmd_configs
 from marl.cli.envs import cmd_envs
 from marl.cli.evaluate import cmd_evaluate
 from marl.cli.experiment import add_parsers as add_experiment_parsers
@@ -25,7 +28,7 @@ from marl.cli.reference import cmd_defaults, cmd_reference
 from marl.cli.scenario_args import add_source_options, algorithm_names
 from marl.cli.serve import add_parser as add_serve_parser
 from marl.cli.train import cmd_train
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 from marl.envs import EnvError
 from marl.errors import ClusterError
 from marl.envs.catalog import KINDS
@@ -43,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a scenario until its stop criteria, printing one progress line per iteration and "
                     "writing a run directory: config.yaml, result.jsonl, progress.csv, TensorBoard events, checkpoint/.",
         epilog="examples:\n  marl train scenarios/cartpole_ppo.yaml training.lr=1e-3\n"
+               "  marl train algorithm=mappo task=vmas/balance training.lr=1e-4 --cfg\n"
                "  marl train --algo PPO --env CartPole-v1 stop.iterations=20\n"
                "  marl train --resume runs/cartpole_ppo-20250101-120000 stop.iterations=40",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -56,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="continue a stopped run (a folder or a URI) from RUN_DIR/checkpoint (weights, counters, "
                             "iteration) with its config.yaml")
     train.add_argument("--quiet", action="store_true", help="print nothing (no progress lines)")
+    train.add_argument("--cfg", action="store_true",
+                       help="print the composed config, each key with the file and line (or command line) it came from, "
+                            "and exit; nothing is written")
     train.add_argument(
         "--address", metavar="ADDRESS",
         help="join this Ray cluster (as RAY_ADDRESS does, e.g. 10.0.0.1:6379 or auto); env runners are spread over its nodes",
@@ -138,6 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     defaults.add_argument("algo", metavar="ALGO", type=str.upper, choices=algorithm_names(),
                           help=f"the algorithm (one of: {', '.join(algorithm_names())})")
     defaults.set_defaults(fn=cmd_defaults)
+
+    configs = sub.add_parser(
+        "configs", help="list the config groups (algorithm, task, experiment) and their options",
+        description="List the config groups under conf/ and their options, for `marl train algorithm=NAME "
+                    "task=FAMILY/TASK experiment=NAME` and a scenario's `defaults:` list.",
+    )
+    configs.add_argument("group", nargs="?", metavar="GROUP", help="only this group (algorithm, task, experiment)")
+    configs.set_defaults(fn=cmd_configs)
 
     reference = sub.add_parser(
         "reference", help="print the scenario reference with algorithms' training keys",

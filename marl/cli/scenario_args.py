@@ -1,5 +1,5 @@
-"""The arguments that name a config, shared by `marl train` and `marl graph`: a scenario file with key=value
-overrides, or --algo/--env, and --import."""
+"""The arguments that name a config, shared by `marl train` and `marl graph`: a scenario file and/or config groups
+with key=value overrides, or --algo/--env, and --import."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 from marl import path_checks
-from marl.algorithms import config_from_dict, load_scenario
+from marl.config.compose import Composition, compose, split_items
 from marl.config.registry import discovered
-from marl.config.sections import ConfigError
+from marl.errors import ConfigError
 from marl.execution.user_code import add_import_option, import_user_modules
 
 
@@ -36,31 +36,40 @@ def import_modules_of(args) -> list[str]:
     return import_user_modules(getattr(args, "imports", []) or [])
 
 
-def config_from_args(args):
-    """(config, name for the run directory) from a scenario file or from --algo/--env."""
+def composition_from_args(args) -> Composition:
+    """The composition (`marl.config.compose`) of a scenario file, config groups (algorithm=, task=, experiment=),
+    --algo/--env and key=value overrides."""
 
-    scenario, overrides = split_positionals(args)
+    scenario, items = split_positionals(args)
     env = getattr(args, "env", None)
+    selections, _ = split_items(items)
+    if args.algo and "algorithm" in selections:
+        raise ConfigError("give either --algo or algorithm=NAME, not both")
     if scenario is not None:
         if args.algo:
             raise ConfigError("give either a scenario file or --algo, not both (the scenario names its algo)")
-        if env:
-            overrides = [f"environment.env={env}"] + overrides
         path_checks.input_file(scenario, "scenario")
-        return load_scenario(scenario, overrides), Path(scenario).stem
-    if not args.algo:
-        raise ConfigError("give a scenario file (marl train scenarios/cartpole_ppo.yaml) or --algo NAME --env ENV")
-    data = {"algo": args.algo, "environment": {"env": env} if env else {}}
-    name = f"{args.algo}-{env}" if env else args.algo
-    return config_from_dict(data, overrides, where="command line"), re.sub(r"[^\w.-]+", "_", name)
+    elif not args.algo and "algorithm" not in selections:
+        raise ConfigError("give a scenario file (marl train scenarios/cartpole_ppo.yaml), algorithm=NAME task=FAMILY/TASK "
+                          "(marl configs) or --algo NAME --env ENV")
+    # --algo and --env are command-line keys like any other, given first so that a key=value after them wins
+    shorthands = ([f"algo={args.algo}"] if args.algo else []) + ([f"environment.env={env}"] if env else [])
+    name = None if scenario is not None or selections else re.sub(r"[^\w.-]+", "_", f"{args.algo}-{env}" if env else args.algo)
+    return compose(scenario, shorthands + items, name=name)
+
+
+def config_from_args(args):
+    """(config, name for the run directory) from a scenario file, config groups or --algo/--env."""
+    composition = composition_from_args(args)
+    return composition.config(), composition.name
 
 
 def add_source_options(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("scenario", nargs="?", help="scenario YAML file (or use --algo/--env)")
+    parser.add_argument("scenario", nargs="?", help="scenario YAML file (or config groups, or --algo/--env)")
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value",
-        help="config overrides on top of the scenario, e.g. training.lr=1e-4 stop.iterations=5 "
-             "(every key: docs/scenario_reference.md)",
+        help="config groups (algorithm=mappo task=vmas/balance experiment=NAME: `marl configs`) and overrides on top, "
+             "e.g. training.lr=1e-4 stop.iterations=5 (every key: docs/scenario_reference.md)",
     )
     parser.add_argument(
         "--algo", choices=algorithm_names(), type=str.upper,

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from marl import path_checks
-from marl.cli.scenario_args import config_from_args, import_modules_of, split_positionals
-from marl.config.sections import ConfigError
+from marl.cli.scenario_args import composition_from_args, import_modules_of, split_positionals
+from marl.config.compose import split_items
+from marl.errors import ConfigError
 from marl.logging import make_run_dir
 from marl.logging.live import ProgressDisplay
 from marl.logging.run_dir import CONFIG_FILE, run_dir_name
@@ -34,26 +35,32 @@ def cmd_train(args) -> int:
     storage = None
     if args.resume:
         scenario, overrides = split_positionals(args)
-        if scenario is not None or args.algo or args.env:
+        if scenario is not None or args.algo or args.env or split_items(overrides)[0] or args.cfg:
             raise ConfigError("--resume takes its config from RUN_DIR/config.yaml; give only key=value overrides with it")
         if is_uri(args.resume):
             storage = _download(args.resume)
         run_dir = storage.local if storage else Path(args.resume)
         config = config_for_resume(run_dir, overrides)  # imports the modules its config.yaml records
+        fresh_config = False
     else:
-        config, name = config_from_args(args)
-        run_dir = None
+        composition = composition_from_args(args)
+        if args.cfg:  # the composed config with each key's origin; nothing is built or written
+            print(composition.annotated(), end="")
+            return 0
+        config, name = composition.config(validate=True), composition.name  # every check before the run directory
+        run_dir, fresh_config = None, True
     # the scenario's (or the resumed run's) imports and --import's: recorded in config.yaml and checkpoints,
     # shipped to Ray workers through runtime_env py_modules
     config.user_modules = list(dict.fromkeys(config.user_modules + imported))
 
     display = None if args.quiet else ProgressDisplay()  # a live table on a terminal, plain lines otherwise
     echo = display.message if display else None
+    for note in config.batch_notes() if echo and fresh_config else []:  # how the sizes combine, before it runs
+        echo(f"warning: {note}")
     if echo and os.environ.get("RAY_ADDRESS") and config.env_runners_cfg.num_env_runners == 0:
         echo("note: env_runners.num_env_runners is 0, so sampling runs in this process, not on the cluster")
     fresh = run_dir is None
     if fresh:
-        config.validate()
         run_dir, storage = _new_run_dir(name, args.output, config.checkpointing_cfg.storage)
     if storage is not None and config.psro_cfg is not None:
         raise ConfigError(f"{storage.uri}: a PSRO run writes its population to a local or mounted folder, not a URI")

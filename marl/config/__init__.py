@@ -5,7 +5,10 @@ config derives from, `AlgorithmConfig`, sits with the algorithm folders: its `bu
 
 from marl.config.policy_plan import PolicyPlan
 from marl.config.registry import ALGORITHMS, NamedConfig, config_class
-from marl.config.scenario import config_from_dict, load_scenario
-from marl.config.sections import ConfigError, plain_data, stop_reason
+from marl.config.compose import load_scenario
+from marl.config.scenario import config_from_dict
+from marl.config.sections import stop_reason
+from marl.errors import ConfigError
+from marl.config.plain_data import plain_data
 
 __all__ = ["ALGORITHMS", "ConfigError", "NamedConfig", "PolicyPlan", "config_class", "config_from_dict", "load_scenario", "plain_data", "stop_reason"]

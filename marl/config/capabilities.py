@@ -1,17 +1,16 @@
 """Capabilities: what an algorithm can train, declared once on its config class and checked once.
 
     class DQNConfig(AlgorithmConfig):
-        capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
-                                    mixed_family="replay", centralised_critic=False, batched=True)
+        capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, overlap=True, mixed_family="replay")
 
 Each algorithm folder's config class states its own record (tests/test_registry.py fails a folder whose class
 does not); the plan hands it out per policy (`PolicyPlan.capabilities`: in a MIXED run, the policy's own
 algorithm's). It is checked where each fact is first known, once:
-- from `AlgorithmConfig.validate`: `env_runners.overlap` (`check_config`), each policy's `model.recurrent`
-  (`check_recurrent`);
+- from `AlgorithmConfig.validate`: `env_runners.overlap` and a self-play pool or league (`check_config`), each
+  policy's `model.recurrent` (`check_recurrent`);
 - `check_action_spaces(config, specs)` from `Algorithm`, once the env's spaces are known; `check_joint_steps`
   there too, once it is known whether the env is turn-based.
-The batched path's `unsupported` reads `batched`; MIXED reads `mixed_family`; `marl reference ALGO` prints it.
+The batched path's `unsupported` reads `batched`; MIXED reads `mixed_family`; `marl reference ALGO` prints the record. Every field gates a check (tests/test_capabilities.py).
 Deeper checks that ask other questions stay where they are (a module refuses a space it cannot build,
 `check_recurrent_support` a built-in module class without a recurrent variant).
 """
@@ -35,11 +34,10 @@ MIXED_FAMILIES = ("on_policy", "replay")  # the branches of a MIXED graph (marl.
 class Capabilities:
     action_spaces: frozenset[str]  # the action space kinds (SPACE_KINDS) its policies act in
     recurrent: bool  # it trains stateful modules (`model.recurrent: gru|lstm`) on sequences
-    images: bool  # its default modules read image observations through a conv encoder (False: flattened)
     overlap: bool  # its graph samples the next round while the learner trains (`env_runners.overlap`)
     mixed_family: str | None  # how a MIXED run trains one of its policies (MIXED_FAMILIES); None: it cannot
-    centralised_critic: bool  # a critic or mixer sees the group's joint state or actions (MAPPO, MASAC, QMIX, ...)
-    batched: bool  # its runners may take the batched path (`env_runners.batched`)
+    self_play: bool = False  # its default graph snapshots the trained policy into a pool or league (multi_agent.self_play, .league)
+    batched: bool = True  # its runners may take the batched path (`env_runners.batched`; the batched path's `unsupported`)
     note: str = ""  # what the fields do not say, printed by `marl reference` (MIXED: each policy's algorithm decides)
 
     def __post_init__(self):
@@ -55,10 +53,9 @@ class Capabilities:
         rows = [
             ("action spaces", ", ".join(k for k in SPACE_KINDS if k in self.action_spaces)),
             ("`model.recurrent`", yes[self.recurrent]),
-            ("images: conv encoder", yes[self.images] if self.images else "no (flattened)"),
             ("`env_runners.overlap`", yes[self.overlap]),
             ("in a MIXED run", self.mixed_family or "no"),
-            ("centralised critic or mixer", yes[self.centralised_critic]),
+            ("`multi_agent.self_play`, `league`", yes[self.self_play]),
             ("`env_runners.batched`", yes[self.batched]),
         ]
         return rows + ([("note", self.note)] if self.note else [])
@@ -66,8 +63,8 @@ class Capabilities:
 
 # An algorithm kept outside marl (`algo: my_pkg:MyConfig`) that declares no record of its own: nothing is
 # refused at this level, as before records existed (its modules still check what they build).
-UNDECLARED = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True, mixed_family=None,
-                          centralised_critic=False, batched=True, note="not declared: nothing checked at this level")
+UNDECLARED = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=True, mixed_family=None, self_play=True,
+                          note="not declared: nothing checked at this level")
 
 
 def space_kind(space) -> str:
@@ -79,11 +76,20 @@ def space_kind(space) -> str:
 
 
 def check_config(config) -> None:
-    """What the config alone asks of the algorithm's record (validate time): `env_runners.overlap`."""
+    """What the config alone asks of the algorithm's record (validate time): `env_runners.overlap`, and a self-play
+    pool or league, whose frozen opponents only the graphs that snapshot the trained policy refresh."""
     if config.env_runners_cfg.overlap and not config.capabilities.overlap:
         raise ConfigError(
             f"'env_runners.overlap' is not supported by {config.algo_name}: its graph does not sample while the learner "
-            f"trains; set it to false (algorithms that overlap: {_names_with(lambda c: c.overlap)})"
+            f"trains; set it to false (algorithms that overlap: {_names_with(lambda c: c.overlap)})", key="env_runners.overlap"
+        )
+    ma = config.multi_agent_cfg
+    pooled = "multi_agent.league" if ma.league is not None else "multi_agent.self_play" if ma.self_play is not None else None
+    if pooled and config.workflow is None and not config.capabilities.self_play:
+        raise ConfigError(
+            f"'{pooled}' needs a graph that snapshots the trained policy into its opponents; {config.algo_name}'s does "
+            f"not, so they would stay as initialised (algorithms whose graph does: {_names_with(lambda c: c.self_play)})",
+            key=pooled,
         )
 
 

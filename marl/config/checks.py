@@ -114,7 +114,8 @@ def update_section(section, section_name: str, values: dict) -> None:
             near = difflib.get_close_matches(str(key), list(fields), n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             raise ConfigError(
-                f"unknown key '{section_name}.{key}'{hint}; valid keys of '{section_name}': {sorted(fields)}"
+                f"unknown key '{section_name}.{key}'{hint}; valid keys of '{section_name}': {sorted(fields)}",
+                key=f"{section_name}.{key}",
             )
         if isinstance(value, str) and value == AUTO and fields[key].metadata.get("auto"):
             checked[key] = AUTO
@@ -122,20 +123,21 @@ def update_section(section, section_name: str, values: dict) -> None:
         ok, coerced = _type_ok(value, hints[key])
         if not ok:
             raise ConfigError(
-                f"'{section_name}.{key}' must be {_type_name(hints[key])}, got {type(value).__name__} {value!r}"
+                f"'{section_name}.{key}' must be {_type_name(hints[key])}, got {type(value).__name__} {value!r}",
+                key=f"{section_name}.{key}",
             )
         meta = fields[key].metadata
         if coerced is not None:
             if "min" in meta and coerced < meta["min"]:
-                raise ConfigError(f"'{section_name}.{key}' must be >= {meta['min']}, got {coerced!r}")
+                raise ConfigError(f"'{section_name}.{key}' must be >= {meta['min']}, got {coerced!r}", key=f"{section_name}.{key}")
             if "max" in meta and coerced > meta["max"]:
-                raise ConfigError(f"'{section_name}.{key}' must be <= {meta['max']}, got {coerced!r}")
+                raise ConfigError(f"'{section_name}.{key}' must be <= {meta['max']}, got {coerced!r}", key=f"{section_name}.{key}")
             if "choices" in meta and coerced not in meta["choices"]:
-                raise ConfigError(f"'{section_name}.{key}' must be one of {list(meta['choices'])}, got {coerced!r}")
+                raise ConfigError(f"'{section_name}.{key}' must be one of {list(meta['choices'])}, got {coerced!r}", key=f"{section_name}.{key}")
             if "check" in meta:
                 reason = meta["check"](coerced)
                 if reason:
-                    raise ConfigError(f"'{section_name}.{key}' {reason}, got {coerced!r}")
+                    raise ConfigError(f"'{section_name}.{key}' {reason}, got {coerced!r}", key=f"{section_name}.{key}")
         checked[key] = coerced
     for key, value in checked.items():
         setattr(section, key, value)
@@ -163,7 +165,7 @@ def check_relations(section, section_name: str) -> None:
             continue
         if value is not None and limit is not None and value > limit:
             raise ConfigError(
-                f"'{section_name}.{name}' ({value}) must be <= '{section_name}.{other}' ({limit})"
+                f"'{section_name}.{name}' ({value}) must be <= '{section_name}.{other}' ({limit})", key=f"{section_name}.{name}"
             )
 
 

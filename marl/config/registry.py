@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping
 
 from marl.errors import ConfigError
 from marl.import_paths import import_object
-from marl.moved import MOVED
 
 ALGORITHMS_PACKAGE = "marl.algorithms"  # its sub-packages are the algorithms
 ABSTRACT = "?"  # the algo_name of a config class that is a base for others, not an algorithm
@@ -122,8 +121,6 @@ def exporting_config_classes(module_name: str, static: list[str], module_globals
     def __getattr__(name: str):
         if name == "__all__":  # `from marl import *` brings every algorithm's config class too
             return sorted(static + list(config_classes()))
-        if f"{module_name}.{name}" in MOVED:  # an old submodule path read as an attribute: marl.algorithms.checkpoint
-            return importlib.import_module(f"{module_name}.{name}")
         cls = config_classes().get(name)
         if cls is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")

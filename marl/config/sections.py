@@ -3,7 +3,7 @@
 Each section is a dataclass; each field's `doc` metadata is the reference for
 the YAML key of the same name. The checks a `doc(...)` may carry, and `update_section`,
 the one place a key/value is checked, are in `marl.config.checks`; `plain_data` (a config
-value as config.yaml writes it) is in `marl.config.plain_data`. Both stay importable from here.
+value as config.yaml writes it) is in `marl.config.plain_data`.
 The stop rule (`stop_reason`) is here, beside the section it reads.
 """
 
@@ -13,19 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from marl.config.checks import (  # noqa: F401  (also importable from here, as before)
-    AUTO,
-    CHECKS,
-    check_relations,
-    device_problem,
-    doc,
-    schedule_of_factors,
-    schedule_of_probabilities,
-    section_fields,
-    update_section,
-)
-from marl.config.plain_data import plain_data  # noqa: F401  (also importable from here, as before)
-from marl.errors import ConfigError  # noqa: F401  (the config layer's error; re-exported here)
+from marl.config.checks import AUTO, device_problem, doc, schedule_of_factors
 
 
 @dataclass

@@ -18,6 +18,7 @@ env->module pipeline outputs (learner, runners, config checks and `load_module` 
 
 from __future__ import annotations
 
+import difflib
 import inspect
 
 import gymnasium as gym
@@ -49,9 +50,11 @@ def piece_class(name, pipeline: str, where: str) -> type:
         cls = BUILTIN_PIECES[pipeline].get(name)
         if cls is None:
             if ":" not in name and "." not in name:
+                near = difflib.get_close_matches(name, sorted(BUILTIN_PIECES[pipeline]), n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
                 raise ConfigError(
-                    f"'{where}.name': unknown {pipeline} piece '{name}'; built-in: {sorted(BUILTIN_PIECES[pipeline])}, "
-                    "or an import path 'pkg.mod:Class'"
+                    f"'{where}.name': unknown {pipeline} piece '{name}'{hint}; built-in: {sorted(BUILTIN_PIECES[pipeline])}, "
+                    "or an import path 'pkg.mod:Class'", key=str(where).split("[")[0]
                 )
 
             try:

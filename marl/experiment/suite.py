@@ -3,15 +3,18 @@
     name: mpe_cooperative
     env_steps: 100000                  # every run's budget (stop.env_steps_total; other stop criteria are cleared)
     seeds: 5                           # or a list: [0, 1, 2]
+    experiment: benchmarl_vmas         # optional: a conf/experiment group under every run (marl configs experiment)
     tasks:
-      simple_spread:                   # a task: an env with its config ...
+      navigation: {task: vmas/navigation}   # a task: a config group (conf/task/<family>/<task>.yaml) ...
+      simple_spread:                   # ... or an env with its config ...
         env: mpe2.simple_spread_v3
         env_config: {N: 3, max_cycles: 25, continuous_actions: false}
         overrides: {multi_agent.policy_mapping: {"agent_*": shared}}
       cartpole:                        # ... or a scenario file, whose sections other than algo/training/workflow/stop are kept
         scenario: scenarios/cartpole_ppo.yaml
     algorithms:
-      PPO: {scenario: scenarios/simple_spread_ppo.yaml}   # an algorithm: its name, optionally a scenario file for its
+      IPPO: {algorithm: ippo}          # an algorithm: a config group (conf/algorithm), or its name,
+      PPO: {scenario: scenarios/simple_spread_ppo.yaml}   # optionally a scenario file for its
       MAPPO: {overrides: {training.lr: 1.0e-3}}            # training section (environment replaced by the task's) and overrides
       QMIX: {}
     evaluation: {episodes: 10, interval: 5}   # greedy episodes every `interval` iterations and at the end (the run's score)
@@ -21,9 +24,10 @@
     targets: {simple_spread: {PPO: {episode_return_mean: -60, env_steps: 50000}}}   # optional: only these
                                        # pairs run, each to its return or budget (marl/experiment/targets.py)
 
-A run's config: the algorithm's scenario (or its defaults), the task's sections, the task's
-overrides, the algorithm's overrides, the suite's overrides, then the seed, the budget and the
-evaluation settings. Every run's config is built (and checked) when the suite is loaded, so a
+A run's config: the config groups (algorithm x task x experiment, composed as `marl train
+algorithm=... task=... experiment=...` composes them: the task's family block for the algorithm
+applies), then the algorithm's scenario, the task's sections, the task's overrides, the
+algorithm's overrides, the suite's overrides, then the seed, the budget and the evaluation settings. Every run's config is built (and checked) when the suite is loaded, so a
 bad key fails before anything trains, as one line naming the file and the key.
 """
 
@@ -38,15 +42,16 @@ from omegaconf import OmegaConf
 
 from marl.errors import ConfigError
 from marl.execution.user_code import check_module_names, import_user_modules
+from marl.config.compose import COMMAND_LINE, compose
 from marl.config.scenario import config_from_dict
 from marl.config.registry import config_class
 from marl.experiment.targets import Target, parse_targets
 import json
 
 SUITE_KEYS = ("name", "env_steps", "seeds", "tasks", "algorithms", "evaluation", "checkpoint_frequency", "overrides", "imports",
-              "targets")
-TASK_KEYS = ("env", "env_config", "scenario", "overrides")
-ALGORITHM_KEYS = ("algo", "scenario", "overrides")
+              "targets", "experiment")
+TASK_KEYS = ("task", "env", "env_config", "scenario", "overrides")
+ALGORITHM_KEYS = ("algorithm", "algo", "scenario", "overrides")
 EVALUATION_KEYS = ("episodes", "interval")
 KEPT_FROM_TASK_SCENARIO = ("environment", "env_runners", "multi_agent", "learners", "debugging", "connectors", "evaluation", "loggers")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -185,6 +190,7 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             raise ConfigError(f"suite overrides: {err}".splitlines()[0]) from None
     where = str(path)
     _check_keys(data, SUITE_KEYS, where)
+    experiment = data.get("experiment")
     for required in ("env_steps", "tasks", "algorithms"):
         if required not in data:
             raise ConfigError(f"{where}: '{required}' is required")
@@ -231,7 +237,7 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
                 return option
         raise ConfigError(f"{where_}: scenario file '{file}' does not exist (looked in ., {base}, {base.parent})")
 
-    task_parts, families = {}, {}
+    task_parts, families, task_groups, algo_groups = {}, {}, {}, {}
     for task, spec in tasks.items():
         w = f"{where}: task '{task}'"
         if not NAME_RE.match(str(task)):
@@ -244,15 +250,22 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             scenario = _load_yaml(file, w)
             sections = {k: v for k, v in scenario.items() if k in KEPT_FROM_TASK_SCENARIO}
             imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
-        env = spec.get("env") or (sections.get("environment") or {}).get("env")
+        group_env = None
+        if "task" in spec:
+            try:
+                group_env = (compose(None, [f"task={spec['task']}"]).data.get("environment") or {}).get("env")
+            except ConfigError as err:
+                raise ConfigError(f"{w}: {_in_suite(err)}") from None
+        env = spec.get("env") or (sections.get("environment") or {}).get("env") or group_env
         if not env:
-            raise ConfigError(f"{w}: give 'env' (an env id) or a 'scenario' file that names one")
+            raise ConfigError(f"{w}: give 'task' (a config group), 'env' (an env id) or a 'scenario' file that names one")
         environment = dict(sections.get("environment") or {})
         environment["env"] = env
         if "env_config" in spec:
             environment["env_config"] = _mapping(spec["env_config"], f"{w}: 'env_config'")
         sections["environment"] = environment
         task_parts[task] = (sections, _dotted(spec.get("overrides"), f"{w}: 'overrides'"))
+        task_groups[task] = spec.get("task")
         families[task] = _family(str(env))
 
     algo_parts = {}
@@ -267,7 +280,15 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             file = resolve_file(spec["scenario"], w)
             scenario = _load_yaml(file, w)
             imports = list(dict.fromkeys(imports + _scenario_imports(scenario, file, w)))
-        algo = spec.get("algo") or scenario.get("algo") or label
+        if "algorithm" in spec:
+            try:
+                chosen = compose(None, [f"algorithm={spec['algorithm']}"]).data["algo"]
+            except ConfigError as err:
+                raise ConfigError(f"{w}: {_in_suite(err)}") from None
+            algo_groups[label] = spec["algorithm"]
+        else:
+            chosen = None
+        algo = spec.get("algo") or scenario.get("algo") or chosen or label
 
         try:
             config_class(str(algo))
@@ -285,14 +306,13 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
             if targets and (task, label) not in targets:
                 continue
             target = targets.get((task, label), Target(None, env_steps))
-            scenario = {"algo": algo, **{k: v for k, v in algo_sections.items()}}
+            scenario = _grouped(algo, algo_groups.get(label), task_groups[task], experiment, f"{where}: task '{task}' x {label}")
+            scenario = _deep_merge(scenario, {"algo": algo, **{k: v for k, v in algo_sections.items()}})
             if imports:  # each run's config.yaml and checkpoint record them: a run resumed by hand imports them too
                 scenario["imports"] = list(imports)
-            for key, value in task_sections.items():
-                if isinstance(value, dict) and isinstance(scenario.get(key), dict) and key != "environment":
-                    scenario[key] = {**scenario[key], **value}
-                else:
-                    scenario[key] = value
+            scenario = _deep_merge(scenario, {k: v for k, v in task_sections.items() if k != "environment"})
+            environment = task_sections["environment"]  # a task group's environment is added to; another, replaced
+            scenario["environment"] = _deep_merge(scenario.get("environment", {}), environment) if task_groups[task] else environment
             fixed = [
                 f"stop.env_steps_total={target.env_steps}", f"stop.episode_return_mean={_dotlist_value(target.episode_return_mean)}",
                 f"stop.episode_return_window={target.episode_return_window}",
@@ -311,3 +331,30 @@ def load_suite(path: str | Path, overrides: list[str] | None = None, extra_impor
                         raise ConfigError(f"{where}: {err}") from None
                 runs.append(spec)
     return Suite(name, path, env_steps, seeds, tasks, algorithms, episodes, interval, ckpt_freq, imports, runs, families, targets)
+
+
+def _grouped(algo: str, algorithm: str | None, task: str | None, experiment: str | None, where: str) -> dict:
+    """The config groups of one run composed (the task's family block for `algo`): the scenario dict under the rest."""
+    items = [f"algorithm={algorithm}" if algorithm else f"algo={algo}"]
+    items += [f"task={task}"] if task else []
+    items += [f"experiment={experiment}"] if experiment else []
+    try:
+        return compose(None, items).data
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {_in_suite(err)}") from None
+
+
+def _in_suite(err: ConfigError) -> str:
+    """A composition's message about a suite's group option: the suite, not the command line, gave it."""
+    return str(err).removeprefix(f"{COMMAND_LINE}: ")
+
+
+def _deep_merge(base: dict, top: dict) -> dict:
+    """`top` over `base`, mappings key by key (an environment's env_config too), anything else replaced."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("policies", "policy_mapping"):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out

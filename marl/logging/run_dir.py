@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from marl.config.sections import LoggersSection, update_section
+from marl.config.sections import LoggersSection
+from marl.config.checks import update_section
 from marl.logging.mlflow_logger import MLflowLogger
 from marl.logging.wandb_logger import WandbLogger
 

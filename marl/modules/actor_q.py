@@ -76,6 +76,7 @@ def _apply(net: nn.Module, obs: torch.Tensor, extra: torch.Tensor | None = None)
 
 
 class ActorQModule(RLModule):
+    MODEL_KEYS = MODEL_KEYS
     keeps_image_obs = True  # frames arrive uint8 [B, *image]; flat observations as before
 
     def __init__(self, observation_space, action_space, model_config=None):

@@ -44,3 +44,22 @@ def _builtin_class(cls, model_config: dict | None):
         raise ValueError(f"model.recurrent: {kind} is not available for {cls.__name__} yet; the recurrent defaults "
                          f"are {sorted(c.__name__ for c in variants)}")
     return variants[cls], model
+
+
+def model_keys(module_class, model_config: dict | None) -> frozenset[str] | None:
+    """The model options the module a policy is built with reads (`MODEL_KEYS` of a built-in class, or of a
+    user's class that declares it), so a typo is named before anything runs; None: it does not say."""
+    cls = ActorCriticMLP if module_class is None else module_class
+    if isinstance(cls, str):
+        try:
+            cls = import_object(cls)
+        except (ImportError, AttributeError, ValueError):
+            return None  # building the module names it
+    if not isinstance(cls, type):
+        return None
+    try:
+        cls, _ = _builtin_class(cls, model_config)
+    except ValueError:
+        return None  # the recurrent checks name it
+    keys = getattr(cls, "MODEL_KEYS", None)
+    return frozenset(keys) if keys is not None else None

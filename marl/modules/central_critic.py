@@ -32,6 +32,7 @@ MODEL_KEYS = ({"hiddens", "activation", "critic_hiddens", "initial_log_std", "st
 
 
 class CentralCriticMLP(RLModule):
+    MODEL_KEYS = MODEL_KEYS
     keeps_image_obs = True
 
     def __init__(self, observation_space, action_space, model_config=None):

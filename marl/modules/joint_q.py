@@ -44,6 +44,7 @@ def mixer_state(state: torch.Tensor, parts: PartsLayout | None, scale: float) ->
 
 
 class JointQModule(RLModule):
+    MODEL_KEYS = AGENT_KEYS | MIXER_KEYS
     keeps_image_obs = True
 
     def __init__(self, observation_space, action_space, model_config=None):

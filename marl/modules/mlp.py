@@ -42,6 +42,7 @@ class ActorCriticMLP(RLModule):
     popart (default false: PopArt value normalisation, `marl.modules.popart`),
     conv_filters / conv_activation (image observations; see `marl.modules.catalog`).
     """
+    MODEL_KEYS = MODEL_KEYS  # the options it reads (checked before a run starts: marl.modules.build.model_keys)
 
     keeps_image_obs = True
 

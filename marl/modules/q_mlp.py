@@ -40,6 +40,7 @@ def piecewise_linear(schedule: list, t: float) -> float:
 
 
 class QMLP(RLModule):
+    MODEL_KEYS = MODEL_KEYS
     keeps_image_obs = True
 
     def __init__(self, observation_space, action_space, model_config=None, *, extra_inputs: int = 0):

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from marl.errors import unknown_key
 from marl.policies.mapping import MappingError, PolicySpec
 from marl.modules.random_policy import RandomPolicy
 from marl.policies.self_play import SelfPlay, opponent_module_class, with_copies, with_fixed_opponent
@@ -98,9 +99,9 @@ class League:
         allowed = sorted(League.__dataclass_fields__)
         if not isinstance(value, dict):
             raise MappingError(f"multi_agent.league must be a mapping with keys {allowed} or null, got {value!r}")
-        unknown = set(value) - set(allowed)
-        if unknown:
-            raise MappingError(f"multi_agent.league: unknown key(s) {sorted(unknown)}; allowed: {allowed}")
+        for key in value:
+            if key not in allowed:
+                raise unknown_key(f"multi_agent.league.{key}", allowed, "league holds", MappingError)
         league = League(**value)
         for key, low in (("main_agents", 1), ("main_exploiters", 0), ("league_exploiters", 0), ("max_snapshots", 1),
                          ("min_games", 1), ("snapshot_every", 1), ("rating_games", 0)):

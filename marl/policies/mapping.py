@@ -15,11 +15,14 @@ from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
+from marl.errors import ConfigError, unknown_key
+
 DEFAULT_POLICY_ID = "default_policy"
+SPEC_KEYS = frozenset({"module_class", "model", "observation_space", "action_space", "spaces_from"})  # a PolicySpec's
 
 
-class MappingError(ValueError):
-    """A policy or mapping declaration that cannot work."""
+class MappingError(ConfigError):
+    """A policy or mapping declaration that cannot work (a config error: its key's origin is named, exit 2)."""
 
 
 @dataclass
@@ -39,12 +42,9 @@ class PolicySpec:
         if isinstance(value, PolicySpec):
             return value
         if isinstance(value, Mapping):
-            allowed = {"module_class", "model", "observation_space", "action_space", "spaces_from"}
-            unknown = set(value) - allowed
-            if unknown:
-                raise MappingError(
-                    f"multi_agent.policies.{policy_id}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-                )
+            for key in value:
+                if key not in SPEC_KEYS:
+                    raise unknown_key(f"multi_agent.policies.{policy_id}.{key}", SPEC_KEYS, "a policy spec holds", MappingError)
             model = value.get("model") or {}
             if not isinstance(model, Mapping):
                 raise MappingError(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from marl.errors import unknown_key
 from marl.policies.mapping import MappingError, PolicySpec
 from marl.modules.random_policy import RandomPolicy
 from marl.import_paths import import_object
@@ -51,9 +52,9 @@ class SelfPlay:
                 f"or null, got {value!r}"
             )
         allowed = {"policy", "pool_size", "snapshot_every", "elo_k", "evaluation_opponent"}
-        unknown = set(value) - allowed
-        if unknown:
-            raise MappingError(f"multi_agent.self_play: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        for key in value:
+            if key not in allowed:
+                raise unknown_key(f"multi_agent.self_play.{key}", allowed, "self_play holds", MappingError)
         sp = SelfPlay(**value)
         for key in ("pool_size", "snapshot_every"):
             if not isinstance(getattr(sp, key), int) or getattr(sp, key) < 1:

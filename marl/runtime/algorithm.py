@@ -36,10 +36,11 @@ from marl.runtime import resources
 from marl.runtime.acting import ActingPolicies
 from marl.runtime.evaluation import Evaluation
 from marl.config.capabilities import check_action_spaces, check_joint_steps
-from marl.config.sections import ConfigError, stop_reason
+from marl.config.sections import stop_reason
+from marl.errors import ConfigError
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
-from marl.execution.ray_init import ensure_ray  # noqa: F401  (also imported from here)
+from marl.execution.ray_init import ensure_ray
 from marl.learners import LearnerGroup
 from marl.policies import resolve_policies
 from marl.runners import EnvRunnerGroup

@@ -25,10 +25,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from marl.config.sections import ConfigError, stop_reason  # noqa: F401  (stop_reason: also imported from here)
+from marl.config.sections import stop_reason
+from marl.errors import ConfigError
 from marl.logging.progress import progress_line
 from marl.logging.run_dir import CHECKPOINT_DIR, CONFIG_FILE, RunLogger
-from marl.config.scenario import load_scenario
+from marl.config.compose import load_scenario
 from marl.execution import metrics as m
 
 

@@ -12,7 +12,7 @@ from marl.algorithms.a2c.loss import LOSS_COLUMNS, a2c_loss
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
-from marl.config.sections import doc
+from marl.config.checks import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
 from marl.workflow import synchronous_workflow
@@ -51,9 +51,10 @@ class A2CConfig(AlgorithmConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=150_000, measured="500 at 51k env steps, 6 s"),
     )
     training_section_cls = A2CTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
-                                mixed_family="on_policy", centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=True,
+                                mixed_family="on_policy", self_play=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
+    model_options = ("popart",)
     sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # no action log-probs: no ratio to the sampling policy
 
     def __init__(self):
@@ -64,9 +65,6 @@ class A2CConfig(AlgorithmConfig):
         """Overlapped sampling trains on rows of the weights one update back: record their log-probs for the ratio."""
         columns = super().columns_for(policy_id)
         return columns | {sb.ACTION_LOGP} if self.env_runners_cfg.overlap else columns
-
-    def _plan(self, policy_id: str):
-        return super()._plan(policy_id).with_module_option("popart", self.training_cfg.popart, self.default_module_class)
 
     def algorithm_parts(self):
         return A2CParts()

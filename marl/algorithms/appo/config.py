@@ -10,7 +10,8 @@ from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.impala.config import IMPALAConfig, IMPALATraining
 from marl.algorithms.impala.loss import LOSS_COLUMNS
-from marl.config.sections import ConfigError, doc
+from marl.errors import ConfigError
+from marl.config.checks import doc
 from marl.algorithms.impala.workflow import async_actor_learner_workflow
 
 
@@ -47,8 +48,8 @@ class APPOConfig(IMPALAConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=300_000, measured="459 at 41k env steps, 5 s (training.popart; false: 453 at 82k)"),
     )
     training_section_cls = APPOTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,  # asynchronous already
-                                mixed_family=None, centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=False,  # asynchronous already
+                                mixed_family=None)
 
     def validate(self) -> None:
         super().validate()

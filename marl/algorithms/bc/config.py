@@ -8,7 +8,8 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.bc.loss import LOSS_COLUMNS, bc_loss
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
-from marl.config.sections import ConfigError, doc
+from marl.errors import ConfigError
+from marl.config.checks import doc
 from marl.algorithms.bc.workflow import offline_workflow
 
 
@@ -56,8 +57,8 @@ class BCConfig(OfflineConfig):
         ),
     )
     training_section_cls = BCTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=False,
+                                mixed_family=None)
 
     def algorithm_parts(self):
         return BCParts()

@@ -17,7 +17,8 @@ from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.cql.loss import LOSS_COLUMNS, cql_loss, prepare_transitions
-from marl.config.sections import ConfigError, doc
+from marl.errors import ConfigError
+from marl.config.checks import doc
 from marl.policies import resolve_policies
 from marl.algorithms.cql.continuous import ContinuousCQLParts
 from marl.algorithms.bc.workflow import offline_workflow
@@ -80,8 +81,8 @@ class CQLConfig(OfflineConfig):
         ),
     )
     training_section_cls = CQLTraining
-    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=False, overlap=False,
-                                mixed_family=None, centralised_critic=False, batched=True,
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
+                                mixed_family=None,
                                 note="Discrete actions: DQN's Q network (images through its conv encoder); Box: SAC's")
     default_module_class = "marl.modules.q_mlp:QMLP"
     continuous_module_class = "marl.modules.actor_q:ActorQModule"

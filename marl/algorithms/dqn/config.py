@@ -8,7 +8,7 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import DISCRETE, Capabilities
 from marl.algorithms.dqn.loss import LOSS_COLUMNS, dqn_loss
-from marl.config.sections import doc, schedule_of_probabilities
+from marl.config.checks import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
 from marl.replay import buffer_settings
 from marl.algorithms.dqn.workflow import dqn_workflow
@@ -65,11 +65,12 @@ class DQNConfig(AlgorithmConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=100_000, measured="500 at 19k env steps, 40 s"),
     )
     training_section_cls = DQNTraining
-    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
-                                mixed_family="replay", centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, overlap=True,
+                                mixed_family="replay")
     default_module_class = "marl.modules.q_mlp:QMLP"
     # Transitions (the next action mask in masked envs only); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
+    model_options = ("dueling", "epsilon")
 
     def __init__(self):
         super().__init__()
@@ -80,11 +81,7 @@ class DQNConfig(AlgorithmConfig):
 
     def _plan(self, policy_id: str):
         plan, t = super()._plan(policy_id), self.training_cfg
-        model = dict(plan.model)
-        if plan.module_class == self.default_module_class:
-            model.setdefault("dueling", t.dueling)
-            model.setdefault("epsilon", t.epsilon)
-        return replace(plan, model=model, replay=buffer_settings(t), burn_in=t.burn_in, burn_in_grad=t.burn_in_grad)
+        return replace(plan, replay=buffer_settings(t), burn_in=t.burn_in, burn_in_grad=t.burn_in_grad)
 
     def algorithm_parts(self):
         return DQNParts()

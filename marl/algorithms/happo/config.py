@@ -22,7 +22,6 @@ from marl.algorithms.mappo.config import MAPPOConfig, MAPPOTraining
 from marl.algorithms.ppo.config import PPOParts
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.config.sections import doc
-from marl.envs import make_env
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +44,7 @@ def per_agent_policies(config: AlgorithmConfig) -> None:
     ma, env_cfg = config.multi_agent_cfg, config.environment_cfg
     if ma.policies or ma.policy_mapping is not None or not env_cfg.env or config.seated_pool() is not None:
         return
-    env = make_env(env_cfg.env, dict(env_cfg.env_config), [])
-    try:
-        agents = [str(a) for a in env.possible_agents]
-    finally:
-        env.close()
+    agents = [str(a) for a in config.env_spec().possible_agents]
     ma.policies, ma.policy_mapping = {a: {} for a in agents}, {a: a for a in agents}
     log.info("%s: %s gives each agent its own policy: %s (multi_agent.policies)", env_cfg.env, config.algo_name, agents)
 
@@ -66,8 +61,7 @@ class HAPPOConfig(MAPPOConfig):
         ),
     )
     training_section_cls = HAPPOTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=False, images=True, overlap=False, mixed_family=None,
-                                centralised_critic=True, batched=False,
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=False, overlap=False, mixed_family=None, batched=False,
                                 note="one policy per agent by default; a group's policy is updated as one agent")
 
     def resolved(self) -> "HAPPOConfig":

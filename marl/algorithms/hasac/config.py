@@ -76,8 +76,8 @@ class HASACConfig(MASACConfig):
         ),
     )
     training_section_cls = HASACTraining
-    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
+                                mixed_family=None, batched=True)
 
     def _plan(self, policy_id: str):
         plan = super()._plan(policy_id)

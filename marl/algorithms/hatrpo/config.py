@@ -72,8 +72,7 @@ class HATRPOConfig(HAPPOConfig):
         ),
     )
     training_section_cls = HATRPOTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=False, images=True, overlap=False, mixed_family=None,
-                                centralised_critic=True, batched=False,
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=False, overlap=False, mixed_family=None, batched=False,
                                 note="one policy per agent by default; a group's policy is updated as one agent")
 
     def algorithm_parts(self):

@@ -8,7 +8,8 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.impala.loss import LOSS_COLUMNS, impala_loss, vtrace_prepare
-from marl.config.sections import ConfigError, doc
+from marl.errors import ConfigError
+from marl.config.checks import doc
 from marl.data import sample_batch as sb
 from marl.algorithms.impala.workflow import async_actor_learner_workflow
 
@@ -52,9 +53,10 @@ class IMPALAConfig(AlgorithmConfig):
     )
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})  # V-trace's behaviour log-probs
     training_section_cls = IMPALATraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,  # asynchronous already
-                                mixed_family=None, centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=False,  # asynchronous already
+                                mixed_family=None)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
+    model_options = ("popart",)
 
     def validate(self) -> None:
         super().validate()
@@ -72,9 +74,6 @@ class IMPALAConfig(AlgorithmConfig):
         if t.max_policy_lag is not None:
             return t.max_policy_lag
         return max(1, self.env_runners_cfg.num_env_runners) * t.max_requests_in_flight_per_env_runner
-
-    def _plan(self, policy_id: str):
-        return super()._plan(policy_id).with_module_option("popart", self.training_cfg.popart, self.default_module_class)
 
     def algorithm_parts(self):
         return IMPALAParts()

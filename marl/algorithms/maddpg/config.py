@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.masac.config import CentralisedGroups, GroupTraining
-from marl.config.sections import doc
+from marl.config.checks import doc
 from marl.algorithms.maddpg import loss as maddpg_loss
 from marl.algorithms.td3.config import TD3Config, TD3Parts, TD3Training
 
@@ -60,8 +60,8 @@ class MADDPGConfig(CentralisedGroups, TD3Config):
         ),
     )
     training_section_cls = MADDPGTraining
-    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
+                                mixed_family=None)
 
     def algorithm_parts(self):
         return MADDPGParts()

@@ -17,7 +17,7 @@ from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.mappo.loss import LOSS_COLUMNS, mappo_loss
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
-from marl.config.sections import doc
+from marl.config.checks import doc
 from marl.data import sample_batch as sb
 from marl.algorithms.mappo.workflow import mappo_workflow
 
@@ -55,10 +55,11 @@ class MAPPOConfig(PPOConfig):
         ),
     )
     training_section_cls = MAPPOTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
-                                mixed_family="on_policy", centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=True,
+                                mixed_family="on_policy", self_play=True)
     default_module_class = "marl.modules.central_critic:CentralCriticMLP"
     sample_columns = PPOConfig.sample_columns | {sb.STATE}  # the centralised critic's input
+    model_options = ("popart", "agent_id", "critic_hiddens")
 
     def _plan(self, policy_id: str):
         plan = super()._plan(policy_id)
@@ -67,11 +68,8 @@ class MAPPOConfig(PPOConfig):
             spec = self.global_state_spec()
             model.setdefault("state_dim", spec["dim"])
             model.setdefault("num_agents", spec["num_agents"])
-            model.setdefault("agent_id", self.training_cfg.agent_id)
             if spec.get("frame"):  # the state is the agents' frames joined: the critic reads them through a conv stack
                 model.setdefault("state_frame", spec["frame"])
-            if self.training_cfg.critic_hiddens is not None:
-                model.setdefault("critic_hiddens", list(self.training_cfg.critic_hiddens))
         return replace(plan, model=model)
 
     def algorithm_parts(self):

@@ -9,7 +9,8 @@ from marl.algorithms.bc.config import OfflineConfig
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.marwil.loss import LOSS_COLUMNS, marwil_loss, prepare_returns
-from marl.config.sections import ConfigError, doc
+from marl.errors import ConfigError
+from marl.config.checks import doc
 from marl.algorithms.bc.workflow import offline_workflow
 
 
@@ -43,8 +44,8 @@ class MARWILConfig(OfflineConfig):
         ),
     )
     training_section_cls = MARWILTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=False,
+                                mixed_family=None)
 
     def __init__(self):
         super().__init__()

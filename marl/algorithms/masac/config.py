@@ -27,7 +27,8 @@ from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.mixing.config import MixingConfig
 from marl.algorithms.masac import loss as masac_loss
 from marl.algorithms.sac.config import SACConfig, SACParts, SACTraining
-from marl.config.sections import EnvRunnersSection, doc
+from marl.config.sections import EnvRunnersSection
+from marl.config.checks import doc
 from marl.data import sample_batch as sb
 
 JOINT_OBS, GLOBAL_STATE = "joint_obs", "global_state"
@@ -109,8 +110,8 @@ class MASACConfig(CentralisedGroups, SACConfig):
         ),
     )
     training_section_cls = MASACTraining
-    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
+                                mixed_family=None)
 
     def algorithm_parts(self):
         return MASACParts()

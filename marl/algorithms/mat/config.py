@@ -16,9 +16,9 @@ from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.mat.loss import LOSS_COLUMNS, mat_loss, team_actions
 from marl.algorithms.ppo.config import PPOConfig, PPOParts, PPOTraining
 from marl.config.capabilities import Capabilities
-from marl.config.sections import ConfigError, doc
+from marl.config.checks import doc
+from marl.errors import ConfigError
 from marl.data import sample_batch as sb
-from marl.envs import make_env
 from marl.modules.spaces import observation_part
 from marl.runners.global_state import JOINED_OBS
 from marl.workflow.graphs import synchronous_workflow
@@ -57,24 +57,18 @@ class MATConfig(PPOConfig):
         ),
     )
     training_section_cls = MATTraining
-    capabilities = Capabilities(action_spaces=frozenset({"Discrete", "Box"}), recurrent=False, images=False,
-                                overlap=False, mixed_family=None, centralised_critic=True, batched=False,
+    capabilities = Capabilities(action_spaces=frozenset({"Discrete", "Box"}), recurrent=False,
+                                overlap=False, mixed_family=None, batched=False,
                                 note="one policy for all agents (alike spaces); the encoder reads the agents' joined observations")
     default_module_class = "marl.algorithms.mat.module:MATModule"
     sample_columns = PPOConfig.sample_columns | {sb.STATE}
 
     def global_state_spec(self) -> dict | None:
         """The agents' observations joined (the encoder's tokens), whether or not the env has a `state()`."""
-        if self._global_state_spec is None:
-            env_cfg = self.environment_cfg
-            env = make_env(env_cfg.env, dict(env_cfg.env_config), env_cfg.wrappers if isinstance(env_cfg.wrappers, list) else [])
-            try:
-                widths = [int(gym.spaces.flatdim(observation_part(env.observation_space(a)))) for a in env.possible_agents]
-            finally:
-                env.close()
-            self._global_state_spec = {"source": JOINED_OBS, "dim": sum(widths), "num_agents": len(widths),
-                                       "dtype": "float32", "token_widths": widths}
-        return self._global_state_spec
+        spec = self.env_spec()
+        widths = [int(gym.spaces.flatdim(observation_part(spec.observation_space(a)))) for a in spec.possible_agents]
+        return {"source": JOINED_OBS, "dim": sum(widths), "num_agents": len(widths), "dtype": "float32",
+                "token_widths": widths}
 
     def resolved(self) -> "MATConfig":
         out = super().resolved()

@@ -29,7 +29,8 @@ from marl.algorithms.algorithm_config import AlgorithmConfig
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, MIXED_FAMILIES, Capabilities
 from marl.config.registry import config_class, discovered
-from marl.config.sections import ConfigError, doc, update_section
+from marl.errors import ConfigError
+from marl.config.checks import doc, update_section
 from marl.algorithms.mixed.workflow import mixed_workflow
 
 FAMILIES = MIXED_FAMILIES  # the branches of the MIXED graph (see workflow.py); a record names no other
@@ -66,8 +67,8 @@ class MixedConfig(AlgorithmConfig):
         ),
     )
     training_section_cls = MixedTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=False, batched=True,
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=False,
+                                mixed_family=None,
                                 note="each policy is checked against its own algorithm's record (training.algorithms)")
 
     # -- one policy's own algorithm ------------------------------------------------

@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from marl.algorithms.algorithm_config import AlgorithmParts
 from marl.algorithms.dqn.config import DQNConfig, DQNTraining
 from marl.algorithms.mixing.loss import LOSS_COLUMNS, mixing_loss
-from marl.config.sections import EnvRunnersSection, doc, schedule_of_probabilities
+from marl.config.sections import EnvRunnersSection
+from marl.config.checks import doc, schedule_of_probabilities
 from marl.policies import resolve_policies
 from marl.algorithms.mixing.workflow import mixing_workflow
 
@@ -57,6 +58,7 @@ class MixingConfig(DQNConfig):
     training_section_cls = MixingTraining
     default_module_class = "marl.modules.joint_q:JointQModule"
     mixer = "?"  # "vdn" | "qmix"
+    model_options = DQNConfig.model_options + ("agent_id",)
 
     def __init__(self):
         super().__init__()
@@ -79,7 +81,6 @@ class MixingConfig(DQNConfig):
         model = dict(plan.model)
         if plan.module_class == self.default_module_class:
             model.setdefault("mixer", self.mixer)
-            model.setdefault("agent_id", self.training_cfg.agent_id)
             for key, value in self.mixer_options().items():
                 model.setdefault(key, value)
             model["agent_indices"] = groups[policy_id]

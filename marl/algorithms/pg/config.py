@@ -16,7 +16,7 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.algorithms.pg.loss import LOSS_COLUMNS, pg_loss, returns_to_go
-from marl.config.sections import doc
+from marl.config.checks import doc
 from marl.connectors import StandardizeAdvantages
 from marl.data import sample_batch as sb
 from marl.workflow import synchronous_workflow
@@ -55,8 +55,8 @@ class PGConfig(AlgorithmConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=150_000, measured="459 at 63k env steps, 3 s"),
     )
     training_section_cls = PGTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
-                                mixed_family="on_policy", centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=True,
+                                mixed_family="on_policy", self_play=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
     sample_columns = frozenset()  # no value predictions, no log-probs: actions and rewards are enough
 

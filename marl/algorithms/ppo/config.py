@@ -10,7 +10,7 @@ from marl.algorithms.ppo.action_space_defaults import auto_doc, auto_keys, resol
 from marl.algorithms.ppo.loss import LOSS_COLUMNS, ppo_loss, proximal_log_probs
 from marl.config.capabilities import ANY_SPACE, Capabilities
 from marl.config.checks import AUTO
-from marl.config.sections import doc
+from marl.config.checks import doc
 from marl.connectors import gae_pieces
 from marl.data import sample_batch as sb
 from marl.algorithms.ppo.workflow import ppo_workflow
@@ -57,21 +57,16 @@ class PPOConfig(AlgorithmConfig):
     )
     sample_columns = frozenset({sb.ACTION_LOGP, sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     training_section_cls = PPOTraining
-    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, images=True, overlap=True,
-                                mixed_family="on_policy", centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=ANY_SPACE, recurrent=True, overlap=True,
+                                mixed_family="on_policy", self_play=True)
     batch_in_agent_steps = True  # train_batch_size counts agent steps
+    model_options = ("popart",)
 
     def resolve_auto_keys(self, env_spec):
         """Every `auto` training key, set for the env's observations and action space (`action_space_defaults`)."""
         if auto_keys(self.training_cfg):
             spec = env_spec()
             resolve_auto(self.training_cfg, spec.acts_in_box, spec.observes_images)
-
-    def _plan(self, policy_id: str):
-        plan = super()._plan(policy_id)
-        if self.training_cfg.popart == AUTO:  # (set when the config builds)
-            return plan
-        return plan.with_module_option("popart", self.training_cfg.popart, self.default_module_class)
 
     def algorithm_parts(self):
         return PPOParts(decoupled=self.env_runners_cfg.overlap)

@@ -16,7 +16,7 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.algorithms.pqn.loss import LOSS_COLUMNS, pqn_loss, q_lambda_returns
 from marl.config.capabilities import DISCRETE, Capabilities
-from marl.config.sections import doc, schedule_of_probabilities
+from marl.config.checks import doc, schedule_of_probabilities
 from marl.data import sample_batch as sb
 from marl.workflow import Workflow
 from marl.workflow.graphs import synchronous_workflow
@@ -68,8 +68,8 @@ class PQNConfig(AlgorithmConfig):
         ),
     )
     training_section_cls = PQNTraining
-    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=False, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=False, overlap=False,
+                                mixed_family=None, batched=True)
     default_module_class = "marl.modules.q_mlp:QMLP"
     # V(s) = max_a Q(s, a) at every row and at the piece ends: what the Q(lambda) returns bootstrap from
     sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})

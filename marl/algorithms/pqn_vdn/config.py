@@ -49,8 +49,8 @@ class PQNVDNConfig(PQNConfig):
         ),
     )
     training_section_cls = PQNVDNTraining
-    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=False, images=True, overlap=False,
-                                mixed_family=None, centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=False, overlap=False,
+                                mixed_family=None, batched=True)
     default_module_class = "marl.modules.joint_q:JointQModule"
     agent_groups = MixingConfig.agent_groups  # each policy's env agent indices (one env probe, cached)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import DISCRETE, Capabilities
 from marl.algorithms.mixing import MixingConfig, MixingTraining
-from marl.config.sections import doc
+from marl.config.checks import doc
 
 
 @dataclass
@@ -31,8 +31,8 @@ class QMIXConfig(MixingConfig):
         ),
     )
     training_section_cls = QMIXTraining
-    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
-                                mixed_family=None, centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, overlap=True,
+                                mixed_family=None)
     mixer = "qmix"
 
     def mixer_options(self) -> dict:

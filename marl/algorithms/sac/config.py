@@ -16,7 +16,8 @@ from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import BOX, DISCRETE, Capabilities
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS, actor_loss, alpha_loss, critic_loss
-from marl.config.sections import ConfigError, doc
+from marl.errors import ConfigError
+from marl.config.checks import doc
 from marl.data import sample_batch as sb
 from marl.learners.param_groups import ParamGroup, TargetCopy
 from marl.modules.q_mlp import piecewise_linear
@@ -111,8 +112,8 @@ class SACConfig(AlgorithmConfig):
         CanonicalTask("CartPole-v1", threshold=450, budget=100_000, seeds=(0,), measured="465 at 7k env steps (seed 0; seeds 1, 2: 500 at 17k, 488 at 16k in benchmarks/sac_cartpole.py; greedy then 206, 415, 417)"),
     )
     training_section_cls = SACTraining
-    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, images=True, overlap=False,
-                                mixed_family="replay", centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
+                                mixed_family="replay")
     default_module_class = "marl.modules.actor_q:ActorQModule"
     # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})

@@ -14,7 +14,7 @@ from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import BOX, Capabilities
 from marl.algorithms.sac.config import ReplayActorCriticTraining, SACConfig, check_schedule, group_lr
 from marl.algorithms.sac.loss import CRITIC_TARGET, LOSS_COLUMNS
-from marl.config.sections import doc
+from marl.config.checks import doc
 from marl.algorithms.td3.loss import ACTOR_TARGET, actor_loss, critic_loss
 from marl.learners.param_groups import ParamGroup, TargetCopy
 
@@ -55,8 +55,8 @@ class TD3Config(SACConfig):
         CanonicalTask("Pendulum-v1", threshold=-250, budget=12_000, measured="-194 at 5k env steps, 49 s"),
     )
     training_section_cls = TD3Training
-    capabilities = Capabilities(action_spaces=BOX, recurrent=False, images=True, overlap=False,
-                                mixed_family="replay", centralised_critic=False, batched=True)
+    capabilities = Capabilities(action_spaces=BOX, recurrent=False, overlap=False,
+                                mixed_family="replay")
 
     def validate(self) -> None:
         super().validate()

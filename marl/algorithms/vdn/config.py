@@ -21,6 +21,6 @@ class VDNConfig(MixingConfig):
         ),
     )
     training_section_cls = MixingTraining
-    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, images=True, overlap=True,
-                                mixed_family=None, centralised_critic=True, batched=True)
+    capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, overlap=True,
+                                mixed_family=None)
     mixer = "vdn"
