@@ -28,11 +28,10 @@ from pathlib import Path
 from ray import tune
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.config.compose import load_scenario
+from marl.config.compose import Layer, compose, load_scenario
 from marl.config.scenario import config_from_dict
 from marl.errors import ConfigError
 from marl.execution.user_code import import_user_modules, module_folders
-from omegaconf import OmegaConf
 import torch
 
 CHECKPOINT_NAME = "marl_checkpoint"
@@ -77,8 +76,9 @@ def resolve_config(base, overrides: dict):
     if isinstance(base, (str, os.PathLike)):
         if not nested:
             return load_scenario(base)
-        data = OmegaConf.to_container(OmegaConf.load(Path(base)), resolve=False)
-        return config_from_dict(_merge(data, nested), where=str(base), search_dirs=[Path(base).parent])
+        composition = compose(base)  # the scenario with its `defaults:` groups, then the trial's keys on top
+        composition.merge(Layer("tune trial", nested, {}))
+        return composition.config()
     if isinstance(base, dict):
         return config_from_dict(_merge(base, nested), where="tune base scenario")
     raise ConfigError(f"trainable() takes a scenario path, a scenario dict or an AlgorithmConfig, got {type(base).__name__}")

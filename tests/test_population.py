@@ -283,6 +283,6 @@ def test_marl_graph_psro_draws_the_loop_payoffs_meta_solver_best_response_add_ev
     assert png.stat().st_size > 10_000
     # the PSRO settings are the scenario's psro section, overrides checked key by key
     assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.meta_solver=lp", "--no-png"]) == 2
-    assert capsys.readouterr().err.strip() == "marl: error: 'psro.meta_solver' must be one of ['nash', 'prd', 'uniform'], got 'lp'"
+    assert capsys.readouterr().err.strip() == "marl: error: command line: 'psro.meta_solver' must be one of ['nash', 'prd', 'uniform'], got 'lp'"
     assert main(["graph", "scenarios/kuhn_poker_psro.yaml", "--psro", "psro.rounds=3", "--no-png"]) == 2
-    assert capsys.readouterr().err.strip().startswith("marl: error: unknown key 'psro.rounds'; valid keys of 'psro': [")
+    assert capsys.readouterr().err.strip().startswith("marl: error: command line: unknown key 'psro.rounds'; valid keys of 'psro': [")

@@ -58,8 +58,12 @@ def model_keys(module_class, model_config: dict | None) -> frozenset[str] | None
     if not isinstance(cls, type):
         return None
     try:
-        cls, _ = _builtin_class(cls, model_config)
+        built, _ = _builtin_class(cls, model_config)
     except ValueError:
         return None  # the recurrent checks name it
-    keys = getattr(cls, "MODEL_KEYS", None)
-    return frozenset(keys) if keys is not None else None
+    keys = getattr(built, "MODEL_KEYS", None)
+    if keys is None:
+        return None
+    if cls.__module__.startswith("marl.modules."):  # `recurrent: null` and its options: a built-in drops them
+        keys = set(keys) | RECURRENT_KEYS
+    return frozenset(keys)
