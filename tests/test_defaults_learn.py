@@ -6,6 +6,9 @@ overrides that pose the task) and each becomes one test id here. An algorithm th
 Online runs stop at the first iteration whose metric reaches the threshold; offline ones (BC, MARWIL, CQL)
 train `budget` iterations on a recording made here and are judged greedily (20 episodes) at every 10th
 iteration of the budget's second half and at its end: each must reach the threshold.
+
+The on-policy algorithms' runs are here; the off-policy, offline and mixed ones are in
+test_defaults_learn_off_policy.py, a file of its own so that `--dist loadfile` runs the two halves in parallel.
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ import numpy as np
 import pytest
 
 from marl.algorithms import config_from_dict
+from marl.config.compose import algorithm_family
 from marl.config.registry import discovered
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.offline.writer import OfflineWriter
 
 
-def cases():
+def cases(on_policy: bool):
+    """The (algorithm, task, seed) runs of the on-policy algorithms, or of all the others."""
     for name, cls in discovered().items():
+        if (algorithm_family(cls) == "on_policy") != on_policy:
+            continue
         tasks = cls.__dict__.get("canonical_tasks") or (None,)
         for task in tasks:
             for seed in (task.seeds if task else (None,)):
@@ -197,8 +204,12 @@ def test_every_algorithm_declares_where_its_defaults_learn():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,task,seed", list(cases()))
+@pytest.mark.parametrize("name,task,seed", list(cases(on_policy=True)))
 def test_defaults_learn_the_canonical_task(name, task, seed, request):
+    check_defaults_learn(name, task, seed, request)
+
+
+def check_defaults_learn(name, task, seed, request) -> None:
     assert task is not None, (
         f"{name} declares no canonical task: give {discovered()[name].__qualname__} a class-level "
         "canonical_tasks = (CanonicalTask(env, threshold, budget, ...),) (marl.algorithms.canonical)"

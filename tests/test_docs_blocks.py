@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 import marl
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.config.scenario import config_from_dict
+from marl.config.compose import Layer, compose
 from marl.population.psro import PSRO
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +103,7 @@ def test_yaml_fragments_are_marked_on_the_multi_agent_page():
 def test_yaml_fragments_compose_into_their_scenario(page, mark, code):
     scenario = ROOT / mark.split(" of ", 1)[1]
     assert scenario.is_file(), f"{_name(page)}: {mark} names no scenario file"
-    merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.load(scenario), OmegaConf.create(code)))
-    algo = config_from_dict(merged, where=f"{_name(page)} + {scenario.name}").build()  # modules, connectors, graph
+    composition = compose(scenario)  # the scenario with its defaults: groups, then the fragment on top
+    composition.merge(Layer(_name(page), OmegaConf.to_container(OmegaConf.create(code)), {}))
+    algo = composition.config().build()  # modules, connectors, graph
     algo.stop()
