@@ -28,7 +28,7 @@ from pathlib import Path
 from ray import tune
 
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.config.compose import Layer, compose, load_scenario
+from marl.config.compose import Layer, compose
 from marl.config.scenario import config_from_dict
 from marl.errors import ConfigError
 from marl.execution.user_code import import_user_modules, module_folders
@@ -74,8 +74,6 @@ def resolve_config(base, overrides: dict):
             raise ConfigError(f"a trial cannot change 'algo' of a {config.algo_name} config")
         return config.update_from_dict(nested)
     if isinstance(base, (str, os.PathLike)):
-        if not nested:
-            return load_scenario(base)
         composition = compose(base)  # the scenario with its `defaults:` groups, then the trial's keys on top
         composition.merge(Layer("tune trial", nested, {}))
         return composition.config()

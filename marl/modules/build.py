@@ -28,12 +28,15 @@ def build_module(module_class, observation_space, action_space, model_config: di
     return cls(observation_space, action_space, model_config)
 
 
+def _builtin(cls) -> bool:
+    return cls.__module__.startswith("marl.modules.")
+
+
 def _builtin_class(cls, model_config: dict | None):
     """A built-in memoryless module class and `model.recurrent`: the class to build, and its options."""
     model = dict(model_config or {})
     variants = {ActorCriticMLP: RecurrentActorCritic, CentralCriticMLP: RecurrentCentralCritic, JointQModule: RecurrentJointQ, QMLP: RecurrentQ}
-    builtin = cls.__module__.startswith("marl.modules.")
-    if not builtin or not RECURRENT_KEYS & set(model):
+    if not _builtin(cls) or not RECURRENT_KEYS & set(model):
         return cls, model
     kind, _, _ = recurrent_options(model)
     if kind is None:  # memoryless: the recurrent keys mean nothing to it
@@ -64,6 +67,6 @@ def model_keys(module_class, model_config: dict | None) -> frozenset[str] | None
     keys = getattr(built, "MODEL_KEYS", None)
     if keys is None:
         return None
-    if cls.__module__.startswith("marl.modules."):  # `recurrent: null` and its options: a built-in drops them
+    if _builtin(cls):  # `recurrent: null` and its options: a built-in drops them
         keys = set(keys) | RECURRENT_KEYS
     return frozenset(keys)
