@@ -35,6 +35,7 @@ from marl.config.checks import section_fields, update_section
 from marl.connectors.build import check_section
 from marl.data import sample_batch as sb
 from marl.envs.registry import registered_creator
+from marl.modules.build import model_keys
 from marl.policies.groups import group_mapping
 from marl.policies import DEFAULT_POLICY_ID, MappingError, PolicyMapping, PolicySpec
 from marl.policies.league import League, LeagueMapping
@@ -65,8 +66,10 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
     # True: `training.train_batch_size` counts agent steps (rows of all policies) and runners shorten their
     # fragments for many agents (`marl.runners.fragments`); False: the algorithm's own unit (DQN: replayed rows).
     batch_in_agent_steps = False
-    # Training keys handed to the policy's model where it runs the algorithm's default module and its own model
-    # does not set them (PPO's popart, DQN's dueling and epsilon, MAPPO's agent_id): declared here, applied by `_plan`.
+    # Training keys handed to the policy's model where it runs a module the algorithm picks (its `module_class_for`
+    # with no class named), the module reads the key (its MODEL_KEYS) and the policy's model does not set it (PPO's
+    # popart, DQN's dueling and epsilon, SAC's twin_q and initial_alpha): declared here, applied by the base `_plan`
+    # alone; no folder copies a training key into a model (tests/test_model_options.py).
     model_options: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs):
@@ -274,13 +277,15 @@ class AlgorithmConfig(ConfigValidation, NamedConfig):  # validate(), evaluation_
         # `auto` (PPO's, until it builds): no options yet, and what resolution adds is widths and activation only
         model = dict(model) if isinstance(model, dict) else {}
         model.update(spec.model)
-        if self.module_class_for(spec) == self.default_module_class:
+        module_class = self.module_class_for(spec)
+        if module_class == self.module_class_for(dataclasses.replace(spec, module_class=None)):
+            reads = model_keys(module_class, model)
             for key in self.model_options:  # a value still `auto` (set when the config builds) or None is not handed on
                 value = getattr(self.training_cfg, key)
-                if value is not None and not (isinstance(value, str) and value == AUTO):
+                if (reads is None or key in reads) and value is not None and not (isinstance(value, str) and value == AUTO):
                     model.setdefault(key, list(value) if isinstance(value, tuple) else value)
         return PolicyPlan(
-            module_class=self.module_class_for(spec), model=model, training=self.training_cfg,
+            module_class=module_class, model=model, training=self.training_cfg,
             parts=self.algorithm_parts(), columns=self.columns_for(policy_id), replay=None,
             target_update=self.target_update, unsquash_actions=self.environment_cfg.unsquash_actions,
             burn_in=0, group_agent_indices=None, algo_name=self.algo_name, capabilities=self.capabilities,

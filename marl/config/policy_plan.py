@@ -9,7 +9,7 @@ is one field here plus the folder that sets it and the code that reads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from marl.config.capabilities import Capabilities
@@ -30,10 +30,3 @@ class PolicyPlan:
     algo_name: str  # the algorithm that trains it (in MIXED, the policy's own)
     capabilities: Capabilities  # that algorithm's record: what validation checks the policy against (marl.config.capabilities)
     burn_in_grad: bool = False  # True: gradients flow through the burn-in steps; False (R2D2's): the state they warm up is detached
-
-    def with_module_option(self, key: str, value: Any, default_module_class: type | str | None) -> PolicyPlan:
-        """The plan with `model[key]` set to `value` unless the policy set it, where the policy runs the algorithm's
-        default module (a user's module reads only the options it declares)."""
-        if self.module_class != default_module_class:
-            return self
-        return replace(self, model={key: value, **self.model})

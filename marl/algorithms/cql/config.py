@@ -86,6 +86,7 @@ class CQLConfig(OfflineConfig):
                                 note="Discrete actions: DQN's Q network (images through its conv encoder); Box: SAC's")
     default_module_class = "marl.modules.q_mlp:QMLP"
     continuous_module_class = "marl.modules.actor_q:ActorQModule"
+    model_options = ("dueling", "twin_q", "initial_alpha")  # each to the module that reads it: DQN's or SAC's
 
     def continuous(self) -> bool:
         """True when the policies act in Box spaces (SAC's learner), False for Discrete (DQN's)."""
@@ -101,16 +102,11 @@ class CQLConfig(OfflineConfig):
         return self.continuous_module_class if self.continuous() else self.default_module_class
 
     def _plan(self, policy_id: str):
-        plan, t = super()._plan(policy_id), self.training_cfg
-        model = dict(plan.model)
-        if plan.module_class == self.default_module_class:
-            model.setdefault("dueling", t.dueling)
-            model.setdefault("epsilon", [[0, 0.0]])  # acts greedily (evaluation only)
-        elif plan.module_class == self.continuous_module_class:
-            model.setdefault("twin_q", t.twin_q)
-            model.setdefault("initial_alpha", t.initial_alpha)
+        plan = super()._plan(policy_id)
+        if plan.module_class == self.default_module_class:  # acts greedily (evaluation only): no training key
+            plan = replace(plan, model={"epsilon": [[0, 0.0]], **plan.model})
         # Box: SAC's actor, acting in [-1, 1] as the SAC/TD3 runs that recorded the data did
-        return replace(plan, model=model, unsquash_actions=self.continuous() or plan.unsquash_actions)
+        return replace(plan, unsquash_actions=self.continuous() or plan.unsquash_actions)
 
     def algorithm_parts(self):
         if self.continuous():

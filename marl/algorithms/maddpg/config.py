@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from marl.algorithms.canonical import CanonicalTask
 from marl.config.capabilities import BOX, DISCRETE, Capabilities
-from marl.algorithms.masac.config import CentralisedGroups, GroupTraining
+from marl.algorithms.masac.config import GROUP_MODEL_OPTIONS, CentralisedGroups, GroupTraining
 from marl.config.checks import doc
 from marl.algorithms.maddpg import loss as maddpg_loss
 from marl.algorithms.td3.config import TD3Config, TD3Parts, TD3Training
@@ -60,6 +60,7 @@ class MADDPGConfig(CentralisedGroups, TD3Config):
         ),
     )
     training_section_cls = MADDPGTraining
+    model_options = TD3Config.model_options + GROUP_MODEL_OPTIONS
     capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
                                 mixed_family=None)
 

@@ -32,6 +32,7 @@ from marl.config.checks import doc
 from marl.data import sample_batch as sb
 
 JOINT_OBS, GLOBAL_STATE = "joint_obs", "global_state"
+GROUP_MODEL_OPTIONS = ("shared_actor", "agent_id")  # GroupTraining's keys the group's module reads (model_options)
 
 
 @dataclass
@@ -85,9 +86,9 @@ class CentralisedGroups:
         return columns
 
     def group_options(self, policy_id: str) -> dict:
-        t = self.training_cfg
-        options = {"agent_indices": self.agent_groups()[policy_id], "shared_actor": t.shared_actor, "agent_id": t.agent_id}
-        if t.critic_state == GLOBAL_STATE:
+        """The group's agents and the global state's width: read from the env, not training keys."""
+        options = {"agent_indices": self.agent_groups()[policy_id]}
+        if self.training_cfg.critic_state == GLOBAL_STATE:
             options["state_dim"] = self.global_state_spec()["dim"]
         return options
 
@@ -110,6 +111,7 @@ class MASACConfig(CentralisedGroups, SACConfig):
         ),
     )
     training_section_cls = MASACTraining
+    model_options = SACConfig.model_options + GROUP_MODEL_OPTIONS
     capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
                                 mixed_family=None)
 

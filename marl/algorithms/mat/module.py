@@ -97,6 +97,8 @@ def act_groups(state: torch.Tensor, agent_index: torch.Tensor) -> torch.Tensor:
 
 
 class MATModule(RLModule):
+    MODEL_KEYS = MODEL_KEYS  # the options it reads (checked before a run starts: marl.modules.build.model_keys)
+
     def __init__(self, observation_space, action_space, model_config=None):
         super().__init__(observation_space, action_space, model_config)
         cfg = self.model_config

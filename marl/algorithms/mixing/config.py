@@ -66,9 +66,6 @@ class MixingConfig(DQNConfig):
         # (training_intensity), so learning follows the data closely, as DQN's.
         self.env_runners_cfg = EnvRunnersSection(num_envs_per_env_runner=8, rollout_fragment_length=5)
 
-    def mixer_options(self) -> dict:
-        return {}
-
     def agent_groups(self) -> dict[str, list[int]]:
         """Each policy's env agent indices (positions in `possible_agents`): the agents mapped to it."""
         spec = self.env_spec()
@@ -81,8 +78,6 @@ class MixingConfig(DQNConfig):
         model = dict(plan.model)
         if plan.module_class == self.default_module_class:
             model.setdefault("mixer", self.mixer)
-            for key, value in self.mixer_options().items():
-                model.setdefault(key, value)
             model["agent_indices"] = groups[policy_id]
         return replace(plan, model=model, group_agent_indices=groups.get(policy_id))
 

@@ -10,7 +10,7 @@ PQN_VDN (`marl.algorithms.pqn_vdn`) learns the team's sum instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from marl.algorithms.algorithm_config import AlgorithmConfig, AlgorithmParts
 from marl.algorithms.canonical import CanonicalTask
@@ -71,6 +71,7 @@ class PQNConfig(AlgorithmConfig):
     capabilities = Capabilities(action_spaces=DISCRETE, recurrent=False, overlap=False,
                                 mixed_family=None, batched=True)
     default_module_class = "marl.modules.q_mlp:QMLP"
+    model_options = ("epsilon",)
     # V(s) = max_a Q(s, a) at every row and at the piece ends: what the Q(lambda) returns bootstrap from
     sample_columns = frozenset({sb.VF_PREDS, sb.BOOTSTRAP_VALUE})
     batch_in_agent_steps = True
@@ -80,14 +81,6 @@ class PQNConfig(AlgorithmConfig):
         # Many env copies, short fragments: each update learns from a wide, fresh slice of experience.
         self.env_runners_cfg.num_envs_per_env_runner = 32
         self.env_runners_cfg.rollout_fragment_length = 16
-
-    def _plan(self, policy_id: str):
-        plan = super()._plan(policy_id)
-        if plan.module_class != self.default_module_class:
-            return plan
-        model = dict(plan.model)
-        model.setdefault("epsilon", self.training_cfg.epsilon)
-        return replace(plan, model=model)
 
     def algorithm_parts(self):
         return PQNParts()

@@ -52,6 +52,7 @@ class PQNVDNConfig(PQNConfig):
     capabilities = Capabilities(action_spaces=DISCRETE, recurrent=False, overlap=False,
                                 mixed_family=None, batched=True)
     default_module_class = "marl.modules.joint_q:JointQModule"
+    model_options = PQNConfig.model_options + ("agent_id",)
     agent_groups = MixingConfig.agent_groups  # each policy's env agent indices (one env probe, cached)
 
     def __init__(self):
@@ -64,9 +65,7 @@ class PQNVDNConfig(PQNConfig):
         plan = replace(plan, group_agent_indices=group, parts=PQNVDNParts(group))
         if plan.module_class != self.default_module_class:
             return plan
-        model = dict(plan.model, mixer="vdn", agent_indices=group)
-        model.setdefault("agent_id", self.training_cfg.agent_id)
-        return replace(plan, model=model)
+        return replace(plan, model=dict(plan.model, mixer="vdn", agent_indices=group))
 
     def algorithm_parts(self):
         """The parts without a group; `_plan` gives each policy its own (its agents' indices)."""

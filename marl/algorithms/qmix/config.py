@@ -34,7 +34,4 @@ class QMIXConfig(MixingConfig):
     capabilities = Capabilities(action_spaces=DISCRETE, recurrent=True, overlap=True,
                                 mixed_family=None)
     mixer = "qmix"
-
-    def mixer_options(self) -> dict:
-        t = self.training_cfg
-        return {"mixing_embed_dim": t.mixing_embed_dim, "hypernet_embed": t.hypernet_embed}
+    model_options = MixingConfig.model_options + ("mixing_embed_dim", "hypernet_embed")

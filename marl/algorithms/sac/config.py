@@ -118,6 +118,7 @@ class SACConfig(AlgorithmConfig):
     # Transitions (the next action mask in masked envs only: discrete SAC's soft value at s'); no values, no log-probs.
     sample_columns = frozenset({sb.NEXT_OBS, sb.NEXT_ACTION_MASK})
     deterministic = False  # TD3/MADDPG: a deterministic actor with exploration noise
+    model_options = ("twin_q", "dueling", "initial_alpha")
 
     def __init__(self):
         super().__init__()
@@ -128,21 +129,10 @@ class SACConfig(AlgorithmConfig):
 
     def _plan(self, policy_id: str):
         plan = super()._plan(policy_id)
-        model = dict(plan.model)
-        if plan.module_class == self.default_module_class:
-            for key, value in self.model_defaults().items():
-                model.setdefault(key, value)
-            model.update(self.module_options())
+        if self.deterministic and plan.module_class == self.default_module_class:  # the algorithm's kind, not a key
+            plan = replace(plan, model={**plan.model, "deterministic": True})
         # the actor acts in [-1, 1] (tanh): the unsquash piece maps its Box actions to the env's bounds
-        return replace(plan, model=model, replay=buffer_settings(self.training_cfg), unsquash_actions=True)
-
-    def model_defaults(self) -> dict:
-        """Model keys the training section sets unless the policy's model does (TD3 and MADDPG: no `dueling`,
-        their critics are Box only)."""
-        return {"twin_q": self.training_cfg.twin_q, "dueling": self.training_cfg.dueling}
-
-    def module_options(self) -> dict:
-        return {"initial_alpha": self.training_cfg.initial_alpha}
+        return replace(plan, replay=buffer_settings(self.training_cfg), unsquash_actions=True)
 
     def target_update(self, updates_per_round: float) -> tuple[int, float]:
         """Once per sampling round, the compound of the round's per-update Polyak steps (as in SAC's own graph)."""

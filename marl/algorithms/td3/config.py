@@ -57,16 +57,13 @@ class TD3Config(SACConfig):
     training_section_cls = TD3Training
     capabilities = Capabilities(action_spaces=BOX, recurrent=False, overlap=False,
                                 mixed_family="replay")
+    deterministic = True
+    model_options = ("twin_q", "exploration_noise")  # no `dueling`: its critics are Box only; no temperature
 
     def validate(self) -> None:
         super().validate()
         check_schedule(self.training_cfg.exploration_noise, "training.exploration_noise")
 
-    def model_defaults(self) -> dict:
-        return {"twin_q": self.training_cfg.twin_q}
-
-    def module_options(self) -> dict:
-        return {"deterministic": True, "exploration_noise": self.training_cfg.exploration_noise}
 
     def algorithm_parts(self):
         return TD3Parts()
