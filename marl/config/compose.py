@@ -36,6 +36,7 @@ from omegaconf.errors import OmegaConfBaseException
 from marl.config.registry import config_class, discovered
 from marl.config.scenario import TOP_LEVEL, config_from_dict
 from marl.errors import ConfigError
+from marl.modules.build import model_keys
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"  # marl/conf (the repository's conf/ links to it)
 GROUPS = ("algorithm", "task", "experiment")
@@ -308,7 +309,26 @@ def _for_algorithm(block: dict, cls, family: str, layer: Layer) -> dict:
             raise ConfigError(f"{layer.label}:{layer.lines.get(f'{family}.training.{key}', '?')}: unknown key "
                               f"'{family}.training.{key}'{hint}: no {family} algorithm has it", key=f"training.{key}")
         del training[key]  # another algorithm of the family's key
+    if isinstance(training.get("model"), dict):
+        training["model"] = _model_for(training["model"], cls, family, layer)
     return block
+
+
+def _model_for(model: dict, cls, family: str, layer: Layer) -> dict:
+    """A family block's `training.model` for one algorithm: an option applies to the algorithms of the family whose
+    default module reads it (MAT's transformer reads no `hiddens`); one no such module reads is named."""
+    def reads(c) -> set:
+        return set(model_keys(c.default_module_class, model) or model)
+    kin = set().union(*(reads(c) for c in discovered().values() if algorithm_family(c) == family))
+    for key in model:
+        if key not in kin:
+            near = difflib.get_close_matches(str(key), sorted(kin), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise ConfigError(f"{layer.label}:{layer.lines.get(f'{family}.training.model.{key}', '?')}: unknown key "
+                              f"'{family}.training.model.{key}'{hint}: no {family} algorithm's module reads it",
+                              key=f"training.model.{key}")
+    own = reads(cls)
+    return {k: v for k, v in model.items() if k in own}
 
 
 def _command_line_layer(overrides: list[str]) -> list[Layer]:
