@@ -217,7 +217,27 @@ def test_each_peer_preset_names_its_source_composes_as_its_own_command_says(path
     command = next(line for line in text.splitlines() if line.startswith("#   marl train "))
     items = command.split("marl train ", 1)[1].split("  (")[0].split()
     config = compose(None, items).config(validate=True)
-    assert config.stop_cfg.env_steps_total == 10_000_000
+    assert config.stop_cfg.env_steps_total == RLLIB_BUDGETS.get(path.stem, 10_000_000)
+    if path.stem in RLLIB_BUDGETS:  # CartPole and Pendulum copies: building is cheap
+        config.build().stop()
+
+
+# RLlib's tuned examples: each preset's budget, and the numbers it takes from the example file
+RLLIB_BUDGETS = {"rllib_multi_agent_cartpole_ppo": 300_000, "rllib_multi_agent_cartpole_dqn": 500_000,
+                 "rllib_multi_agent_cartpole_appo": 2_000_000, "rllib_multi_agent_pendulum_sac": 500_000}
+
+
+def test_rllib_presets_hold_the_examples_numbers():
+    def training(algo, task, preset):
+        return compose(None, [f"algorithm={algo}", f"task=gym/{task}", f"experiment={preset}"]).config().training_cfg
+    ppo = training("ppo", "multi_agent_cartpole", "rllib_multi_agent_cartpole_ppo")
+    assert (ppo.lr, ppo.num_epochs, ppo.vf_loss_coeff, ppo.model["hiddens"]) == (3e-4, 6, 0.01, [32])
+    dqn = training("dqn", "multi_agent_cartpole", "rllib_multi_agent_cartpole_dqn")
+    assert (dqn.lr, dqn.train_batch_size, dqn.replay_capacity, dqn.epsilon) == (5e-4, 48, 50_000, [[0, 1.0], [20000, 0.02]])
+    appo = training("appo", "multi_agent_cartpole", "rllib_multi_agent_cartpole_appo")
+    assert (appo.vf_loss_coeff, appo.entropy_coeff) == (0.005, 0.0)
+    sac = training("sac", "multi_agent_pendulum", "rllib_multi_agent_pendulum_sac")
+    assert (sac.initial_alpha, sac.lr, sac.tau, sac.num_steps_sampled_before_learning_starts) == (1.001, 8e-4, 0.005, 256)
 
 
 def test_benchmarl_vmas_preset_holds_benchmarls_numbers():
