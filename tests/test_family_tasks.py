@@ -8,8 +8,8 @@ tests/test_compose.py checks the composition) learn in these tests of that scena
 The ones below run `algorithm=X task=Y` exactly, budget and seed aside; openspiel's is judged by the NashConv of
 the trained policy (a zero-sum game's summed return is 0 whatever is learnt). (rware and butterfly have no
 learning test of their group yet. Measured 2026-11-28, seed 1, 2 shared cores under load, PPO with the group vs
-training.lr=0: butterfly/pistonball 256 env steps an iteration at ~18 s each, returns 576.6, 135.0, -69.7 against
-576.6, 109.2, 63.5, -304.6 (noise, no trend in 4 minutes of budget); rware on a 3x3 two-shelf layout (1,600 env
+training.lr=0: butterfly/pistonball 256 env steps an iteration at ~18 s each, returns 576.6, 135.0, -69.7, -16.0 in
+75 s against 576.6, 109.2, 63.5, -304.6 (noise, no trend); rware on a 3x3 two-shelf layout (1,600 env
 steps an iteration) 0.12-0.25 deliveries an episode to 12.8k env steps against 0.0-0.38: neither separates from
 its broken variant within a minute.)
 """
