@@ -183,6 +183,19 @@ def test_a_family_block_key_of_another_algorithm_of_the_family_is_left_out(conf_
     assert "epsilon" not in compose(None, ["algorithm=td3", "task=fam/u"]).data["training"]
 
 
+def test_a_family_blocks_model_option_reaches_the_modules_that_read_it(conf_path):
+    # `hiddens` is read by PPO's ActorCriticMLP, not by MAT's transformer: MAT composes without it, and builds
+    (conf_path / "task/fam/m.yaml").write_text("environment: {env: CartPole-v1}\non_policy:\n  training:\n"
+                                               "    model: {hiddens: [8], hidenz: 1}\n")
+    with pytest.raises(ConfigError, match=r"m.yaml:4: unknown key 'on_policy.training.model.hidenz' \(did you mean "
+                                          r"'hiddens'\?\): no on_policy algorithm's module reads it"):
+        compose(None, ["algorithm=ppo", "task=fam/m"])
+    (conf_path / "task/fam/m.yaml").write_text("environment: {env: CartPole-v1}\non_policy:\n  training:\n"
+                                               "    model: {hiddens: [8]}\n")
+    assert compose(None, ["algorithm=ppo", "task=fam/m"]).config().training_cfg.model == {"hiddens": [8]}
+    assert "hiddens" not in (compose(None, ["algorithm=mat", "task=fam/m"]).data["training"].get("model") or {})
+
+
 def test_configs_lists_groups_and_options(tmp_path):
     p = run("configs", cwd=tmp_path)  # outside the repository: marl's own conf/ ships in the package
     assert p.returncode == 0, p.stderr

@@ -291,44 +291,38 @@ def _group_layers(group: str, option: str, algo_cls) -> list[Layer]:
 
 def _for_algorithm(block: dict, cls, family: str, layer: Layer) -> dict:
     """A family block's sections for one algorithm: a `training` key applies to the algorithms of the family that
-    have it (BenchMARL's experiment sets exploration epsilon for every off-policy algorithm; MASAC has none); a key
-    no algorithm of the family has is a typo, named with the nearest."""
+    have it (BenchMARL's experiment sets exploration epsilon for every off-policy algorithm; MASAC has none), and a
+    `training.model` option to those whose default module reads it (MAT's transformer reads no `hiddens`); a key
+    no algorithm of the family has or reads is a typo, named with the nearest."""
     block = copy.deepcopy(block)
     training = block.get("training")
     if not isinstance(training, dict):
         return block
-    own = {f.name for f in dataclasses.fields(cls.training_section_cls)}
-    kin = set().union(*({f.name for f in dataclasses.fields(c.training_section_cls)}
-                        for c in discovered().values() if algorithm_family(c) == family))
-    for key in list(training):
-        if key in own:
-            continue
-        if key not in kin:
-            near = difflib.get_close_matches(str(key), sorted(kin), n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
-            raise ConfigError(f"{layer.label}:{layer.lines.get(f'{family}.training.{key}', '?')}: unknown key "
-                              f"'{family}.training.{key}'{hint}: no {family} algorithm has it", key=f"training.{key}")
-        del training[key]  # another algorithm of the family's key
+    kin = [c for c in discovered().values() if algorithm_family(c) == family]
+
+    def fields(c) -> set:
+        return {f.name for f in dataclasses.fields(c.training_section_cls)}
+
+    def reads(c) -> set:
+        return set(model_keys(c.default_module_class, training["model"]) or training["model"])
+
+    training = block["training"] = _own_keys(training, fields(cls), set().union(*map(fields, kin)), layer,
+                                             f"{family}.training", f"no {family} algorithm has it")
     if isinstance(training.get("model"), dict):
-        training["model"] = _model_for(training["model"], cls, family, layer)
+        training["model"] = _own_keys(training["model"], reads(cls), set().union(*map(reads, kin)), layer,
+                                      f"{family}.training.model", f"no {family} algorithm's module reads it")
     return block
 
 
-def _model_for(model: dict, cls, family: str, layer: Layer) -> dict:
-    """A family block's `training.model` for one algorithm: an option applies to the algorithms of the family whose
-    default module reads it (MAT's transformer reads no `hiddens`); one no such module reads is named."""
-    def reads(c) -> set:
-        return set(model_keys(c.default_module_class, model) or model)
-    kin = set().union(*(reads(c) for c in discovered().values() if algorithm_family(c) == family))
-    for key in model:
+def _own_keys(table: dict, own: set, kin: set, layer: Layer, where: str, why: str) -> dict:
+    """The keys of `table` in `own`; one in neither `own` nor `kin` is refused with the nearest of `kin`."""
+    for key in table:
         if key not in kin:
             near = difflib.get_close_matches(str(key), sorted(kin), n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
-            raise ConfigError(f"{layer.label}:{layer.lines.get(f'{family}.training.model.{key}', '?')}: unknown key "
-                              f"'{family}.training.model.{key}'{hint}: no {family} algorithm's module reads it",
-                              key=f"training.model.{key}")
-    own = reads(cls)
-    return {k: v for k, v in model.items() if k in own}
+            raise ConfigError(f"{layer.label}:{layer.lines.get(f'{where}.{key}', '?')}: unknown key '{where}.{key}'"
+                              f"{hint}: {why}", key=f"{where.split('.', 1)[1]}.{key}")
+    return {k: v for k, v in table.items() if k in own}
 
 
 def _command_line_layer(overrides: list[str]) -> list[Layer]:
