@@ -10,10 +10,12 @@ def cmd_configs(args) -> int:
         check_group(args.group, "marl configs")
     for group in [args.group] if args.group else GROUPS:
         print(f"{group}:")
-        for option in group_options(group):
+        options = group_options(group)
+        width = max([28, *map(len, options)])
+        for option in options:
             path = option_file(group, option)
             note = _first_comment(path) if path else "the algorithm with its class defaults (marl defaults NAME)"
-            print(f"  {option:<28} {note}")
+            print(f"  {option:<{width}} {note}")
     print(f"(searched: {', '.join(str(p) for p in search_path())}; MARL_CONF_PATH adds folders before marl's own)")
     return 0
 
