@@ -42,7 +42,9 @@ def to_device(arrays: dict[str, np.ndarray | torch.Tensor], device: torch.device
     return {k: _on(t, device) for k, t in tensors.items()}
 
 
-def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+def _on(tensor: torch.Tensor | dict, device: torch.device) -> torch.Tensor | dict:
+    if isinstance(tensor, dict):  # a stateful module's sequences: their entering states by name
+        return {k: _on(t, device) for k, t in tensor.items()}
     if tensor.device == device:
         return tensor
     if device.type == "cuda" and tensor.device.type == "cpu":
