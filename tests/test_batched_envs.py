@@ -85,7 +85,7 @@ def test_smax_masks_world_state_and_episode_ends():
         batch = runner.sample()
     finally:
         runner.stop()
-    rows = batch.batch.policy_batches["default_policy"]
+    rows = batch.batch.policy_batches["default_policy"].to_numpy()
     mask, actions = rows[sb.ACTION_MASK], rows[sb.ACTIONS].astype(int)
     assert mask.shape == (60 * 4 * 3, 8) and (mask[np.arange(len(actions)), actions] == 1).all()
     assert (mask.sum(1) < 8).any()  # some actions are illegal (attacks out of range, dead units)

@@ -107,7 +107,7 @@ def test_agents_routed_to_several_policies_by_index():
     b = samples(BatchedEnvRunner, config("PPO", mapping=mapping))
     assert_same_samples(b, samples(VectorEnvRunner, config("PPO", batched=False, mapping=mapping)))
     rows = b[0].batch.policy_batches
-    assert set(rows["lead"][sb.AGENT_INDEX]) == {0} and set(rows["rest"][sb.AGENT_INDEX]) == {1, 2}
+    assert set(rows["lead"][sb.AGENT_INDEX].tolist()) == {0} and set(rows["rest"][sb.AGENT_INDEX].tolist()) == {1, 2}
     assert b[0].episodes[0]["policy_returns"].keys() == {"lead", "rest"}
 
 
@@ -279,7 +279,7 @@ def test_a_stacked_env_gives_the_batches_of_its_per_agent_form(mapping):
     stacked = samples(BatchedEnvRunner, swarm_config(True, mapping))
     assert_same_samples(stacked, samples(BatchedEnvRunner, swarm_config(False, mapping)))
     if mapping is not None:
-        assert set(stacked[0].batch.policy_batches["odd"][sb.AGENT_INDEX]) == {1, 3}
+        assert set(stacked[0].batch.policy_batches["odd"][sb.AGENT_INDEX].tolist()) == {1, 3}
 
 
 def test_a_registered_batched_env_must_make_what_it_promises():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import marl
 from marl.data import sample_batch as sb
@@ -56,7 +57,8 @@ def assert_fits(batch: sb.SampleBatch, specs: dict[str, ColumnSpec], where: str)
     assert sorted(batch.tables) == sorted(tables), where
     for name, spec in rows.items():
         col = batch.columns[name]
-        assert (col.dtype, col.shape[1:]) == (spec.dtype, spec.shape), f"{where}: column {name}"
+        dtype = torch.empty(0, dtype=col.dtype).numpy().dtype if isinstance(col, torch.Tensor) else col.dtype  # (batched: tensors)
+        assert (dtype, tuple(col.shape[1:])) == (spec.dtype, spec.shape), f"{where}: column {name}"
     for name, spec in tables.items():
         assert batch.tables[name].shape[1:] == spec.shape, f"{where}: table {name}"
 

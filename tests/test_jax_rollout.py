@@ -156,7 +156,7 @@ def test_masked_and_gaussian_heads_record_the_modules_logp(env, env_config):
     got = fragments(runner, 2)
     module = runner.module["default_policy"]
     for batch, _ in got:
-        rows = batch.batch.policy_batches["default_policy"]
+        rows = batch.batch.policy_batches["default_policy"].to_numpy()
         inputs = {"obs": torch.from_numpy(rows[sb.OBS])}
         if sb.ACTION_MASK in rows:
             inputs["action_mask"] = torch.from_numpy(rows[sb.ACTION_MASK])
@@ -209,7 +209,7 @@ def test_values_come_out_in_return_units_through_a_popart_scale():
     with torch.no_grad():  # (set directly: PopArt's own update would keep V where it is)
         scale.weight.fill_(7.0)
         scale.bias.fill_(50.0)
-    rows = runner.sample().batch.policy_batches["default_policy"]
+    rows = runner.sample().batch.policy_batches["default_policy"].to_numpy()
     with torch.no_grad():
         want = module.forward_exploration({"obs": torch.from_numpy(rows[sb.OBS])})["vf_preds"]
     assert abs(float(want.mean()) - 50.0) < 5.0

@@ -70,7 +70,7 @@ def test_weights_out_go_back_in(env, batched):
     weights["version"] = 7
     assert b.set_weights(weights) == 7 and b.get_weights_version() == 7
     assert all(isinstance(r, Runner) for r in (a, b))
-    theirs, fresh = (r.sample().batch.policy_batches["default_policy"] for r in (b, c))
+    theirs, fresh = (r.sample().batch.policy_batches["default_policy"].to_numpy() for r in (b, c))
     module_a = a.module["default_policy"]
 
     def logp_under_a(rows):

@@ -8,33 +8,42 @@ Rows of a policy batch are grouped by trajectory piece: each agent's rows of
 one episode are contiguous and ordered by env step, and the last row of every
 piece carries `segment_end`. A piece that ends without termination (episode
 truncated, or the rollout fragment cut) carries `bootstrap_value` = V(s').
+
+Columns are NumPy arrays (the dict path) or torch tensors (a batched runner's fragment): every function
+here computes in the column's own library, on its device (`marl.data.array_ops`), with the same
+operations in the same order, so both give the same numbers (the scans to the last bit).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from marl.connectors.piece import ConnectorPiece, LearnerContext
+from marl.data import array_ops as ops
 from marl.data import sample_batch as sb
+from marl.data.array_ops import Column
 
 
-def reverse_scan(deltas: np.ndarray, carry: np.ndarray) -> np.ndarray:
+def reverse_scan(deltas: Column, carry: Column) -> Column:
     """out[i] = deltas[i] + carry[i] * out[i+1], right to left (carry 0 cuts the chain).
 
     Computed in float64 and stored as float32. Many short chains (a batched runner's fragment: one
     per world and agent) are scanned together, one vectorised step per position from the chains'
-    ends; few long ones in a Python loop. Both give the same numbers (the same float64 operations).
+    ends (`_scan_chains`: always for a tensor, on its device); few long ones of a NumPy column in a
+    Python loop. Both give the same numbers (the same float64 operations in the same order).
     """
+    if ops.is_tensor(deltas):
+        return _scan_chains(deltas.to(torch.float64), carry.to(torch.float64))
     n = len(deltas)
     if n >= 8192:  # (below that the loop is as fast)
-        d, c = np.asarray(deltas, np.float64), np.asarray(carry, np.float64)
+        c = np.asarray(carry, np.float64)
         ends = np.flatnonzero(c == 0.0)  # each chain ends where the carry cuts it (and at the last row)
         if ends[-1:].tolist() != [n - 1]:
             ends = np.append(ends, n - 1)
-        starts = np.concatenate(([0], ends[:-1] + 1))
-        longest = int((ends - starts).max()) + 1
-        if longest * 64 <= n:
-            return _scan_chains(d, c, starts, ends, longest)
+        longest = int(np.diff(ends, prepend=-1).max())
+        if longest * 64 <= n:  # the tensor scan over NumPy's memory (no copies)
+            return _scan_chains(torch.from_numpy(np.asarray(deltas, np.float64)), torch.from_numpy(c)).numpy()
     out = np.empty(n, dtype=np.float32)
     running = 0.0
     dl, cl = deltas.tolist(), carry.tolist()  # Python floats: ~10x faster than indexing NumPy scalars
@@ -44,29 +53,42 @@ def reverse_scan(deltas: np.ndarray, carry: np.ndarray) -> np.ndarray:
     return out
 
 
-def _scan_chains(d: np.ndarray, c: np.ndarray, starts: np.ndarray, ends: np.ndarray, longest: int) -> np.ndarray:
-    """`reverse_scan` of many chains at once (float64 in, float32 out): one vectorised step per position."""
-    out = d.copy()
-    for k in range(1, longest):  # out[end - k] = d + carry * out[end - k + 1], for the chains that long
-        i = ends[ends - starts >= k] - k
+def _scan_chains(d: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """`reverse_scan` of float64 tensors into float32: step k sets the k-th row from every chain's end at once,
+    out[end - k] = d + carry * out[end - k + 1], for the chains longer than k. The chains are ordered longest
+    first, so the ones a step touches are a prefix of them; their lengths are read on the host once."""
+    n = len(d)
+    if n == 0:
+        return d.to(torch.float32)
+    cut = c == 0.0
+    cut[-1] = True  # the last row ends a chain whatever its carry
+    ends = cut.nonzero().squeeze(1)
+    lengths = torch.diff(ends, prepend=ends.new_full((1,), -1))
+    lengths, longest_first = torch.sort(lengths, descending=True, stable=True)
+    ends = ends[longest_first]
+    # counts[L]: the chains at least L rows long; step k (1 .. longest - 1) touches the counts[k + 1] longest
+    counts = (torch.bincount(lengths).flip(0).cumsum(0).flip(0)).tolist()
+    out = d.clone()
+    for k in range(1, len(counts) - 1):
+        i = ends[: counts[k + 1]] - k
         out[i] = d[i] + c[i] * out[i + 1]
-    return out.astype(np.float32)
+    return out.to(torch.float32)
 
 
 def vtrace(
-    behaviour_logp: np.ndarray,
-    target_logp: np.ndarray,
-    rewards: np.ndarray,
-    values: np.ndarray,
-    bootstrap_value: np.ndarray,
-    terminated: np.ndarray,
-    segment_end: np.ndarray,
+    behaviour_logp: Column,
+    target_logp: Column,
+    rewards: Column,
+    values: Column,
+    bootstrap_value: Column,
+    terminated: Column,
+    segment_end: Column,
     gamma: float,
     rho_bar: float = 1.0,
     c_bar: float = 1.0,
     pg_rho_bar: float = 1.0,
     lambda_: float = 1.0,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Column, Column]:
     """V-trace targets vs and policy-gradient advantages (Espeholt et al. 2018), over trajectory pieces.
 
         rho_t = min(rho_bar, pi/mu),  c_t = lambda * min(c_bar, pi/mu)
@@ -76,40 +98,40 @@ def vtrace(
 
     At a piece end V(x_{t+1}) = vs_{t+1} = `bootstrap_value` (0 after a termination).
     """
-    ratio = np.exp(target_logp - behaviour_logp)
-    rho = np.minimum(rho_bar, ratio)
-    c = lambda_ * np.minimum(c_bar, ratio)
-    nonterminal = 1.0 - terminated.astype(np.float32)
-    end = segment_end.astype(bool)
-    next_v = np.where(end, bootstrap_value, np.roll(values, -1)) * nonterminal
+    ratio = ops.exp(target_logp - behaviour_logp)
+    rho = ops.minimum(rho_bar, ratio)
+    c = lambda_ * ops.minimum(c_bar, ratio)
+    nonterminal = 1.0 - ops.float32(terminated)
+    end = segment_end
+    next_v = ops.where(end, bootstrap_value, ops.next_row(values)) * nonterminal
     deltas = rho * (rewards + gamma * next_v - values)
-    carry = gamma * c * nonterminal * (1.0 - end)
-    vs_minus_v = reverse_scan(deltas.astype(np.float32), carry.astype(np.float32))
+    carry = gamma * c * nonterminal * (1.0 - ops.float32(end))
+    vs_minus_v = reverse_scan(ops.float32(deltas), ops.float32(carry))
     vs = values + vs_minus_v
-    next_vs = np.where(end, bootstrap_value, np.roll(vs, -1)) * nonterminal
-    pg_adv = np.minimum(pg_rho_bar, ratio) * (rewards + gamma * next_vs - values)
-    return vs.astype(np.float32), pg_adv.astype(np.float32)
+    next_vs = ops.where(end, bootstrap_value, ops.next_row(vs)) * nonterminal
+    pg_adv = ops.minimum(pg_rho_bar, ratio) * (rewards + gamma * next_vs - values)
+    return ops.float32(vs), ops.float32(pg_adv)
 
 
 def compute_gae(batch: sb.SampleBatch, gamma: float, lambda_: float) -> sb.SampleBatch:
     """Adds `advantages` and `value_targets` (GAE(lambda)), bootstrapping truncated pieces."""
-    v = batch[sb.VF_PREDS].astype(np.float32)
-    rewards = batch[sb.REWARDS].astype(np.float32)
-    terminated = batch[sb.TERMINATEDS].astype(np.float32)
+    v = ops.float32(batch[sb.VF_PREDS])
+    rewards = ops.float32(batch[sb.REWARDS])
+    terminated = ops.float32(batch[sb.TERMINATEDS])
     end = batch[sb.SEGMENT_END]
-    next_v = np.where(end, batch[sb.BOOTSTRAP_VALUE], np.roll(v, -1)).astype(np.float32)
+    next_v = ops.float32(ops.where(end, batch[sb.BOOTSTRAP_VALUE], ops.next_row(v)))
     nonterminal = 1.0 - terminated
     deltas = rewards + gamma * nonterminal * next_v - v
     # carry[i]: how much of advantage[i+1] flows into advantage[i]; zero across piece boundaries.
-    carry = (gamma * lambda_) * nonterminal * (1.0 - end.astype(np.float32))
+    carry = (gamma * lambda_) * nonterminal * (1.0 - ops.float32(end))
     adv = reverse_scan(deltas, carry)
     batch[sb.ADVANTAGES] = adv
     batch[sb.VALUE_TARGETS] = adv + v
     return batch
 
 
-def standardize(x: np.ndarray, eps: float = 1e-8) -> np.ndarray:
-    return ((x - x.mean()) / (x.std() + eps)).astype(np.float32)
+def standardize(x: Column, eps: float = 1e-8) -> Column:
+    return ops.float32((x - x.mean()) / (ops.std(x) + eps))
 
 
 # -- pieces ------------------------------------------------------------------------------
@@ -149,7 +171,7 @@ class RewardScale(ConnectorPiece):
         self.scale = _number("scale", scale)
 
     def __call__(self, batch, ctx=None):
-        batch[sb.REWARDS] = (batch[sb.REWARDS] * np.float32(self.scale)).astype(np.float32)
+        batch[sb.REWARDS] = ops.float32(batch[sb.REWARDS] * np.float32(self.scale))
         return batch
 
 
@@ -160,7 +182,7 @@ class RewardClip(ConnectorPiece):
         self.limit = _number("limit", limit, positive=True)
 
     def __call__(self, batch, ctx=None):
-        batch[sb.REWARDS] = np.clip(batch[sb.REWARDS], -self.limit, self.limit).astype(np.float32)
+        batch[sb.REWARDS] = ops.float32(ops.clip(batch[sb.REWARDS], -self.limit, self.limit))
         return batch
 
 

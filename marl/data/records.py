@@ -98,11 +98,12 @@ class SampledBatch:
 
     def to_state(self) -> dict:
         """The record as a state tree (dicts, lists, arrays: `marl.checkpoint.state_files`), for checkpoints."""
+        batch = self.batch.to_numpy()  # checkpoints hold NumPy (a batched runner's rows come as tensors)
         return {
-            "env_steps": self.batch.env_steps,
-            "policies": {pid: dict(b.columns) for pid, b in self.batch.policy_batches.items()},
+            "env_steps": batch.env_steps,
+            "policies": {pid: dict(b.columns) for pid, b in batch.policy_batches.items()},
             # Tables too (MAPPO's global state, a stateful module's chunk-start states): rows index into them.
-            "tables": {pid: dict(b.tables) for pid, b in self.batch.policy_batches.items() if b.tables},
+            "tables": {pid: dict(b.tables) for pid, b in batch.policy_batches.items() if b.tables},
             "episodes": list(self.episodes), "weights_versions": list(self.weights_versions),
             "runners": list(self.runners), "connector_deltas": list(self.connector_deltas),
             "replay_indexes": dict(self.replay_indexes),

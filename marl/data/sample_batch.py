@@ -1,6 +1,11 @@
-"""Columns of NumPy arrays: the one currency between runners, buffers and learners.
+"""Columns of rows: the one currency between runners, buffers and learners.
 
-A `SampleBatch` is a flat table: every column has the same length along axis 0.
+A `SampleBatch` is a flat table: every column has the same length along axis 0. A column is
+a NumPy array (rows built in Python: the dict path, replay, offline data) or a torch tensor
+(rows cut from a batched runner's fragment, on its device, so they reach the learner with no
+host round trip); the row operations here and the learner connectors take either
+(`marl.data.array_ops`), and `to_numpy()` is the edge where rows leave for NumPy's world
+(replay buffers, offline files, checkpoints).
 Beside its columns it may hold *tables*: arrays shared by many rows, joined by an
 index column (`table_index(name)`); MAPPO's global state is one row per env step
 in table `state`, not one copy per agent row, and a stateful module's state is
@@ -16,6 +21,9 @@ from __future__ import annotations
 from typing import Iterator, Mapping
 
 import numpy as np
+
+from marl.data import array_ops as ops
+from marl.data.array_ops import Column
 
 # Column names shared by runners, connectors and losses.
 OBS = "obs"
@@ -58,16 +66,16 @@ def state_in_column(name: str) -> str:
 
 
 class SampleBatch:
-    """Named NumPy columns of equal length."""
+    """Named columns of equal length (NumPy arrays or torch tensors)."""
 
     __slots__ = ("columns", "tables")
 
-    def __init__(self, columns: Mapping[str, np.ndarray] | None = None, tables: Mapping[str, np.ndarray] | None = None):
-        self.columns: dict[str, np.ndarray] = {}
-        self.tables: dict[str, np.ndarray] = dict(tables or {})  # name -> rows shared through column table_index(name)
+    def __init__(self, columns: Mapping[str, Column] | None = None, tables: Mapping[str, Column] | None = None):
+        self.columns: dict[str, Column] = {}
+        self.tables: dict[str, Column] = dict(tables or {})  # name -> rows shared through column table_index(name)
         lengths = set()
         for name, value in (columns or {}).items():
-            arr = np.asarray(value)
+            arr = value if ops.is_tensor(value) else np.asarray(value)
             if arr.ndim == 0:
                 raise ValueError(f"SampleBatch column '{name}' is a scalar; columns need a leading batch axis")
             self.columns[name] = arr
@@ -82,13 +90,13 @@ class SampleBatch:
             return len(value)
         return 0
 
-    def __getitem__(self, name: str) -> np.ndarray:
+    def __getitem__(self, name: str) -> Column:
         if name not in self.columns and name in self.tables:
             return self.join(name)  # a reader that wants the rows; hot paths keep the table (see Learner)
         return self.columns[name]
 
-    def __setitem__(self, name: str, value: np.ndarray) -> None:
-        value = np.asarray(value)
+    def __setitem__(self, name: str, value: Column) -> None:
+        value = value if ops.is_tensor(value) else np.asarray(value)
         if self.columns and len(value) != len(self):
             raise ValueError(f"column '{name}' has length {len(value)}, batch has {len(self)}")
         self.columns[name] = value
@@ -106,9 +114,14 @@ class SampleBatch:
         return self.columns.get(name, default)
 
     def copy(self) -> "SampleBatch":
-        return SampleBatch({k: v.copy() for k, v in self.columns.items()}, {k: t.copy() for k, t in self.tables.items()})
+        return SampleBatch({k: ops.copy(v) for k, v in self.columns.items()}, {k: ops.copy(t) for k, t in self.tables.items()})
 
-    def join(self, name: str) -> np.ndarray:
+    def to_numpy(self) -> "SampleBatch":
+        """The batch with NumPy columns and tables (NumPy ones are kept as they are, not copied)."""
+        return SampleBatch({k: ops.to_numpy(v) for k, v in self.columns.items()},
+                           {k: ops.to_numpy(t) for k, t in self.tables.items()})
+
+    def join(self, name: str) -> Column:
         """Table `name`'s value for every row (a column; the table stays shared)."""
         index = self.columns[table_index(name)]
         if name.startswith(STATE_IN + ".") and len(index) and index.min() < 0:
@@ -153,15 +166,15 @@ class SampleBatch:
                     f"cannot concat SampleBatches with different columns: {sorted(names)} + tables {sorted(batches[0].tables)} "
                     f"vs {sorted(b.columns)} + tables {sorted(b.tables)}"
                 )
-        columns = {k: np.concatenate([b.columns[k] for b in batches]) for k in names}
+        columns = {k: ops.concatenate([b.columns[k] for b in batches]) for k in names}
         tables = {}
         for name in batches[0].tables:  # each batch's indices move past the tables before it (-1: no row, stays)
-            offsets = np.cumsum([0] + [len(b.tables[name]) for b in batches[:-1]])
+            offsets = np.cumsum([0] + [len(b.tables[name]) for b in batches[:-1]]).tolist()
             index = table_index(name)
-            columns[index] = np.concatenate(
-                [np.where(b.columns[index] >= 0, b.columns[index] + off, -1) if off else b.columns[index]
-                 for b, off in zip(batches, offsets)]).astype(np.int64)
-            tables[name] = np.concatenate([b.tables[name] for b in batches])
+            columns[index] = ops.int64(ops.concatenate(
+                [ops.where(b.columns[index] >= 0, b.columns[index] + off, -1) if off else b.columns[index]
+                 for b, off in zip(batches, offsets)]))
+            tables[name] = ops.concatenate([b.tables[name] for b in batches])
         return SampleBatch(columns, tables)
 
     # -- inspection ----------------------------------------------------------
@@ -169,18 +182,19 @@ class SampleBatch:
         """One line per column: dtype, shape, min, max, mean (as RLlib users know it)."""
         lines = []
         for name in sorted(self.columns):
-            arr = self.columns[name]
+            arr = ops.to_numpy(self.columns[name])  # (inspection: a tensor's values are read on the host)
             if arr.dtype.kind in "biuf" and arr.size:
                 stats = f"min={arr.min():.4g}, max={arr.max():.4g}, mean={arr.astype(np.float64).mean():.4g}"
             elif arr.size:
                 stats = f"head={arr.flat[0]!r}"
             else:
                 stats = "empty"
-            lines.append(f"  {name!r}: np.ndarray({arr.shape}, dtype={arr.dtype}, {stats})")
+            kind = "torch.Tensor" if ops.is_tensor(self.columns[name]) else "np.ndarray"
+            lines.append(f"  {name!r}: {kind}({arr.shape}, dtype={arr.dtype}, {stats})")
         return "{\n" + ",\n".join(lines) + "\n}"
 
     def size_bytes(self) -> int:
-        return sum(v.nbytes for v in self.columns.values()) + sum(t.nbytes for t in self.tables.values())
+        return sum(ops.nbytes(v) for v in self.columns.values()) + sum(ops.nbytes(t) for t in self.tables.values())
 
     def __repr__(self) -> str:
         tables = f"; tables: {', '.join(f'{k} ({len(t)} rows)' for k, t in self.tables.items())}" if self.tables else ""
@@ -215,6 +229,10 @@ class MultiAgentBatch:
 
     def size_bytes(self) -> int:
         return sum(b.size_bytes() for b in self.policy_batches.values())
+
+    def to_numpy(self) -> "MultiAgentBatch":
+        """Every policy's rows with NumPy columns (`SampleBatch.to_numpy`)."""
+        return MultiAgentBatch({pid: b.to_numpy() for pid, b in self.policy_batches.items()}, self.env_steps)
 
     @staticmethod
     def concat(batches: list["MultiAgentBatch"]) -> "MultiAgentBatch":

@@ -36,8 +36,17 @@ def learner_device(num_gpus_per_learner: float) -> torch.device:
 
 
 def to_device(arrays: dict[str, np.ndarray | torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """Host tensors (or arrays) moved to `device` once: through pinned memory, without blocking, for CUDA."""
+    """Arrays and tensors on `device`, moved once: from the host through pinned memory, without blocking, for
+    CUDA; tensors already there (a batched runner's fragment sampled on the learner's device) as they are."""
     tensors = {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else v) for k, v in arrays.items()}
-    if device.type == "cpu":
-        return tensors
-    return {k: t.pin_memory().to(device, non_blocking=True) for k, t in tensors.items()}
+    return {k: _on(t, device) for k, t in tensors.items()}
+
+
+def _on(tensor: torch.Tensor | dict, device: torch.device) -> torch.Tensor | dict:
+    if isinstance(tensor, dict):  # a stateful module's sequences: their entering states by name
+        return {k: _on(t, device) for k, t in tensor.items()}
+    if tensor.device == device:
+        return tensor
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)

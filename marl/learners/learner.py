@@ -41,7 +41,9 @@ from marl.modules.rl_module import load_network_state, network_state
 from marl.replay.sequences import DETACH_AT, SEQ_MASK, first_loss_steps
 
 
-def _as_tensor(array: np.ndarray) -> torch.Tensor:
+def _as_tensor(array: np.ndarray | torch.Tensor) -> torch.Tensor:
+    if isinstance(array, torch.Tensor):  # a batched runner's column: as it is, where it is
+        return array
     # Arrays that came through Ray's object store are read-only views; torch wants writable memory.
     if not array.flags.writeable or not array.flags.c_contiguous:
         array = np.array(array)

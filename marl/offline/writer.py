@@ -79,7 +79,7 @@ class OfflineWriter:
         for pid, batch in policy_batches.items():
             if not len(batch):
                 continue
-            table = to_table(batch, pid, self.agent_names, weights_version)
+            table = to_table(batch.to_numpy(), pid, self.agent_names, weights_version)  # (files hold NumPy)
             f = self.files.get(pid)
             if f is None:
                 f = self.files[pid] = _PolicyFile(self.output / pid, self.run, self.max_file_bytes, self.compression)

@@ -8,7 +8,9 @@ each agent's rows of one world contiguous and ordered by step (so every trajecto
 contiguous), `segment_end` on the last row of every piece (a termination, a truncation, or the
 fragment's cut), `bootstrap_value` = V(s') where a piece ends without termination, and `next_obs`
 / the `next_state` table index = what the step reached (the final observation where a world
-ended, the observation the next fragment starts from at the cut).
+ended, the observation the next fragment starts from at the cut). The SampleBatches hold torch tensors on the
+runner's device (the learner takes them as they are: no host round trip); each is memory of its own, since the
+fragment's tensors are overwritten by the next fragment.
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ def torch_dtype(dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype)).dtype
 
 
-def _own(x: torch.Tensor, source: torch.Tensor) -> np.ndarray:
-    """`x` as NumPy in memory of its own: the fragment's tensors are overwritten by the next fragment."""
-    if x.device.type == "cpu" and x.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+def _own(x: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """`x` in memory of its own (a copy where it is a view of `source`): the fragment's tensors are overwritten by
+    the next fragment."""
+    if x.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
         x = x.clone()
-    return x.cpu().numpy()
+    return x
 
 
-def _rows(x: torch.Tensor) -> np.ndarray:
-    """[T, W, A, ...] -> NumPy rows ordered (world, agent, step)."""
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """[T, W, A, ...] -> rows ordered (world, agent, step)."""
     t, w, a = x.shape[:3]
     return _own(x.permute(1, 2, 0, *range(3, x.dim())).reshape(w * a * t, *x.shape[3:]), x)
 
@@ -54,7 +57,7 @@ class WorldColumns:
         # next_state: the state reached at each step where a world ended (written then); the rest is derived.
         self.next_state = zeros(sb.NEXT_STATE, (state_dim,)) if next_state else None
 
-    def state_table(self, cut_state: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def state_table(self, cut_state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(table, each (step, world)'s index of its state, of the state it reached or None)."""
         n = self.steps * self.worlds
         here = torch.arange(n, device=self.t.device).view(self.steps, self.worlds)
@@ -67,7 +70,7 @@ class WorldColumns:
         reached[-1] = 2 * n + torch.arange(self.worlds, device=here.device)
         ended = self.terminated | self.truncated
         reached[ended] = n + here[ended]
-        return table.cpu().numpy(), here, reached
+        return table, here, reached  # (a new tensor: torch.cat copies)
 
     @property
     def ended(self) -> torch.Tensor:

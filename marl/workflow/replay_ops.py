@@ -78,7 +78,8 @@ class StoreToReplay(Operator):
                     buffer = buffers.get(pid)
                     if buffer is None or not len(policy_batch) or (self.policies is not None and pid not in self.policies):
                         continue  # a policy that is not trained keeps no buffer
-                    transitions = self._transitions(ctx, pid, policy_batch)
+                    # the buffers hold NumPy: a batched runner's tensors are read to the host here, once
+                    transitions = self._transitions(ctx, pid, policy_batch.to_numpy())
                     if self.joint:  # (a buffer from a checkpoint of before the dead-agent padding)
                         alive_before_padding(buffer, transitions)
                     buffer.add(transitions)

@@ -31,14 +31,14 @@ def vtrace_prepare(
     with torch.no_grad():
         out = module.forward_train(tensors)
         target_logp = module.action_dist(out["action_dist_inputs"]).logp(tensors[sb.ACTIONS])
-    vs, adv = vtrace(
-        tensors[sb.ACTION_LOGP].numpy(),
-        target_logp.numpy(),
-        tensors[sb.REWARDS].numpy(),
-        out["vf_preds"].numpy(),
-        tensors[sb.BOOTSTRAP_VALUE].numpy(),
-        tensors[sb.TERMINATEDS].numpy(),
-        tensors[sb.SEGMENT_END].numpy(),
+    vs, adv = vtrace(  # on the learner's device, in torch
+        tensors[sb.ACTION_LOGP],
+        target_logp,
+        tensors[sb.REWARDS],
+        out["vf_preds"],
+        tensors[sb.BOOTSTRAP_VALUE],
+        tensors[sb.TERMINATEDS],
+        tensors[sb.SEGMENT_END],
         cfg.gamma,
         rho_bar=cfg.vtrace_clip_rho_threshold,
         c_bar=cfg.vtrace_clip_c_threshold,
@@ -48,8 +48,8 @@ def vtrace_prepare(
     if standardize_advantages:
         adv = standardize(adv)
     tensors = dict(tensors)
-    tensors[sb.VALUE_TARGETS] = torch.from_numpy(vs)
-    tensors[sb.ADVANTAGES] = torch.from_numpy(adv)
+    tensors[sb.VALUE_TARGETS] = vs
+    tensors[sb.ADVANTAGES] = adv
     return tensors
 
 

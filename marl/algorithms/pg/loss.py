@@ -10,11 +10,11 @@ batch_mode complete_episodes, PG's default); `returns_to_go` writes it to the
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from marl.algorithms.a2c.loss import behaviour_weighted_pg
 from marl.connectors import reverse_scan
+from marl.data import array_ops as ops
 from marl.data import sample_batch as sb
 
 LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.ACTION_MASK, sb.ACTION_LOGP)  # log-probs: only under overlap
@@ -22,8 +22,8 @@ LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.ADVANTAGES, sb.ACTION_MASK, sb.ACTION_LOG
 
 def returns_to_go(batch: sb.SampleBatch, gamma: float) -> sb.SampleBatch:
     """`advantages` = discounted sum of the rewards from each row to its piece's end (no bootstrap)."""
-    rewards = batch[sb.REWARDS].astype(np.float32)
-    carry = (gamma * (1.0 - batch[sb.SEGMENT_END].astype(np.float32))).astype(np.float32)  # 0 cuts at each piece's end
+    rewards = ops.float32(batch[sb.REWARDS])
+    carry = ops.float32(gamma * (1.0 - ops.float32(batch[sb.SEGMENT_END])))  # 0 cuts at each piece's end
     batch[sb.ADVANTAGES] = reverse_scan(rewards, carry)
     return batch
 

@@ -30,6 +30,7 @@ LOSS_COLUMNS = (sb.OBS, sb.ACTIONS, sb.VALUE_TARGETS, ALIVE)
 
 def joint_lambda_returns(batch: SampleBatch, agent_indices: list[int], gamma: float, lambda_: float) -> SampleBatch:
     """Per-agent rows -> joint steps [steps, n, ...] with the team's Q(lambda) returns as `value_targets`."""
+    batch = batch.to_numpy()  # the joint layout is laid out in NumPy (a batched runner's rows come as tensors)
     layout = JointLayout(batch, agent_indices)
     per_step, alive = layout.per_step, layout.alive
     terminated = batch[sb.TERMINATEDS].astype(bool)
