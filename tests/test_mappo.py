@@ -173,27 +173,28 @@ def test_per_agent_policies_each_train_with_a_central_critic():
 
 @pytest.mark.slow
 def test_mappo_learns_simple_spread():
+    """scenarios/simple_spread_mappo.yaml: the mean return of 10 iterations (2048 env steps each) passes -64
+    (random -79) within 100k env steps.
+
+    Measured with the MPE family's gamma 0.95: first there at 47k env steps (seed 0; its last 10 iterations at 60k:
+    -60.9). The mutant is the family's former gamma 0.99: first there at 139k. How MAPPO compares with
+    shared-policy PPO is benchmarks/mappo_vs_ppo.py's question (at gamma 0.95 they learn alike at this budget)."""
     import marl
 
-    cfg = marl.load_scenario("scenarios/simple_spread_mappo.yaml", ["stop.env_steps_total=200000"])
-    algo = cfg.build()
+    algo = marl.load_scenario("scenarios/simple_spread_mappo.yaml", ["stop.env_steps_total=100000"]).build()
     returns = []
     try:
         while True:
             result = algo.train()
             returns.append(result["episode_return_mean"])
-            if algo.stop_reason(result):
+            if len(returns) >= 10 and float(np.mean(returns[-10:])) > THRESHOLD or algo.stop_reason(result):
                 break
     finally:
         algo.stop()
-    final = float(np.mean(returns[-10:]))  # the last ~20k env steps
+    final = float(np.mean(returns[-10:]))
     assert final > THRESHOLD, f"MAPPO on simple_spread: mean return {final:.1f} over the last 10 iterations"
 
 
-# Measured (benchmarks/mappo_vs_ppo.py, same settings, mean of the last 10 iterations before 200k env steps):
-# MAPPO -59.6 / -61.2 / -58.9 (seeds 0-2); shared-policy PPO, whose critic sees only the agent's own
-# observation, -66.4 / -67.2 / -68.1. The threshold sits between: MAPPO's worst seed clears it by 2.8,
-# PPO's best misses it by 2.4.
 THRESHOLD = -64.0
 
 

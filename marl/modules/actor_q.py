@@ -177,8 +177,18 @@ class ActorQModule(RLModule):
         one_hot = nn.functional.one_hot(places, self.group_size).float() if self.agent_id else None
         if len(actors) == 1:
             return _apply(actors[0], obs, one_hot)
-        every = torch.stack([_apply(actor, obs, one_hot) for actor in actors])  # [n_actors, R, out]: one pass each
-        return every[places, torch.arange(obs.shape[0])]
+        # an actor per agent (no one-hot then): each on its own rows only, not on every row and then picked
+        # (n times the work with n actors)
+        parts = [(rows, _apply(actor, obs[rows])) for k, actor in enumerate(actors)
+                 if (rows := (places == k).nonzero(as_tuple=True)[0]).numel()]
+        if sum(len(rows) for rows, _ in parts) != obs.shape[0]:
+            raise IndexError(f"actor places {sorted(set(places.tolist()))} beyond the module's {len(actors)} actors")
+        if not parts:  # no rows
+            return _apply(actors[0], obs)
+        out = parts[0][1].new_empty((obs.shape[0], *parts[0][1].shape[1:]))
+        for rows, part in parts:
+            out = out.index_copy(0, rows, part)
+        return out
 
     def _dist_inputs(self, raw: torch.Tensor, batch, sigma: float) -> torch.Tensor:
         if self.deterministic and self.continuous:
@@ -205,7 +215,10 @@ class ActorQModule(RLModule):
     # -- learning: [B, n, ...] per env step of the group (n = 1 decentralised) --
     def group_actor(self, obs: torch.Tensor, actors: nn.ModuleList | None = None) -> torch.Tensor:
         """Raw actor outputs [B, n, out] of the group's observations [B, n, obs_dim] (agents in group order)."""
+        actors = self.actors if actors is None else actors
         b, n = obs.shape[:2]
+        if len(actors) > 1:  # an actor per agent (no agent-id one-hot: that is for a shared actor): k's on column k
+            return torch.stack([_apply(actors[k], obs[:, k]) for k in range(n)], dim=1)
         places = torch.arange(n).repeat(b)
         return self.actor_rows(obs.reshape(b * n, *obs.shape[2:]), places, actors).view(b, n, -1)
 
