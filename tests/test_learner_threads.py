@@ -14,6 +14,11 @@ from marl.learners.learner import Learner
 from marl.runtime.run_loop import train_run
 
 
+@pytest.fixture(autouse=True)
+def no_thread_budget(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # (a test worker's budget: conftest sets it under xdist)
+
+
 def ppo(**runners):
     return marl.PPOConfig().environment("CartPole-v1").env_runners(**runners)
 
@@ -44,6 +49,14 @@ def test_an_explicit_value_wins():
     assert cores.learner_threads(ppo().learners(num_threads=3), cores=1) == (3, "learners.num_threads")
     assert cores.learner_threads(ppo().learners(num_threads=1, num_learners=1, num_cpus_per_learner=4))[0] == 1
     assert cores.learner_threads(ppo(num_env_runners=1).learners(num_threads=2), cores=2)[0] == 2
+
+
+def test_omp_num_threads_caps_the_cores_owned(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert cores.learner_threads(ppo(), cores=2) == (1, "OMP_NUM_THREADS=1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cores.learner_threads(ppo(num_env_runners=1), cores=8) == (2, "OMP_NUM_THREADS=3 less 1 CPUs of runner actors")
+    assert cores.learner_threads(ppo(), cores=2) == (2, "cores owned")  # a budget above the cores changes nothing
 
 
 def test_the_cores_owned_are_the_affinity_not_the_machine_count(monkeypatch):

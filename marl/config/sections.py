@@ -144,7 +144,8 @@ class LearnersSection:
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
     num_threads: int | None = doc(
         "torch threads in the learner's updates; null: the cores the learner owns (an in-process learner: the "
-        "process's cores less those of the run's runner actors; a learner actor: its num_cpus_per_learner), said "
+        "process's cores, at most OMP_NUM_THREADS, less those of the run's runner actors; a learner actor: its "
+        "num_cpus_per_learner), said "
         "in the run's first lines; set 1 where other jobs share the machine (threads wait on each other, so a "
         "busy core slows every update; docs/batched.md)", None, min=1)
     lr_multiplier: list | None = doc(

@@ -54,8 +54,8 @@ def learner_threads(config, cores: int | None = None, actor_cpus: float | None =
     """(torch threads for the learner's updates, why in words). `learners.num_threads` when set; else the cores the
     learner owns: a learner actor's `num_cpus_per_learner`; an in-process learner inside a Ray actor (a Tune
     trial) Ray's CPUs for that actor (`actor_cpus`, looked up when None); an in-process learner in a driver the
-    process's cores (`cores`, looked up when None) less the CPUs of the run's runner actors, which share the
-    machine with it. At least one thread; a fraction of a core does not make a thread."""
+    process's cores (`cores`, looked up when None; no more than OMP_NUM_THREADS where set) less the CPUs of the
+    run's runner actors, which share the machine with it. At least one thread; a fraction of a core makes none."""
     learn = config.learners_cfg
     if learn.num_threads is not None:
         return int(learn.num_threads), "learners.num_threads"
@@ -65,10 +65,21 @@ def learner_threads(config, cores: int | None = None, actor_cpus: float | None =
     if actor_cpus is not None:
         return _whole(actor_cpus), "the CPUs Ray assigned this process"
     cores = machine_cores() if cores is None else cores
+    owned, counted = "cores owned", f"{cores} cores owned"
+    limit = _omp_threads()
+    if limit is not None and limit < cores:  # the process's thread budget, set outside (a test worker's, a job's)
+        cores = limit
+        owned = counted = f"OMP_NUM_THREADS={limit}"
     runners, _ = requested_cpus(config)
     if runners:
-        return _whole(cores - runners), f"{cores} cores owned less {runners:g} CPUs of runner actors"
-    return _whole(cores), "cores owned"
+        return _whole(cores - runners), f"{counted} less {runners:g} CPUs of runner actors"
+    return _whole(cores), owned
+
+
+def _omp_threads() -> int | None:
+    """OMP_NUM_THREADS where it is set to a whole number: torch's own default thread count follows it too."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def _whole(cpus: float) -> int:
