@@ -21,7 +21,6 @@ from marl.errors import ConfigError
 from marl.runners.runner_choice import runner_class
 
 SEATS = ("seat_0", "seat_1")  # a match's two policies: the members seated first and second
-MATCH_ENVS = 16  # env copies a match steps side by side (one forward pass per seat serves them all)
 
 
 def action_probabilities(module, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -60,10 +59,10 @@ class SeatMapping:
         return self.seat_of[agent_id]
 
 
-def match_config(config, spec, episodes: int, seed: int):
+def match_config(config, spec, seed: int):
     """The run's config for one match: its env, each seat a frozen policy of the members' shape (`spec`, the trained
-    policy's, spaces resolved), no league or self-play pool, one in-process runner of up to MATCH_ENVS env copies
-    whose streams come from `seed` (so the same match gives the same returns wherever it is played)."""
+    policy's, spaces resolved), no league or self-play pool, one in-process runner of one env copy (the games one
+    after another) whose streams come from `seed` (so the same match gives the same returns wherever it is played)."""
     agents = list(config.env_spec().possible_agents)
     if len(agents) != 2:
         raise ConfigError(f"population matches are two-player; env {config.environment_cfg.env!r} has agents {agents}")
@@ -71,14 +70,14 @@ def match_config(config, spec, episodes: int, seed: int):
     match = config.copy()
     match.multi_agent(policies={s: seat for s in SEATS}, policy_mapping=SeatMapping(agents), policies_to_train=[],
                       league=None, self_play=None)
-    match.env_runners(num_env_runners=0, num_envs_per_env_runner=max(1, min(MATCH_ENVS, episodes)))
+    match.env_runners(num_env_runners=0, num_envs_per_env_runner=1)
     return match.debugging(seed=seed)
 
 
 def play_matches(config, spec, weights: tuple, episodes: int, seed: int) -> np.ndarray:
     """[episodes, 2] returns of the member of `weights[0]` seated as the env's first agent and of `weights[1]` as its
     second (sampled play); `spec`: the members' policy spec (the trained policy's, spaces resolved)."""
-    match = match_config(config, spec, episodes, seed)
+    match = match_config(config, spec, seed)
     runner = runner_class(match)(match, 0)
     try:
         runner.set_weights({"version": 1, "modules": dict(zip(SEATS, weights))})
@@ -86,5 +85,4 @@ def play_matches(config, spec, weights: tuple, episodes: int, seed: int) -> np.n
         played = runner.run_evaluation(episodes, "episodes", True)["episodes"]
     finally:
         runner.stop()
-    played.sort(key=lambda e: e["episode_id"])  # (env copies finish out of order)
     return np.array([[e["policy_returns"].get(s, 0.0) for s in SEATS] for e in played]).reshape(len(played), 2)
