@@ -68,7 +68,7 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
             .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
                       gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
                       grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
-            .learners(num_threads=threads, compile_loss=compile_loss,
+            .learners(num_threads=threads or None, compile_loss=compile_loss,
                       num_gpus_per_learner=0 if device == "cpu" else 1).debugging(seed=seed).build())
     local = algo.runners.local  # (None with overlap: the runner actor's path is the same config's)
     compiled = None if local is None else getattr(local, "compiled", None) is not None
@@ -107,7 +107,8 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
         cmd = [sys.executable, __file__, "--side", env, setting, str(budget), str(seed), str(threads), str(int(compile_loss)),
                device, str(int(overlap)), rollout]
     # One thread: XLA's Eigen pool off and one OpenMP thread. More: both sides use that many (XLA takes every core).
-    flags = {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
+    # 0: each side at its defaults (XLA's pool; marl's learner on the cores it owns).
+    flags = {} if threads == 0 else {"OMP_NUM_THREADS": str(threads)} if threads > 1 else {
         "OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600, env={**os.environ, **flags})
     if p.returncode != 0:
@@ -130,7 +131,8 @@ def main() -> None:
     parser.add_argument("--jaxmarl-venv", default=str(HERE / ".jaxmarl-venv"))
     parser.add_argument("--threads", type=int, default=1,
                         help="threads per side: 1 (default) turns XLA's Eigen pool off and gives marl's learner one "
-                             "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads")
+                             "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads; 0: both "
+                             "sides at their defaults (marl's learner: learners.num_threads unset)")
     parser.add_argument("--compile-loss", action="store_true", help="marl sides: learners.compile_loss (torch.compile)")
     parser.add_argument("--device", default="cpu", help="marl sides: env_runners.device and the learner's (cpu, cuda)")
     parser.add_argument("--sides", nargs="+", default=list(DEFAULT_SIDES), choices=list(SIDES),

@@ -15,12 +15,14 @@ from marl import PPOConfig
 from marl.cli.serve import serving_config
 
 ROOT = Path(__file__).resolve().parents[1]
-MATCH_GAMES = "marl.workflow.member_matches"  # rating games are played on envs of their own: that is their job
+# Rating games are played by a runner of their own (`marl.workflow.member_matches`), whose envs are its job;
+# the only envs the tests below let be made, and count.
+MATCH_GAMES = "marl.runners.env_runner"
 
 
 def forbid_new_envs(monkeypatch) -> list:
     """Every marl module's `make_env` (and marl.envs.make_env, for function-local imports) raises from now on,
-    except the match games'; returns the list the match games' env makes are appended to."""
+    except the runners' (the match games'); returns the list their env makes are appended to."""
     def refuse(*args, **kwargs):
         raise AssertionError(f"an env was made after Algorithm.build: make_env{args}")
 
@@ -57,7 +59,7 @@ def test_league_rating_games_take_their_members_spaces_from_the_context(monkeypa
         made = forbid_new_envs(monkeypatch)
         algo.train()  # main.v1 is taken and plays its 2 rating games against main.v0
         assert algo.context.checkpointables["league"].ratings.games("main.v1", "main.v0") == 2
-        assert made  # the rating games did run (on their own envs), with no probe env beside them
+        assert made  # the rating games did run (on their runner's envs), with no probe env beside them
     finally:
         algo.stop()
 
@@ -69,11 +71,12 @@ def test_serve_builds_its_server_from_the_context(monkeypatch):
     config = marl.load_scenario(str(ROOT / "scenarios/simple_spread_serve.yaml"))
     algo = serving_config(config, "127.0.0.1", port).build()
     try:
-        forbid_new_envs(monkeypatch)
+        made = forbid_new_envs(monkeypatch)
         algo.reset_workflow()  # builds every operator again, serve (and its server) included
         (server,) = [d["operator"].server for _, d in algo.workflow.graph.nodes(data=True) if d["op"] == "serve"]
         assert server.possible_agents == algo.context.possible_agents == ["agent_0", "agent_1", "agent_2"]
         assert server.action_spaces == {pid: spec.action_space for pid, spec in algo.policy_specs.items()}
+        assert made == []  # (no runner either)
     finally:
         algo.stop()
 

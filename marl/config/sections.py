@@ -142,10 +142,12 @@ class LearnersSection:
         min=0,
     )
     num_cpus_per_learner: float = doc("CPUs Ray reserves for each learner actor", 1.0, min=0)
-    num_threads: int = doc(
-        "torch threads in the learner's updates; 1 suits small MLPs and shared machines (threads wait on each "
-        "other, so a busy core slows every update); on a dedicated machine, one per core speeds updates of "
-        "thousands of rows (docs/batched.md)", 1, min=1)
+    num_threads: int | None = doc(
+        "torch threads in the learner's updates; null: the cores the learner owns (an in-process learner: the "
+        "process's cores, at most OMP_NUM_THREADS, less those of the run's runner actors; a learner actor: its "
+        "num_cpus_per_learner), said "
+        "in the run's first lines; set 1 where other jobs share the machine (threads wait on each other, so a "
+        "busy core slows every update; docs/batched.md)", None, min=1)
     lr_multiplier: list | None = doc(
         "piecewise-linear [[env_step, factor], ...] over the run's sampled env steps (an offline run's: trained), "
         "held past its ends, multiplying every parameter group's learning rate at each update: [[0, 1.0], "

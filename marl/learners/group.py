@@ -14,7 +14,7 @@ from marl.execution.user_code import actor_options, import_hint
 from marl.learners.distributed import start_distributed_learners
 
 # Calls that read learner state: answered by rank 0 alone. Anything else goes to every rank.
-_READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "get_state", "ping"})
+_READ_ONLY = frozenset({"get_weights", "get_version", "get_optimizer_state", "get_target_state", "get_state", "get_threads", "ping"})
 
 
 def check_gpu_resources(config) -> None:
@@ -62,6 +62,7 @@ class LearnerGroup:
             self.replicas = start_distributed_learners(config, specs, n)
             self.remote = self.replicas[0]
         self.version = self._call("get_version")  # mirrored here: operators read it on every item
+        self.threads = tuple(self._call("get_threads"))  # (torch threads of the updates, why): the run says it
 
     def _call(self, method: str, *args):
         if self.is_local:

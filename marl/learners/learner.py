@@ -29,6 +29,7 @@ from torch import nn
 from marl.connectors import LearnerConnectors, build_policy_module
 from marl.data import MultiAgentBatch, SampleBatch
 from marl.data import sample_batch as sb
+from marl.execution.cores import learner_threads
 from marl.learners import sequences as seq
 from marl.learners.adam import make_adam
 from marl.learners.device import learner_device, to_device
@@ -100,7 +101,8 @@ def _prepared(algo, module, tensors: dict, tables: dict, cfg) -> dict:
 class Learner:
     def __init__(self, config, specs: dict):
         config = config.as_built()  # (made straight from an unbuilt config: its `auto` keys set, as build does)
-        torch.set_num_threads(config.learners_cfg.num_threads)
+        self.threads = learner_threads(config)  # (threads, why): `learners.num_threads` or the cores it owns
+        torch.set_num_threads(self.threads[0])
         keep_freed_memory()  # minibatch activations reuse the heap instead of faulting in fresh pages each step
         self.config = config
         seed = config.debugging_cfg.seed
@@ -170,7 +172,7 @@ class Learner:
         # The learner's threads for the update only: an in-process runner sets one thread for the process
         # (its small forward passes), which would otherwise hold for the learner's large minibatches too.
         threads = torch.get_num_threads()
-        torch.set_num_threads(self.config.learners_cfg.num_threads)
+        torch.set_num_threads(self.threads[0])
         try:
             for pid in self.policies_to_train:
                 policy_batch = batch.policy_batches.get(pid)
@@ -311,11 +313,7 @@ class Learner:
 
     # -- weights --------------------------------------------------------------
     def get_weights(self) -> dict:
-        return {
-            "version": self.version,
-            "modules": self.module.get_state(),
-            "connectors": self.connectors.get_central(),
-        }
+        return {"version": self.version, "modules": self.module.get_state(), "connectors": self.connectors.get_central()}
 
     def set_weights(self, weights: dict) -> None:
         self.module.set_state(weights["modules"])
@@ -324,6 +322,9 @@ class Learner:
 
     def get_version(self) -> int:
         return self.version
+
+    def get_threads(self) -> tuple[int, str]:  # (torch threads of the updates, why)
+        return self.threads
 
     def get_target_state(self) -> dict:
         """{pid: {copy name: {tensor name: array}}}."""

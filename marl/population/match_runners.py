@@ -1,13 +1,13 @@
 """PSRO's evaluation matches spread over Ray actors (`psro.match_runners`), with no result lost to a dead one.
 
 A match job is (key, member a's weights, member b's weights, episodes, seed): `play_matches` of the two
-members' modules, a pure function of its arguments. So a job whose runner dies part-way is simply played
+members' weights (a runner of its own, seeded by the job), a pure function of its arguments. So a job whose runner dies part-way is simply played
 again, whole, on a replacement runner, and gives the very returns the dead runner would have: the payoff
 table and the ratings come out as in an undisturbed run (and as in-process, `match_runners=0`). Each job's
 result is kept once, by key, when its call returns; a dead runner's half-played job returns nothing.
 
-Members' weights go to the object store once each (`MatchPool.put`) and a runner builds a member's module
-only for the job that plays it, then drops it: a population of many members holds no live networks.
+Members' weights go to the object store once each (`MatchPool.put`) and a match runner builds the runner that
+plays a job only for that job, then drops it: a population of many members holds no live networks.
 A runner that fails counts against `env_runners.max_runner_restarts`, as the env runners' failures do.
 """
 
@@ -28,30 +28,29 @@ log = logging.getLogger(__name__)
 class MatchRunner:
     """A Ray actor that plays matches between two members given as weights."""
 
-    def __init__(self, config, policy: str, spec):
-        self.config, self.factory = config, mb.MemberFactory(config, policy, spec)
+    def __init__(self, config, spec):
+        self.config, self.spec = config, spec
 
     def ping(self) -> str:
         return "ok"
 
     def play(self, weights_a: dict, weights_b: dict, episodes: int, seed: int) -> np.ndarray:
-        modules = (self.factory.module(weights_a), self.factory.module(weights_b))
-        return mb.play_matches(self.config, modules, episodes, seed)
+        return mb.play_matches(self.config, self.spec, (weights_a, weights_b), episodes, seed)
 
 
 class MatchPool:
     """`num_runners` match runners; `play(jobs)` returns every job's result, replaying those a dead runner held."""
 
-    def __init__(self, config, policy: str, spec, num_runners: int):
+    def __init__(self, config, spec, num_runners: int):
         import ray
 
         ensure_ray(runtime_env=job_runtime_env(config))
-        self.config, self.policy, self.spec = config, policy, spec
+        self.config, self.spec = config, spec
         self.max_restarts = config.env_runners_cfg.max_runner_restarts
         self.restarts = 0
         self._actor_cls = ray.remote(num_cpus=config.env_runners_cfg.num_cpus_per_env_runner,
                                      **actor_options(config))(MatchRunner)
-        self.runners = [self._actor_cls.remote(config, policy, spec) for _ in range(num_runners)]
+        self.runners = [self._actor_cls.remote(config, spec) for _ in range(num_runners)]
         self.in_flight: dict = {}  # call ref -> (runner index, job); read by tests that kill a runner mid-match
         ray.get([r.ping.remote() for r in self.runners])
 
@@ -97,7 +96,7 @@ class MatchPool:
             ray.kill(self.runners[index])
         except Exception:
             pass
-        self.runners[index] = self._actor_cls.remote(self.config, self.policy, self.spec)
+        self.runners[index] = self._actor_cls.remote(self.config, self.spec)
 
     def stop(self) -> None:
         import ray

@@ -226,11 +226,11 @@ class PSRO:
             played = pool.play([((b, 0), ref(a), ref(b), half, seeds[b]) for b in others]
                                + [((b, 1), ref(b), ref(a), half, seeds[b] + 1) for b in others])
         else:
+            config, spec, weights = self._factory.config, self._factory.spec, self.weights
             played = {}
             for b in others:
-                module_b = module_a if a == b else self._factory.module(self.weights[b])
-                played[(b, 0)] = mb.play_matches(self.config, (module_a, module_b), half, seeds[b])
-                played[(b, 1)] = mb.play_matches(self.config, (module_b, module_a), half, seeds[b] + 1)
+                played[(b, 0)] = mb.play_matches(config, spec, (weights[a], weights[b]), half, seeds[b])
+                played[(b, 1)] = mb.play_matches(config, spec, (weights[b], weights[a]), half, seeds[b] + 1)
         out = {}
         for b in others:
             first, second = played[(b, 0)], played[(b, 1)]
@@ -250,7 +250,7 @@ class PSRO:
 
     def _match_pool(self):
         if self._matches is None:
-            self._matches = MatchPool(self._factory.config, self.policy, self._factory.spec, self.match_runners)
+            self._matches = MatchPool(self._factory.config, self._factory.spec, self.match_runners)
         return self._matches
 
     def _ref(self, k: int):

@@ -18,24 +18,9 @@ import os
 import time
 
 from marl.errors import ConfigError
+from marl.execution.cores import requested_cpus
 
 log = logging.getLogger(__name__)
-
-
-def requested_cpus(config) -> tuple[float, list[str]]:
-    """(CPUs the run's actors ask for, what asks for them in words)."""
-    run, learn, ev = config.env_runners_cfg, config.learners_cfg, config.evaluation_cfg
-    parts = []
-    total = 0.0
-    for count, per, what in (
-        (run.num_env_runners, run.num_cpus_per_env_runner, "env runners (env_runners.num_env_runners x num_cpus_per_env_runner)"),
-        (ev.evaluation_num_env_runners, run.num_cpus_per_env_runner, "evaluation runners (evaluation.evaluation_num_env_runners)"),
-        (learn.num_learners, learn.num_cpus_per_learner, "learners (learners.num_learners x num_cpus_per_learner)"),
-    ):
-        if count:
-            total += count * per
-            parts.append(f"{count} {what.split(' (')[0]} x {per:g} CPU")
-    return total, parts
 
 
 def uses_ray(config) -> bool:

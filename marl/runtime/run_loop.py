@@ -97,6 +97,8 @@ def train_run(
             say(f"resumed from {checkpoint} at iteration {algo.iteration}, {resume_from['env_steps_total']} env steps")
         logger = RunLogger(run_dir, algo.config.to_dict(), resume_from=resume_from)  # as built: `auto` keys resolved
         _record_cluster(algo, run_dir, say)
+        threads, why = algo.learners.threads
+        say(f"learner threads: {threads} ({why})")
         stop_cfg, ckpt_cfg = config.stop_cfg, config.checkpointing_cfg
         saves = _CheckpointSchedule(ckpt_cfg)
         reason = None

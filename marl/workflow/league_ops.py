@@ -24,7 +24,7 @@ from __future__ import annotations
 from marl.data.records import RESULTS, SKIP
 from marl.policies.league import League, pfsp_probabilities
 from marl.policies.ratings import Ratings
-from marl.workflow.member_matches import MemberFactory, play_matches
+from marl.workflow.member_matches import play_matches
 from marl.workflow.protocol import Operator
 
 
@@ -96,14 +96,8 @@ class RatingMatches:
     """
 
     def __init__(self, config, book: LeagueBook, policy_specs: dict):
-        self.config, self.book, self.policy_specs, self._factory = config, book, policy_specs, None
+        self.config, self.book, self.policy_specs = config, book, policy_specs
         self.seed = int(config.debugging_cfg.seed or 0)
-
-    def factory(self) -> MemberFactory:
-        if self._factory is None:  # the members' spaces: the run's, resolved by Algorithm (ctx.policy_specs)
-            policy = self.book.league.policy
-            self._factory = MemberFactory(self.config, policy, self.policy_specs[policy])
-        return self._factory
 
     def play(self, member: str, weights: dict) -> None:
         """Rates `member`'s newest snapshot against its previous one (weights: the learner's, slots included)."""
@@ -113,13 +107,14 @@ class RatingMatches:
         if games == 0 or version == 0 or previous not in book.slots:  # the first, or its predecessor overwritten
             return
         slot = book.league.snapshot_ids
-        modules = {name: self.factory().module(weights["modules"][slot[book.slots.index(name)]]) for name in (new, previous)}
+        members = {name: weights["modules"][slot[book.slots.index(name)]] for name in (new, previous)}
+        spec = self.policy_specs[book.league.policy]  # the members' spaces: the run's, resolved by Algorithm
         seed = self.seed * 1_000_003 + book.snapshots
         first = games // 2
         for (a, b), n, s in (((new, previous), first, seed), ((previous, new), games - first, seed + 1)):
             if n == 0:
                 continue
-            for ra, rb in play_matches(self.config, (modules[a], modules[b]), n, s):
+            for ra, rb in play_matches(self.config, spec, (members[a], members[b]), n, s):
                 book.ratings.record(a, b, 1.0 if ra > rb else 0.5 if ra == rb else 0.0)
 
 

@@ -1,23 +1,31 @@
 """Two members of a population playing each other: a member's module rebuilt from saved weights
-(`MemberFactory`) and sampled matches between two modules on the dict path (`play_matches`).
+(`MemberFactory`) and matches between two members' weights played by a runner (`play_matches`).
 
 Used by the league's rating matches (`marl.workflow.league_ops`) and PSRO's evaluation matches
-(`marl.population`). Members act by sampling their masked action distribution: a mixed strategy is
-what a poker policy is, and its greedy action would be a different (more exploitable) policy.
+(`marl.population`). A match is a way of sampling like any other: the runner the chooser picks for the
+run's env (`marl.runners.runner_choice`), with the two members as frozen policies in their seats, plays
+fresh episodes (`run_evaluation`), so masks, connectors and acting are the runners' own. Members act as
+frozen policies do: their masked action distribution sampled -- a mixed strategy is what a poker policy
+is, and its greedy action would be a different (more exploitable) policy.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import torch
 
 from marl.connectors import build_policy_module
-from marl.envs import make_env
 from marl.errors import ConfigError
+from marl.runners.runner_choice import runner_class
+
+SEATS = ("seat_0", "seat_1")  # a match's two policies: the members seated first and second
 
 
 def action_probabilities(module, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """[rows, actions] probabilities of a categorical-policy module at observations `obs` with legal `mask`."""
+    """[rows, actions] probabilities of a categorical-policy module at observations `obs` with legal `mask`
+    (an OpenSpiel member's tabular policy: every information state at once)."""
     batch = {"obs": torch.as_tensor(np.asarray(obs, np.float32)), "action_mask": torch.as_tensor(np.asarray(mask, np.float32))}
     out = module.forward_inference(batch)
     logits = out.get("action_dist_inputs")
@@ -41,37 +49,40 @@ class MemberFactory:
         return module.eval()
 
 
-def play_matches(config, modules: tuple, episodes: int, seed: int) -> np.ndarray:
-    """[episodes, 2] returns of `modules[0]` seated as player_0 and `modules[1]` as player_1 (sampled play)."""
-    env = make_env(config.environment_cfg.env, dict(config.environment_cfg.env_config), config.environment_cfg.wrappers)
-    agents = list(env.possible_agents)
+class SeatMapping:
+    """The env's first agent plays seat_0's member, its second seat_1's."""
+
+    def __init__(self, agents):
+        self.seat_of = dict(zip(agents, SEATS))
+
+    def __call__(self, agent_id: str, episode) -> str:
+        return self.seat_of[agent_id]
+
+
+def match_config(config, spec, seed: int):
+    """The run's config for one match: its env, each seat a frozen policy of the members' shape (`spec`, the trained
+    policy's, spaces resolved), no league or self-play pool, one in-process runner of one env copy (the games one
+    after another) whose streams come from `seed` (so the same match gives the same returns wherever it is played)."""
+    agents = list(config.env_spec().possible_agents)
     if len(agents) != 2:
         raise ConfigError(f"population matches are two-player; env {config.environment_cfg.env!r} has agents {agents}")
-    seat = dict(zip(agents, modules))
-    rng = np.random.default_rng(seed)
-    out = np.zeros((episodes, 2))
+    seat = dataclasses.replace(spec, spaces_from=None)
+    match = config.copy()
+    match.multi_agent(policies={s: seat for s in SEATS}, policy_mapping=SeatMapping(agents), policies_to_train=[],
+                      league=None, self_play=None)
+    match.env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+    return match.debugging(seed=seed)
+
+
+def play_matches(config, spec, weights: tuple, episodes: int, seed: int) -> np.ndarray:
+    """[episodes, 2] returns of the member of `weights[0]` seated as the env's first agent and of `weights[1]` as its
+    second (sampled play); `spec`: the members' policy spec (the trained policy's, spaces resolved)."""
+    match = match_config(config, spec, seed)
+    runner = runner_class(match)(match, 0)
     try:
-        for e in range(episodes):
-            obs, _ = env.reset(seed=int(rng.integers(2**31)))
-            while True:
-                actions = {}
-                for agent, o in obs.items():
-                    probs = action_probabilities(seat[agent], *_inputs(o, seat[agent]))[0]
-                    actions[agent] = int(rng.choice(len(probs), p=probs))
-                obs, rewards, terms, _, _ = env.step(actions)
-                for i, agent in enumerate(agents):
-                    out[e, i] += rewards.get(agent, 0.0)
-                if terms["__all__"]:
-                    break
+        runner.set_weights({"version": 1, "modules": dict(zip(SEATS, weights))})
+        runner.set_frozen_policies(SEATS)
+        played = runner.run_evaluation(episodes, "episodes", True)["episodes"]
     finally:
-        env.close()
-    return out
-
-
-def _inputs(obs, module) -> tuple[np.ndarray, np.ndarray]:
-    """One agent's observation as a row for the module: PettingZoo's masked Dict, or a plain array (all moves legal)."""
-    if isinstance(obs, dict) and "observation" in obs and "action_mask" in obs:
-        return np.asarray(obs["observation"], np.float32).reshape(1, -1), np.asarray(obs["action_mask"])[None]
-    if not hasattr(module.action_space, "n"):
-        raise ConfigError(f"population matches need discrete actions; the policy's action space is {module.action_space}")
-    return np.asarray(obs, np.float32).reshape(1, -1), np.ones((1, module.action_space.n))
+        runner.stop()
+    return np.array([[e["policy_returns"].get(s, 0.0) for s in SEATS] for e in played]).reshape(len(played), 2)
