@@ -169,8 +169,7 @@ class Learner:
         self.connectors.merge(list(connector_deltas))
         self._scale_learning_rates(env_steps)
         results = {}
-        # The learner's threads for the update only: an in-process runner sets one thread for the process
-        # (its small forward passes), which would otherwise hold for the learner's large minibatches too.
+        # The learner's threads for the update only: an in-process runner sets one for its small forward passes.
         threads = torch.get_num_threads()
         torch.set_num_threads(self.threads[0])
         try:
