@@ -210,7 +210,6 @@ def test_discrete_simple_spread_trains_with_joint_replay(algo):
 def test_per_agent_actors_each_act_on_their_own_rows_only(continuous):
     """An actor per agent (HASAC, MADDPG/MASAC with shared_actor false): each actor runs on its agent's rows, equal
     to every actor on every row and each row picked from its agent's actor (which did n times the work)."""
-    from torch import nn
 
     from marl.modules.actor_q import _apply
 
