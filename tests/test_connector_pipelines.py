@@ -12,7 +12,7 @@ import pytest
 
 import marl
 from marl.algorithms import ConfigError, load_scenario
-from marl.checkpoint.directory import load_connectors
+from marl.checkpoint.deploy import load_connectors
 from marl.connectors import FrameStack, MeanStd
 from marl.data import sample_batch as sb
 from marl.runners import EnvRunner

@@ -168,7 +168,7 @@ def test_checkpoint_rebuilds_the_conv_module(tmp_path):
         path = algo.save(tmp_path / "ckpt")
         module = marl.load_module(path)
         assert isinstance(module.encoder, ConvEncoder) and module.encoder.convs[0].out_channels == 8
-        manifest = marl.checkpoint.directory.read_manifest(path)
+        manifest = marl.checkpoint.manifest.read_manifest(path)
         assert manifest["policies"]["default_policy"]["model"]["conv_filters"] == [[8, 4, 2]]
         frames = torch.from_numpy(np.full((3, 16, 16, 1), 255, np.uint8))
         trained = ActorCriticMLP(module.observation_space, module.action_space, module.model_config)

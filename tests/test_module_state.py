@@ -243,7 +243,7 @@ def test_dqn_runners_compute_no_values_or_log_probs(monkeypatch):
 def test_requested_columns_are_checked():
     import pytest
 
-    from marl.runners.collector import check_columns
+    from marl.data.columns import check_columns
 
     with pytest.raises(ValueError, match="unknown sample column"):
         check_columns({"value_estimates"}, "p")

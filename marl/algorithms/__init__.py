@@ -7,11 +7,11 @@ first use (PEP 562).
 
 from marl.runtime.algorithm import Algorithm
 from marl.algorithms.algorithm_config import AlgorithmConfig
-from marl.checkpoint.directory import CheckpointError, load_connector_state, load_module
+from marl.checkpoint.deploy import load_connector_state, load_module
 from marl.config.registry import ALGORITHMS, config_class, exporting_config_classes
 from marl.config.compose import load_scenario
 from marl.config.scenario import config_from_dict
-from marl.errors import ConfigError
+from marl.errors import CheckpointError, ConfigError
 
 _STATIC = [
     "ALGORITHMS",

@@ -3,11 +3,11 @@ writing (`atomic`), the manifest with its schema versions and migrations (`manif
 policy's module and connectors (`deploy`), and the state files a checkpoint is made of (`state_files`: JSON
 structure plus safetensors arrays, nothing pickled)."""
 
-from marl.checkpoint.deploy import load_policy
-from marl.checkpoint.directory import (
-    CheckpointError, load_connector_state, load_connectors, load_module, read_manifest, restore_algorithm, save_algorithm,
-)
+from marl.checkpoint.deploy import load_connector_state, load_connectors, load_module, load_policy
+from marl.checkpoint.directory import restore_algorithm, save_algorithm
+from marl.checkpoint.manifest import read_manifest
 from marl.checkpoint.state_files import StateFileError, read_tree, write_tree
+from marl.errors import CheckpointError
 
 __all__ = ["CheckpointError", "StateFileError", "load_connector_state", "load_connectors", "load_module", "load_policy",
            "read_manifest",

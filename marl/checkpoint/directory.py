@@ -35,25 +35,12 @@ import numpy as np
 import torch
 from safetensors.numpy import save_file
 
-from marl.checkpoint.atomic import MANIFEST, commit_directory, new_temp_directory, recover  # noqa: F401  (exported here)
-from marl.checkpoint.deploy import (  # noqa: F401  (exported here, as before)
-    load_connector_state,
-    load_connectors,
-    load_module,
-    load_policy_weights,
-)
-from marl.checkpoint.manifest import (  # noqa: F401  (exported here, as before)
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    marl_version,
-    read_manifest,
-    space_from_json,
-    space_to_json,
-    write_manifest,
-)
+from marl.checkpoint.atomic import commit_directory, new_temp_directory
+from marl.checkpoint.deploy import load_policy_weights
+from marl.checkpoint.manifest import SCHEMA_VERSION, marl_version, read_manifest, space_to_json, write_manifest
 from marl.checkpoint.state_files import StateFileError, fsync_file, read_tree, write_tree
 from marl.config.plain_data import plain_data as _plain
-from marl.errors import CheckpointError  # noqa: F401  (the checkpoint layer's error; exported here, as before)
+from marl.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 

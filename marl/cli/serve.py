@@ -12,7 +12,8 @@ from pathlib import Path
 
 from marl import path_checks
 from marl.errors import ConfigError
-from marl.external.server import TOKEN_ENV, check_host
+from marl.external.request_checks import check_host
+from marl.external.server import TOKEN_ENV
 from marl.execution.user_code import add_import_option, import_user_modules
 from marl.workflow.external_ops import Serve
 from marl.runtime.algorithm import workflow_for

@@ -64,14 +64,7 @@ from marl.data.columns import assemble, columns_for
 from marl.data.spaces_json import space_to_json
 from marl.errors import ConfigError
 from marl.external.http_app import HttpServing
-from marl.external.request_checks import (  # noqa: F401  (also importable from here, as before)
-    FLOAT32_MAX,
-    LOCAL_HOSTS,
-    RequestChecks,
-    RequestError,
-    check_host,
-    check_servable,
-)
+from marl.external.request_checks import RequestChecks, RequestError, check_host, check_servable
 from marl.external.wire import act as sample_actions
 from marl.external.wire import action_to_json, class_path, tensors_to_json
 

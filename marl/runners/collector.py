@@ -19,7 +19,6 @@ import numpy as np
 
 from marl.data import sample_batch as sb
 from marl.data.chunks import SequencePlan, chunk_start_index
-from marl.data.columns import REQUESTABLE, check_columns  # noqa: F401  (importable from here, as before)
 from marl.data.columns import BUILT, ColumnSpec, row_specs
 
 

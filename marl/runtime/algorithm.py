@@ -37,7 +37,7 @@ from marl.runtime.acting import ActingPolicies
 from marl.runtime.evaluation import Evaluation
 from marl.config.capabilities import check_action_spaces, check_joint_steps
 from marl.config.sections import stop_reason
-from marl.errors import ConfigError
+from marl.errors import CheckpointError, ConfigError
 from marl.execution import SharedMetrics
 from marl.execution import metrics as m
 from marl.execution.ray_init import ensure_ray
@@ -53,8 +53,6 @@ from marl.config.scenario import config_from_dict
 import torch
 
 log = logging.getLogger(__name__)
-
-CheckpointError = ckpt.CheckpointError
 
 
 def workflow_for(config) -> Workflow:
