@@ -24,10 +24,13 @@ def ray_session():
 
     from marl.execution.ray_init import start_local_ray
 
-    if not ray.is_initialized():
-        # address="local": never join a stale cluster left by a killed run. Logical CPUs are
-        # scheduling tokens: 4 lets two runner actors and a learner actor coexist on 2 cores.
-        # start_local_ray: a node that misses Ray's 30 s startup wait on a loaded machine is started again.
-        start_local_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    if ray.is_initialized():
+        # Started by an earlier test without this fixture (Ray Data reading a recording starts one with the machine's
+        # cores): the tests here count on this fixture's instance, so it replaces that one.
+        ray.shutdown()
+    # address="local": never join a stale cluster left by a killed run. Logical CPUs are
+    # scheduling tokens: 4 lets two runner actors and a learner actor coexist on 2 cores.
+    # start_local_ray: a node that misses Ray's 30 s startup wait on a loaded machine is started again.
+    start_local_ray(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -59,10 +59,12 @@ def refusal(config) -> str | None:
 
 @pytest.mark.slow  # 171 pairs, build only
 @pytest.mark.parametrize("algo, task", PAIRS, ids=[f"{a}-{t}" for a, t in PAIRS])
-def test_every_algorithm_composes_with_a_task_of_each_family_and_builds(algo, task, recording):
+def test_every_algorithm_composes_with_a_task_of_each_family_and_builds(algo, task, recording, request):
     package = FAMILY_TASKS[task]
     if importlib.util.find_spec(package) is None:
         pytest.skip(f"{task}: its extra is not installed (no {package})")
+    if algo in OFFLINE:
+        request.getfixturevalue("ray_session")  # Ray Data reads the recording: the session's Ray, not one of its own
     # two env copies a runner: building makes them (SMAX's 128 jitted worlds took 80-100 s to build for some)
     items = [f"algorithm={algo.lower()}", f"task={task}", "loggers.tensorboard=false", "env_runners.num_envs_per_env_runner=2"]
     config = compose(None, items + ([f"offline.input={recording}"] if algo in OFFLINE else [])).config(validate=True)
