@@ -31,12 +31,13 @@ import _common as C
 SCENARIOS = {"PPO": "scenarios/simple_spread_ppo.yaml", "MAPPO": "scenarios/simple_spread_mappo.yaml"}
 
 
-def run(algo_name: str, seed: int, env_steps: int) -> dict:
+def train_curve(scenario: str, overrides: list[str]) -> tuple[list[tuple], float]:
+    """Trains the scenario to its stop criterion: (per iteration (env steps at its end, mean return of the episodes
+    that ended in it, their count), seconds of training after the build)."""
     import marl
 
-    cfg = marl.load_scenario(C.REPO_ROOT / SCENARIOS[algo_name], [f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}"])
-    algo = cfg.build()
-    curve = []  # (env steps at the end of the iteration, episode returns of the episodes that ended in it, count)
+    algo = marl.load_scenario(C.REPO_ROOT / scenario, overrides).build()
+    curve = []
     t0 = time.perf_counter()
     try:
         while True:
@@ -46,7 +47,11 @@ def run(algo_name: str, seed: int, env_steps: int) -> dict:
                 break
     finally:
         algo.stop()
-    wall = time.perf_counter() - t0
+    return curve, time.perf_counter() - t0
+
+
+def run(algo_name: str, seed: int, env_steps: int) -> dict:
+    curve, wall = train_curve(SCENARIOS[algo_name], [f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}"])
     print(f"  done: {algo_name} seed {seed}, {curve[-1][0]:,} env steps in {wall:.0f} s", file=sys.stderr, flush=True)
     return {"algo": algo_name, "seed": seed, "curve": curve, "wall_s": wall}
 

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import _common as C
-from mappo_vs_ppo import final_return, span
+from mappo_vs_ppo import final_return, span, train_curve
 
 SCENARIO = "scenarios/simple_spread_ppo.yaml"
 ARMS = {"gamma 0.95": [], "gamma 0.99": ["training.gamma=0.99"],
@@ -27,19 +27,8 @@ TARGET, WINDOW = -64.0, 10
 
 
 def run(arm: str, seed: int, env_steps: int) -> dict:
-    import marl
-
     overrides = [*ARMS[arm], f"debugging.seed={seed}", f"stop.env_steps_total={env_steps}"]
-    algo = marl.load_scenario(C.REPO_ROOT / SCENARIO, overrides).build()
-    curve = []
-    try:
-        while True:
-            result = algo.train()
-            curve.append((result["env_steps_total"], result["episode_return_mean"], result["episodes_this_iter"]))
-            if algo.stop_reason(result):
-                break
-    finally:
-        algo.stop()
+    curve, _ = train_curve(SCENARIO, overrides)
     return {"arm": arm, "seed": seed, "curve": curve}
 
 
