@@ -66,6 +66,7 @@ LAZY = {
     "gymnasium_robotics": "optional env family (the `mamujoco` extra: multi-agent MuJoCo)",
     "httpx": "the policy client's HTTP only",
     "aiohttp": "the policy server's HTTP only",
+    "scipy": "the Nash meta-solver's linear program only (PSRO's `meta_solver: nash`)",
 }
 
 
@@ -153,6 +154,16 @@ def test_only_heavy_optional_dependencies_are_imported_lazily():
             "with the reason)" for path in MODULES.values() for name, line, inside in imports(path)
             if inside and name.split(".")[0] not in LAZY and name.split(".")[0] != "marl"]
     assert not lazy, "\n".join(lazy)
+
+
+def test_the_command_line_imports_no_heavy_lazy_dependency():
+    """`marl` (every command's start, and so every run and every CLI test) imports none of LAZY's heavy packages:
+    SciPy and matplotlib at the top of two modules cost each start ~1.5 s of its ~4 s. (PettingZoo, in LAZY, is
+    cheap and read at the top by the env registry.)"""
+    heavy = {"ray", "matplotlib", "rliable", "scipy", "jax", "jaxmarl", "vmas", "mlflow", "wandb", "pyspiel"}
+    code = "import sys, marl.cli.main; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    assert heavy <= set(LAZY) and not loaded & heavy, sorted(loaded & heavy)
 
 
 def test_the_checker_sees_a_hidden_circle(tmp_path, monkeypatch):

@@ -14,7 +14,6 @@ returns a probability vector over the members:
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linprog
 
 from marl.errors import ConfigError
 
@@ -42,6 +41,8 @@ def nash(payoffs, tolerance: float = 1e-6) -> np.ndarray:
     cost[-1] = -1.0
     upper = np.hstack([-a.T, np.ones((n, 1))])
     equal = np.hstack([np.ones((1, n)), np.zeros((1, 1))])
+    from scipy.optimize import linprog  # (imported here: SciPy's import costs every `marl` command ~0.7 s)
+
     res = linprog(cost, A_ub=upper, b_ub=np.zeros(n), A_eq=equal, b_eq=[1.0],
                   bounds=[(0, None)] * n + [(None, None)], method="highs")
     if not res.success:  # cannot happen for a finite zero-sum table; said plainly if HiGHS disagrees

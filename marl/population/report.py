@@ -18,7 +18,6 @@ import json
 import math
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 
 from marl.checkpoint.atomic import MANIFEST
@@ -95,6 +94,8 @@ def _heat_map(fig, ax, data, members: list[str], title: str, cmap: str, bounds: 
 
 def _rating_curves(axes, members: list[str], rows: list[dict], x_key: str, x_label: str) -> None:
     """Each member's openskill ordinal (axes[0]) and Elo (axes[1]) over `x_key` of the rows that hold them."""
+    import matplotlib  # (imported where drawn: every `marl` command imports this module, few draw)
+
     # matplotlib's default cycle has 10 colours: a league of 11+ members would draw two members alike
     palette = [matplotlib.colormaps["tab20"](i % 20) for i in range(len(members))] if len(members) > 10 else None
     for ax, prefix, label in ((axes[0], "league/rating/", "openskill ordinal"), (axes[1], "league/elo/", "Elo")):
