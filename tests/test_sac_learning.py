@@ -38,10 +38,6 @@ def train_until(config, threshold: float, max_env_steps: int, what: str) -> floa
         algo.stop()
 
 
-def test_sac_pendulum_reaches_minus_250_within_20k_env_steps():
-    train_until(marl.load_scenario(ROOT / "scenarios/pendulum_sac.yaml"), -250, 20_000, "SAC on Pendulum-v1")
-
-
 def test_td3_pendulum_reaches_minus_250_within_30k_env_steps():
     train_until(marl.load_scenario(ROOT / "scenarios/pendulum_td3.yaml"), -250, 30_000, "TD3 on Pendulum-v1")
 
@@ -54,7 +50,9 @@ def test_discrete_sac_cartpole_reaches_450_within_100k_env_steps():
 
 
 def test_two_agent_pendulum_summed_return_reaches_minus_500_within_40k_env_steps():
-    """Two independent pendulums, each agent mapped to its own policy (RLlib's CI: -800 within 500k)."""
+    """Two independent pendulums, each agent mapped to its own policy (RLlib's CI: -800 within 500k), with
+    scenarios/pendulum_sac.yaml's settings: the scenario's test (a single pendulum at -250 within 20k, ~45 s
+    beside this one's ~100 s) is this one's half, and SAC's defaults on one pendulum are the defaults test's."""
     from tests.two_pendulums import register
 
     config = (
