@@ -244,7 +244,13 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path,
       -60.9 / -63.2 / -64.5 / -75.3 / -63.7 / -63.1 (pulling weights every step instead of every second: -69.5
       and -60.9 for seeds 0 and 1, so the pull interval is not why); at 40k, seeds 0-4: last-10 means -61.4 /
       -60.5 / -71.0 / -61.6 / -62.5. Its clip fraction runs higher than remote's (0.24-0.33 against 0.20-0.24)
-      and its entropy falls later; the cause is not found (the client's draws equal the server's, test_inference).
+      and its entropy falls later. Not a data-path fault (looked at 2026-11-28): a local client's rows are the
+      remote path's -- the same module and weights (logits, log-probs and values equal the server's after
+      training, value head included), rewards aligned with the next observation alike (correlation of each row's
+      reward with the spread term computed from its next observation: 0.969 local, 0.974 remote), the same
+      truncation bootstraps -- and with server and client in one process (seeds 0/1, 20k env steps, last 5
+      iterations) remote gave -60.3/-66.8, local pulling every step -64.4/-63.3 at the same policy lag (0.12),
+      local pulling every second -66.0/-64.2 at lag 0.85: the spread of this task at this budget, not a mode's.
       So: 40k env steps and the last 10 iterations at random + 5; with lr=0 the weights never change (random).
     The batches stay 500 env steps whatever the load (the server acts and learns in one process), so a budget
     is the same number of updates on any machine. The server picks its own port (no race for a port chosen
