@@ -28,6 +28,7 @@ FAMILY_TASKS = {
     "gym/cartpole": "gymnasium", "mpe/simple_spread": "mpe2", "vmas/navigation": "vmas",
     "jaxmarl/simple_spread": "jaxmarl", "smax/3m": "jaxmarl", "lbf/foraging_8x8_2p_2f": "lbforaging",
     "rware/tiny_2ag": "rware", "butterfly/pistonball": "pymunk", "openspiel/kuhn_poker": "pyspiel",
+    "mamujoco/halfcheetah_2x3": "gymnasium_robotics",
 }
 OFFLINE = {"BC", "MARWIL", "CQL"}
 ALGORITHMS = sorted(a for a in discovered() if a != "MIXED")  # MIXED: tests/test_compose.py (it needs its policies)
