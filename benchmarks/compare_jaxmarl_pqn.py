@@ -7,7 +7,7 @@
 Sides, each a fresh process, back to back per seed, the order rotating with the seed: `JaxMARL` (the script's
 make_train over its published config, config.yaml + alg/pqn_vdn_ff_mpe.yaml, jitted whole, in its venv:
 jaxmarl_pqn.py) and `marl` (PQN_VDN on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL adapter, the batched
-path with the compiled rollout, composed as `algorithm=pqn_vdn task=jaxmarl/simple_spread
+path: one jitted env call per step, as the compiled rollout mirrors no Q network; composed as `algorithm=pqn_vdn task=jaxmarl/simple_spread
 experiment=jaxmarl_pqn_vdn_ff_mpe`: that preset lists every setting with its JaxMARL key, and what marl cannot
 express). A budget below JaxMARL's TOTAL_TIMESTEPS (1e7) runs a prefix of its schedule: JaxMARL's EPS_DECAY (a
 fraction of NUM_UPDATES) is rescaled so that epsilon still reaches 0.1 after 244.1 updates (999,834 env steps),
@@ -27,7 +27,9 @@ on it (IQM and mean with rliable's 95 % CIs, sample-efficiency curves). Printed:
 of the budget (the mean over the 10 % before the point) with the IQM over seeds [95 % CI]; per run the wall time
 (process start to the end of training), start-up (to the end of the first update: imports, build, JaxMARL's
 compile; marl's first iteration compiles its JaxMARL rollout) and env steps/s after it. `--raw-dir` keeps each
-run's output (a run whose file is there is read, not rerun: an interrupted comparison resumes).
+run's output (a run whose file is there is read, not rerun: an interrupted comparison resumes). `--sides
+marl-terminal` runs an ablation, printed but kept out of the JSON: marl with the adapter's time limit marked as a
+termination (no bootstrap at the 26th step), the way JaxMARL's script treats done["__all__"].
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def jaxmarl_overrides(src: str, budget: int, seed: int) -> dict:
 
     conf = Path(src) / "baselines" / "QLearning" / "config" / "alg" / "pqn_vdn_ff_mpe.yaml"
     pub = yaml.safe_load(conf.read_text())
-    updates = int(pub["TOTAL_TIMESTEPS"]) // pub["NUM_STEPS"] // pub["NUM_ENVS"]
+    updates = int(float(pub["TOTAL_TIMESTEPS"])) // pub["NUM_STEPS"] // pub["NUM_ENVS"]  # ("1e7": a str to PyYAML)
     ours = budget // pub["NUM_STEPS"] // pub["NUM_ENVS"]
     return {"TOTAL_TIMESTEPS": budget, "SEED": seed, "EPS_DECAY": pub["EPS_DECAY"] * updates / ours}
 
@@ -195,13 +197,13 @@ def tables(rows: list[dict], budget: int, reps: int) -> None:
                         "budget before each point)")
     speed = []
     for r in sorted(rows, key=lambda r: (r["side"], r["seed"])):
-        timed = r.get("timed_env_steps", r["env_steps"] - r["env_steps_per_update"])  # JaxMARL: compile apart
+        timed = r.get("timed_env_steps", r["env_steps"])  # JaxMARL's training time holds every update (compile apart)
         speed.append([r["side"], r["seed"], f"{r['env_steps']:,}", f"{r['startup_s'] + r['train_s']:.0f} s",
                       f"{r['startup_s']:.1f} s", f"{r['train_s']:.0f} s",
-                      f"{(timed if r['side'] == 'marl' else r['env_steps']) / r['train_s']:,.0f}",
-                      f"{r['cpu_s'] / r['train_s']:.2f}"])
+                      f"{timed / r['train_s']:,.0f}", f"{timed / r['cpu_s']:,.0f}", f"{r['cpu_s'] / r['train_s']:.2f}"])
     C.print_table(["side", "seed", "env steps", "wall (start to end of training)", "start-up", "training",
-                   "env steps/s after start-up", "CPU-s per s"], speed, title="time per run (one thread per side)")
+                   "env steps/s after start-up", "per CPU-second", "CPU-s per s"], speed,
+                  title="time per run (one thread per side; CPU-s per s below 1: the machine's other load took the rest)")
 
 
 def main() -> None:
