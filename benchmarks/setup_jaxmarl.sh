@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Makes the optional virtual environment that benchmarks/compare_jaxmarl.py runs JaxMARL's own IPPO in.
+# Makes the optional virtual environment that benchmarks/compare_jaxmarl.py runs JaxMARL's own IPPO in (and
+# benchmarks/compare_jaxmarl_pqn.py its PQN-VDN: baselines/QLearning/pqn_vdn_ff.py).
 #
 #     JAXMARL_SRC=/path/to/JaxMARL bash benchmarks/setup_jaxmarl.sh [VENV_DIR]   # default: benchmarks/.jaxmarl-venv
 #
 # JaxMARL's baselines (baselines/IPPO/ippo_ff_mpe.py) are not in the jaxmarl pip package: they live in
 # a checkout of https://github.com/FLAIROx/JaxMARL, which JAXMARL_SRC names (nothing of JaxMARL's code is
-# in marl). The venv gets jaxmarl (CPU jax/jaxlib) and what the IPPO script imports: flax, optax,
-# distrax, hydra-core, omegaconf, matplotlib. wandb is not installed: benchmarks/jaxmarl_ippo.py puts
-# an offline stub in its place. About 1-2 minutes.
+# in marl). The venv gets jaxmarl (CPU jax/jaxlib; it brings chex, gymnax, safetensors) and what the IPPO and
+# PQN-VDN scripts import: flax, optax, distrax, hydra-core, omegaconf, matplotlib. wandb is not installed:
+# benchmarks/jaxmarl_ippo.py and jaxmarl_pqn.py put an offline stub in its place. About 1-2 minutes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,4 +22,4 @@ echo "creating $venv with jaxmarl, jax (CPU), flax, optax, distrax, hydra-core"
 "$python" -m venv "$venv"
 "$venv/bin/pip" install -q "jaxmarl>=0.2" jax flax optax distrax "hydra-core>=1.3.2" omegaconf matplotlib
 echo "$src" > "$venv/JAXMARL_SRC"  # compare_jaxmarl.py reads the checkout from here
-"$venv/bin/python" -c 'import jax, jaxmarl, distrax, hydra; print("ok: jax", jax.__version__, jax.devices())'
+"$venv/bin/python" -c 'import jax, jaxmarl, distrax, hydra, chex, optax; print("ok: jax", jax.__version__, jax.devices())'

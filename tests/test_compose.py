@@ -270,6 +270,18 @@ def test_benchmarl_vmas_preset_holds_benchmarls_numbers():
     assert t.epsilon == [[0, 0.8], [1_000_000, 0.01]]
 
 
+def test_jaxmarl_pqn_vdn_preset_holds_jaxmarls_numbers():
+    """JaxMARL's pqn_vdn_ff_mpe.yaml in marl's units: 256 x 16 env steps per update, 16 minibatches of joint steps,
+    grad norm 1 on its squared error = 0.5 on marl's half squared error, epsilon over 244.1 updates."""
+    config = compose(None, ["algorithm=pqn_vdn", "task=jaxmarl/simple_spread", "experiment=jaxmarl_pqn_vdn_ff_mpe"]).config()
+    t, run = config.training_cfg, config.env_runners_cfg
+    assert (run.num_envs_per_env_runner, run.rollout_fragment_length, t.min_env_steps_per_iteration) == (256, 16, 4096)
+    assert (t.train_batch_size, t.minibatch_size, t.num_epochs) == (4096 * 3, 4096 // 16, 4)
+    assert (t.lr, t.gamma, t.q_lambda, t.grad_clip, t.agent_id) == (5e-4, 0.9, 0.3, 0.5, True)
+    assert t.epsilon == [[0, 1.0], [round(0.1 * (10_000_000 // 4096) * 4096), 0.1]]
+    assert t.model == {"hiddens": [256, 256], "activation": "relu", "layer_norm": True, "dueling": False}
+
+
 def test_benchmarl_vmas_tasks_hold_benchmarls_task_parameters():
     """conf/task/vmas/*: benchmarl/conf/task/vmas/<task>.yaml's values (BenchMARL 1.5.0-10-g179a956)."""
     expected = {

@@ -1,0 +1,260 @@
+"""marl PQN_VDN against JaxMARL's own PQN-VDN (baselines/QLearning/pqn_vdn_ff.py) on MPE simple_spread at its settings, per seed.
+
+    JAXMARL_SRC=/path/to/JaxMARL bash benchmarks/setup_jaxmarl.sh      # once: JaxMARL's venv
+    nice .venv/bin/python -m benchmarks --save compare_jaxmarl_pqn --env-steps 1500000 --seeds 0 1 2 \
+        --raw-dir runs/pqn_vdn_jaxmarl/raw --json runs/pqn_vdn_jaxmarl/marl_eval.json --report docs/results/pqn_vdn_jaxmarl
+
+Sides, each a fresh process, back to back per seed, the order rotating with the seed: `JaxMARL` (the script's
+make_train over its published config, config.yaml + alg/pqn_vdn_ff_mpe.yaml, jitted whole, in its venv:
+jaxmarl_pqn.py) and `marl` (PQN_VDN on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL adapter, the batched
+path: one jitted env call per step, as the compiled rollout mirrors no Q network; composed as `algorithm=pqn_vdn task=jaxmarl/simple_spread
+experiment=jaxmarl_pqn_vdn_ff_mpe`: that preset lists every setting with its JaxMARL key, and what marl cannot
+express). A budget below JaxMARL's TOTAL_TIMESTEPS (1e7) runs a prefix of its schedule: JaxMARL's EPS_DECAY (a
+fraction of NUM_UPDATES) is rescaled so that epsilon still reaches 0.1 after 244.1 updates (999,834 env steps),
+as in the full run; marl's preset has that schedule in env steps, its stop.env_steps_total is the budget.
+JaxMARL's greedy test (512 worlds every 5 % of the updates, as published) runs and is kept, not compared.
+
+Returns, the same on both sides: the team's return summed over the agents, with exploration, per update. JaxMARL's
+is its own per-update metric, the mean over the update's steps, worlds and agents of MPELogWrapper's
+`returned_episode_returns` (each agent's reward times 3, summed over the last finished episode of that world: the
+mean over agents is the sum over agents); the leading updates whose mean also holds the zeros of worlds with no
+finished episode yet (the first two: 26-step episodes, 16-step updates) are dropped. marl's is the iteration's
+`episode_return_mean` (one update per iteration: the episodes that ended in it; none end in some 16-step
+iterations). Both are binned at equal env steps (`--bin` updates of 4,096 env steps) into one marl-eval JSON
+(environment jaxmarl, task simple_spread, algorithms `pqn_vdn-marl` and `pqn_vdn-jaxmarl`; a bin's list: its updates' returns; the
+score, absolute_metrics: the returns over the last 10 % of the budget), and `--report DIR` runs `marl report`
+on it (IQM and mean with rliable's 95 % CIs, sample-efficiency curves). Printed: per seed the return at 25/50/75/100 %
+of the budget (the mean over the 10 % before the point) with the IQM over seeds [95 % CI]; per run the wall time
+(process start to the end of training), start-up (to the end of the first update: imports, build, JaxMARL's
+compile; marl's first iteration compiles its JaxMARL rollout) and env steps/s after it. `--raw-dir` keeps each
+run's output (a run whose file is there is read, not rerun: an interrupted comparison resumes). `--sides
+marl-terminal` runs an ablation, printed but kept out of the JSON: marl with the adapter's time limit marked as a
+termination (no bootstrap at the 26th step), the way JaxMARL's script treats done["__all__"].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+T0 = time.time()
+
+import numpy as np  # noqa: E402
+
+import _common as C  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SIDES = ("JaxMARL", "marl")
+ABLATIONS = ("marl-terminal",)  # run only when named in --sides; printed, not in the marl-eval JSON
+PER_UPDATE = 256 * 16  # NUM_ENVS x NUM_STEPS: env steps per update on both sides
+POINTS = (0.25, 0.5, 0.75, 1.0)
+WINDOW = 0.1
+PRESET = ["algorithm=pqn_vdn", "task=jaxmarl/simple_spread", "experiment=jaxmarl_pqn_vdn_ff_mpe"]
+
+
+def jaxmarl_overrides(src: str, budget: int, seed: int) -> dict:
+    """The published config's keys this comparison changes: the budget, the seed and EPS_DECAY rescaled to the
+    prefix (epsilon's decay stays EPS_DECAY x the published NUM_UPDATES updates long)."""
+    import yaml
+
+    conf = Path(src) / "baselines" / "QLearning" / "config" / "alg" / "pqn_vdn_ff_mpe.yaml"
+    pub = yaml.safe_load(conf.read_text())
+    updates = int(float(pub["TOTAL_TIMESTEPS"])) // pub["NUM_STEPS"] // pub["NUM_ENVS"]  # ("1e7": a str to PyYAML)
+    ours = budget // pub["NUM_STEPS"] // pub["NUM_ENVS"]
+    return {"TOTAL_TIMESTEPS": budget, "SEED": seed, "EPS_DECAY": pub["EPS_DECAY"] * updates / ours}
+
+
+def time_limit_as_termination() -> None:
+    """The ablation `marl-terminal`: the adapter marks a world that reached the env's max_steps terminated, not
+    truncated (no bootstrap at the time limit), as JaxMARL's script treats done["__all__"]. In this process only."""
+    import marl.envs.jaxmarl_packed as packed
+
+    packed._step_count = lambda reached: -1  # never >= max_steps: every end of an episode is a termination
+
+
+def marl_side(seed: int, budget: int, threads: int, terminal: bool = False) -> dict:
+    """One marl run in this process (started by `--side`): per update, its env steps, return, length and loss."""
+    from marl.config.compose import compose
+
+    if terminal:
+        time_limit_as_termination()
+
+    items = [*PRESET, f"debugging.seed={seed}", f"stop.env_steps_total={budget}", f"learners.num_threads={threads}",
+             "loggers.tensorboard=false", "loggers.csv=false"]
+    algo = compose(None, items, name="pqn_vdn-jaxmarl").config(validate=True).build()
+    steps, returns, lengths, losses, first = [], [], [], [], None
+    sample_s = learn_s = 0.0
+    while not steps or steps[-1] < budget:
+        result = algo.train()
+        if first is None:  # the first iteration compiles the JaxMARL rollout: start-up, as JaxMARL's compile is
+            first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
+        else:
+            sample_s += result["perf/sample_time_s"]
+            learn_s += result["perf/learn_time_s"]
+        steps.append(int(result["env_steps_total"]))
+        returns.append(float(result.get("episode_return_mean", float("nan"))))
+        lengths.append(float(result.get("episode_len_mean", float("nan"))))
+        losses.append(float(result.get("losses/default_policy/loss", float("nan"))))
+    done, cpu = time.time(), time.process_time() - cpu
+    compiled = getattr(getattr(getattr(algo, "runners", None), "local", None), "compiled", None) is not None
+    algo.stop()
+    return {"compiled_rollout": compiled, "time_limit_terminal": terminal, "startup_s": first - T0, "train_s": done - first, "cpu_s": cpu, "env_steps": steps[-1],
+            "timed_env_steps": steps[-1] - first_steps, "env_steps_per_update": PER_UPDATE, "steps": steps,
+            "returns": returns, "lengths": lengths, "loss": losses, "sample_s": sample_s, "learn_s": learn_s}
+
+
+def run_side(side: str, seed: int, budget: int, jax_python: Path, src: str, threads: int, raw_dir: Path) -> dict:
+    raw = raw_dir / f"{side}_seed{seed}.json"
+    if raw.is_file():
+        print(f"seed {seed} {side}: read from {raw}", flush=True)
+        return json.loads(raw.read_text())
+    if side == "JaxMARL":
+        cmd = [str(jax_python), str(HERE / "jaxmarl_pqn.py"), src, json.dumps(jaxmarl_overrides(src, budget, seed))]
+    else:
+        cmd = [sys.executable, __file__, "--side", str(seed), str(budget), str(threads)] + ["--terminal"] * (
+            side == "marl-terminal")
+    # One thread: XLA's Eigen pool off, one intra-op thread, one OpenMP thread (marl: learners.num_threads 1).
+    flags = {"OMP_NUM_THREADS": str(threads), "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false "
+                                                        f"intra_op_parallelism_threads={threads}"}
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=6 * 3600, env={**os.environ, **flags})
+    if p.returncode != 0:
+        raise SystemExit(f"{side} seed {seed} failed:\n{p.stderr[-3000:]}")
+    row = {"side": side, "seed": seed, "command": cmd, **json.loads(p.stdout.strip().splitlines()[-1])}
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(row))
+    return row
+
+
+def curve(row: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(env steps at each update's end, its return), NaN where none is measured; JaxMARL's leading updates that
+    averaged the zeros of worlds with no finished episode yet are NaN."""
+    returns = np.asarray(row["returns"], dtype=float)
+    if row["side"] == "JaxMARL":
+        steps = PER_UPDATE * np.arange(1, len(returns) + 1)
+        lengths = np.asarray(row["lengths"], dtype=float)
+        full = lengths >= 0.999 * lengths.max()
+        returns[: int(np.argmax(full))] = np.nan
+    else:
+        steps = np.asarray(row["steps"])
+    return steps, returns
+
+
+def window_mean(row: dict, lo: float, hi: float) -> float:
+    steps, returns = curve(row)
+    values = returns[(steps > lo) & (steps <= hi) & ~np.isnan(returns)]
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def marl_eval(rows: list[dict], budget: int, bin_updates: int) -> dict:
+    """The runs in marl-eval's layout: a step per bin of `bin_updates` updates, the score the last 10 %."""
+    out: dict = {}
+    for row in (r for r in rows if r["side"] in SIDES):
+        steps, returns = curve(row)
+        entry, edge = {}, bin_updates * PER_UPDATE
+        for k, hi in enumerate(range(edge, int(steps[-1]) + edge, edge)):
+            hi = min(hi, int(steps[-1]))
+            keep = (steps > hi - edge) & (steps <= hi) & ~np.isnan(returns)
+            if keep.any():
+                entry[f"step_{k}"] = {"step_count": hi, "return": returns[keep].tolist()}
+        last = (steps > (1 - WINDOW) * budget) & ~np.isnan(returns)
+        entry["absolute_metrics"] = {"return": returns[last].tolist()}
+        out.setdefault("jaxmarl", {}).setdefault("simple_spread", {}).setdefault(f"pqn_vdn-{row['side'].lower()}", {})[
+            f"seed_{row['seed']}"] = entry
+    return out
+
+
+def iqm_cells(scores: np.ndarray, reps: int) -> list[str]:
+    """IQM [95 % CI] over seeds (rows) at every point (columns): rliable's stratified bootstrap."""
+    from rliable import metrics
+
+    from marl.experiment.report import interval_estimates
+
+    cells = []
+    for p in range(scores.shape[1]):
+        point, ci = interval_estimates({"x": scores[:, p:p + 1]}, metrics.aggregate_iqm, reps)
+        cells.append(f"{float(np.ravel(point['x'])[0]):.2f} [{float(np.ravel(ci['x'][0])[0]):.2f}, "
+                     f"{float(np.ravel(ci['x'][1])[0]):.2f}]")
+    return cells
+
+
+def tables(rows: list[dict], budget: int, reps: int) -> None:
+    header = [f"return at {int(p * 100)} % ({int(p * budget):,})" for p in POINTS]
+    body = []
+    for side in dict.fromkeys(r["side"] for r in rows):
+        ours = sorted((r for r in rows if r["side"] == side), key=lambda r: r["seed"])
+        scores = np.array([[window_mean(r, (p - WINDOW) * budget, p * budget) for p in POINTS] for r in ours])
+        body += [[side, f"seed {r['seed']}", *(f"{v:.2f}" for v in s)] for r, s in zip(ours, scores)]
+        if len(ours) > 1:
+            body.append([side, f"IQM of {len(ours)} [95 % CI]", *iqm_cells(scores, reps)])
+    C.print_table(["side", "run", *header], body,
+                  title="training return summed over agents (mean of the per-update returns over the 10 % of the "
+                        "budget before each point)")
+    speed = []
+    for r in sorted(rows, key=lambda r: (r["side"], r["seed"])):
+        timed = r.get("timed_env_steps", r["env_steps"])  # JaxMARL's training time holds every update (compile apart)
+        speed.append([r["side"], r["seed"], f"{r['env_steps']:,}", f"{r['startup_s'] + r['train_s']:.0f} s",
+                      f"{r['startup_s']:.1f} s", f"{r['train_s']:.0f} s",
+                      f"{timed / r['train_s']:,.0f}", f"{timed / r['cpu_s']:,.0f}", f"{r['cpu_s'] / r['train_s']:.2f}"])
+    C.print_table(["side", "seed", "env steps", "wall (start to end of training)", "start-up", "training",
+                   "env steps/s after start-up", "per CPU-second", "CPU-s per s"], speed,
+                  title="time per run (one thread per side; CPU-s per s below 1: the machine's other load took the rest)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--env-steps", type=int, default=1_500_000,
+                        help="env-step budget per run (JaxMARL's: 1e7); rounded down to whole updates of 4,096")
+    parser.add_argument("--threads", type=int, default=1, help="threads per side (XLA's and marl's learner)")
+    parser.add_argument("--bin", type=int, default=10, help="updates per point of the marl-eval JSON")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
+    parser.add_argument("--jaxmarl-venv", default=str(HERE / ".jaxmarl-venv"))
+    parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
+    parser.add_argument("--raw-dir", default=str(ROOT / "runs" / "pqn_vdn_jaxmarl" / "raw"),
+                        help="each run's output; a run whose file is there is read, not rerun")
+    parser.add_argument("--json", help="write the marl-eval JSON here")
+    parser.add_argument("--report", help="marl report the JSON into this directory (needs --json)")
+    parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=SIDES + ABLATIONS,
+                        help="marl-terminal: marl with the time limit as termination (JaxMARL's treatment), an ablation")
+    parser.add_argument("--side", nargs=3, metavar=("SEED", "BUDGET", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--terminal", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:  # a marl run in this fresh process
+        print(json.dumps(marl_side(*map(int, args.side), terminal=args.terminal)))
+        return
+    venv = Path(args.jaxmarl_venv)
+    if not args.jaxmarl_src and not (venv / "JAXMARL_SRC").is_file():
+        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
+    src = args.jaxmarl_src or (venv / "JAXMARL_SRC").read_text().strip()
+    budget = args.env_steps // PER_UPDATE * PER_UPDATE
+    print(f"compare_jaxmarl_pqn: {C.machine_line()}, {budget:,} env steps per run, seeds {args.seeds}", flush=True)
+    rows = []
+    sides = [s for s in SIDES + ABLATIONS if s in args.sides]
+    for i, seed in enumerate(args.seeds):
+        for side in sides[i % len(sides):] + sides[:i % len(sides)]:  # alternate who runs first (the machine drifts)
+            # JaxMARL is handed the budget as given (its NUM_UPDATES rounds it down as `budget` does)
+            row = run_side(side, seed, args.env_steps if side == "JaxMARL" else budget, venv / "bin" / "python", src,
+                           args.threads, Path(args.raw_dir))
+            rows.append(row)
+            print(f"seed {seed} {side:>7}: return {window_mean(row, (1 - WINDOW) * budget, budget):8.2f} over the last "
+                  f"10 %, {row['startup_s'] + row['train_s']:.0f} s (start-up {row['startup_s']:.0f} s), load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
+    tables(rows, budget, args.reps)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(marl_eval(rows, budget, args.bin), indent=1))
+        if args.report:
+            from marl.experiment.report import write_report
+
+            points = -(-budget // (args.bin * PER_UPDATE))
+            print("report:", *write_report([args.json], args.report, reps=args.reps, points=points), sep="\n  ")
+
+
+if __name__ == "__main__":
+    main()
