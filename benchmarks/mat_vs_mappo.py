@@ -135,13 +135,23 @@ def main(argv=None) -> int:
         print(f"mat_vs_mappo: no runs under {runs} (train first)", file=sys.stderr)
         return 1
     from marl.experiment.report import write_report
+    from marl.experiment.report_runs import suite_of
 
     out = (ROOT / args.out).resolve()
     write_report(sources, out, reps=args.reps)
     blocks = tables(sources, args.reps)
     for title, headers, rows in blocks:
         C.print_table(headers, rows, title)
-    text = (out / "results.md").read_text().rstrip("\n") + "\n\n## Per run and at equal env steps\n\n"
+    text = (out / "results.md").read_text().rstrip("\n")
+    suites = [suite_of(source) for source in sources]
+    if len(suites) > 1:  # the report's title and budget are the first runs directory's: name every suite's
+        first = suites[0]
+        text = text.replace(f"Suite `{first['name']}`", "Suites " + " + ".join(f"`{s['name']}`" for s in suites), 1)
+        budgets = ", ".join(f"{s['env_steps']} ({s['name']})" for s in suites)
+        text = text.replace(f"{first['env_steps']} env steps per run", f"env steps per run: {budgets}", 1)
+        text = text.replace("## Overall (scores min-max normalised per task)",
+                            "## Overall (scores min-max normalised per task; the tasks' budgets differ, see above)", 1)
+    text += "\n\n## Per run and at equal env steps\n\n"
     text += "\n\n".join(markdown_table(*block) for block in blocks) + "\n"
     notes = out / "notes.md"
     if notes.is_file():
