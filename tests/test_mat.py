@@ -60,6 +60,31 @@ def test_teacher_forced_learning_reproduces_the_log_probs_and_values_of_acting(s
         torch.testing.assert_close(v_act, v_train, rtol=1e-5, atol=1e-5)
 
 
+def test_learning_passes_each_env_step_once_and_every_row_reads_its_own_position(monkeypatch):
+    """forward_train on shuffled rows equals the per-row pass (each row's own encode and decode of its env step),
+    with the encoder run once per env step, not once per agent row."""
+    module, batch = _module(), _team(envs=6)
+    out = module.forward_exploration(batch)
+    actions = module.action_dist(out["action_dist_inputs"]).sample()
+    tensors = {**batch, sb.ACTIONS: actions, sb.EPS_ID: torch.arange(6).repeat_interleave(3),
+               sb.T: torch.zeros(18, dtype=torch.long), sb.AGENT_INDEX: batch["agent_index"]}
+    tensors = {k: v[torch.randperm(18, generator=torch.Generator().manual_seed(3))]
+               for k, v in team_actions(module, tensors, None).items()}
+    encoded = []
+    encode = module.encode
+    monkeypatch.setattr(module, "encode", lambda state: encoded.append(len(state)) or encode(state))
+    train = module.forward_train({**tensors, "actions": tensors[sb.ACTIONS]})
+    assert encoded == [6]
+    reps, values = encode(tensors["state"])  # the per-row pass
+    team, present = tensors[TEAM_ACTIONS].float(), tensors[TEAM_PRESENT].float().unsqueeze(-1)
+    previous = torch.zeros_like(team)
+    previous[:, 1:] = (team * present)[:, :-1]
+    rows, index = torch.arange(18), tensors["agent_index"].long()
+    want = module._params(module.decode(reps, previous)[rows, index], None)
+    torch.testing.assert_close(train["action_dist_inputs"][:, :want.shape[1]], want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(train["vf_preds"], values[rows, index], rtol=1e-5, atol=1e-6)
+
+
 def test_an_agents_distribution_depends_on_the_earlier_agents_actions_unless_decoding_is_independent():
     batch = _team(envs=1)
     for autoregressive, depends in ((True, True), (False, False)):

@@ -176,15 +176,23 @@ class MATModule(RLModule):
 
     # -- the passes ----------------------------------------------------------------------------------------------
     def forward_train(self, batch):
-        """Teacher-forced: each row's position decoded from its env step's team actions."""
-        reps, values = self.encode(batch["state"])
+        """Teacher-forced: each row's position decoded from its env step's team actions. The rows of one env step
+        (its agents', wherever the minibatch put them) share the state and the team's actions, so each distinct
+        (state, team actions) is encoded and decoded once and every row reads its own position of it: the team's
+        pass once, not once per agent (n times the work with n agents)."""
+        state = batch["state"]
         team, present = batch[TEAM_ACTIONS].float(), batch[TEAM_PRESENT].float().unsqueeze(-1)
-        previous = torch.zeros_like(team)
-        previous[:, 1:] = (team * present)[:, :-1]
-        rows, index = torch.arange(len(reps)), batch["agent_index"].long()
-        params = self._params(self.decode(reps, previous)[rows, index], batch.get("action_mask"))
-        decoded = batch["actions"].float().reshape(len(reps), -1)
-        return {"action_dist_inputs": torch.cat([params, decoded], dim=-1), "vf_preds": values[rows, index]}
+        key = torch.cat([state.reshape(len(state), -1).float(), (team * present).flatten(1), present.flatten(1)], 1)
+        _, step, = torch.unique(key, dim=0, return_inverse=True)  # row -> its env step's place among the distinct ones
+        first = torch.zeros(int(step.max()) + 1 if len(step) else 0, dtype=torch.long, device=step.device)
+        first.scatter_(0, step, torch.arange(len(step), device=step.device))  # a row of each (any: they are alike)
+        reps, values = self.encode(state[first])
+        previous = torch.zeros_like(team[first])
+        previous[:, 1:] = (team * present)[first, :-1]
+        index = batch["agent_index"].long()
+        params = self._params(self.decode(reps, previous)[step, index], batch.get("action_mask"))
+        decoded = batch["actions"].float().reshape(len(state), -1)
+        return {"action_dist_inputs": torch.cat([params, decoded], dim=-1), "vf_preds": values[step, index]}
 
     def _act(self, batch, explore: bool) -> dict:
         """Autoregressive: agent after agent, each drawing (or picking) its action given the earlier ones'."""
