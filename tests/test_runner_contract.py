@@ -26,9 +26,15 @@ def all_subclasses(cls) -> set:
     return set(cls.__subclasses__()).union(*(all_subclasses(c) for c in cls.__subclasses__()))
 
 
+def made_by_ray(cls) -> bool:
+    """The classes `ray.remote(Runner)` derives from a runner (its actor wrapper and `ActorClass(...)` handle), which
+    an earlier test in the same process leaves among the runner's subclasses."""
+    return "__ray_actor_class__" in vars(cls) or any(base.__name__ == "ActorClass" for base in cls.__mro__)
+
+
 def test_every_runner_class_keeps_the_contract():
     # (every class built on ActorBasics in marl is a runner: a new one is checked without being listed)
-    found = {c for c in all_subclasses(actor_basics.ActorBasics) if c.__module__.startswith("marl.")}
+    found = {c for c in all_subclasses(actor_basics.ActorBasics) if c.__module__.startswith("marl.") and not made_by_ray(c)}
     assert set(RUNNERS) <= found
     for cls in found:
         assert contract_gaps(cls) == [], cls
