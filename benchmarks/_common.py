@@ -112,3 +112,42 @@ def write_json(path: str, record: dict) -> None:
         head["load_avg"] = None
     with open(path, "w") as f:
         json.dump({**head, **record}, f, indent=1, default=str)
+
+
+def per_point(fn):
+    """rliable's aggregate `fn` at every point of a (seeds x tasks x points) score array."""
+    import numpy as np
+
+    return lambda s: np.array([fn(s[..., p]) for p in range(s.shape[-1])])
+
+
+def seed_estimates(scores, fn, reps: int):
+    """(point, low, high) arrays of rliable's aggregate `fn` (e.g. `metrics.aggregate_iqm`) over the seeds (rows) of
+    `scores` at each point (column), with its 95 % stratified-bootstrap interval; NaN at a point some seed has no
+    score at."""
+    import numpy as np
+
+    from marl.experiment.report import interval_estimates
+
+    scores = np.asarray(scores, dtype=float)
+    out = np.full((3, scores.shape[1]), np.nan)
+    whole = [p for p in range(scores.shape[1]) if not np.isnan(scores[:, p]).any()]
+    if whole:
+        point, interval = interval_estimates({"x": scores[:, None, whole]}, per_point(fn), reps)
+        out[:, whole] = [np.asarray(point["x"]), np.asarray(interval["x"][0]), np.asarray(interval["x"][1])]
+    return out[0], out[1], out[2]
+
+
+def estimate_cells(scores, fn, reps: int, fmt=lambda x: f"{x:.2f}") -> list[str]:
+    """'point [low, high]' of `seed_estimates` at each point, '-' where some seed has no score."""
+    return ["-" if m != m else f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" for m, lo, hi in zip(*seed_estimates(scores, fn, reps))]
+
+
+def jaxmarl_source(venv: Path, src: str | None) -> str:
+    """The JaxMARL checkout whose baselines a comparison runs: `src` if given, else the one benchmarks/setup_jaxmarl.sh
+    recorded in `venv`; exits with the setup command when neither is there."""
+    if src:
+        return src
+    if not (Path(venv) / "JAXMARL_SRC").is_file():
+        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
+    return (Path(venv) / "JAXMARL_SRC").read_text().strip()

@@ -52,19 +52,6 @@ def wall_s(run: Run) -> float:
     return run.t_end - run.t_spawn
 
 
-def estimate(scores: np.ndarray, per_point, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(point, low, high) of `per_point` over the seeds of `scores` (seeds x points): rliable's bootstrap."""
-    from marl.experiment.report import interval_estimates
-
-    point, interval = interval_estimates({"x": scores[:, None, :]}, per_point, reps)
-    return np.asarray(point["x"]), np.asarray(interval["x"][0]), np.asarray(interval["x"][1])
-
-
-def per_point(fn):
-    """rliable's aggregate `fn` at every point of a (seeds x tasks x points) score array."""
-    return lambda s: np.array([fn(s[..., p]) for p in range(s.shape[-1])])
-
-
 def iqm_table(runs: list[Run], budget: int, reps: int) -> list[list[str]]:
     from rliable import metrics
 
@@ -75,12 +62,8 @@ def iqm_table(runs: list[Run], budget: int, reps: int) -> list[list[str]]:
             if not ours:
                 continue
             scores = np.array([[return_at(r, p, budget) for p in POINTS] for r in ours])
-            cells = ["-"] * len(POINTS)  # a point some seed has no return at (no episode ended in its window)
-            whole = [p for p in range(len(POINTS)) if not np.isnan(scores[:, p]).any()]
-            if whole:
-                point, low, high = estimate(scores[:, whole], per_point(metrics.aggregate_iqm), reps)
-                for p, m, lo, hi in zip(whole, point, low, high):
-                    cells[p] = f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]"
+            # '-' at a point some seed has no return at (no episode ended in its window)
+            cells = C.estimate_cells(scores, metrics.aggregate_iqm, reps, fmt)
             rows.append([label, side, ", ".join(str(r.seed) for r in ours), *cells])
     return rows
 
@@ -128,7 +111,7 @@ def plot(runs: list[Run], budget: int, path: Path, reps: int) -> None:
             curves[side] = np.array(rows)[:, None, :]
             ends[side] = [float(r.env_steps()) for r in ours]
         lines = curve_lines(grid, curves, ends,
-                            lambda s: interval_estimates(s, per_point(metrics.aggregate_mean), reps))
+                            lambda s: interval_estimates(s, C.per_point(metrics.aggregate_mean), reps))
         draw(ax, lines, colours, "env steps", "return (summed over agents), mean over seeds")
         seeds = sorted({r.seed for r in runs if r.task == label})
         ax.set_title(f"{label} (seeds {', '.join(map(str, seeds))})")

@@ -155,9 +155,7 @@ def main() -> None:
                                    device, overlap == "1", ROLLOUT[rollout])))
         return
     venv = Path(args.jaxmarl_venv)
-    if not args.jaxmarl_src and not (venv / "JAXMARL_SRC").is_file():
-        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
-    src = args.jaxmarl_src or (venv / "JAXMARL_SRC").read_text().strip()
+    src = C.jaxmarl_source(venv, args.jaxmarl_src)
     jax_python = Path(args.jaxmarl_python) if args.jaxmarl_python else venv / "bin" / "python"
     print(f"compare_jaxmarl: {C.machine_line()}, marl device {args.device}", flush=True)
     sides = [s for s in SIDES if s in args.sides]

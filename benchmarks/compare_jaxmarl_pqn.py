@@ -169,21 +169,9 @@ def marl_eval(rows: list[dict], budget: int, bin_updates: int) -> dict:
     return out
 
 
-def iqm_cells(scores: np.ndarray, reps: int) -> list[str]:
-    """IQM [95 % CI] over seeds (rows) at every point (columns): rliable's stratified bootstrap."""
+def tables(rows: list[dict], budget: int, reps: int) -> None:
     from rliable import metrics
 
-    from marl.experiment.report import interval_estimates
-
-    cells = []
-    for p in range(scores.shape[1]):
-        point, ci = interval_estimates({"x": scores[:, p:p + 1]}, metrics.aggregate_iqm, reps)
-        cells.append(f"{float(np.ravel(point['x'])[0]):.2f} [{float(np.ravel(ci['x'][0])[0]):.2f}, "
-                     f"{float(np.ravel(ci['x'][1])[0]):.2f}]")
-    return cells
-
-
-def tables(rows: list[dict], budget: int, reps: int) -> None:
     header = [f"return at {int(p * 100)} % ({int(p * budget):,})" for p in POINTS]
     body = []
     for side in dict.fromkeys(r["side"] for r in rows):
@@ -191,7 +179,7 @@ def tables(rows: list[dict], budget: int, reps: int) -> None:
         scores = np.array([[window_mean(r, (p - WINDOW) * budget, p * budget) for p in POINTS] for r in ours])
         body += [[side, f"seed {r['seed']}", *(f"{v:.2f}" for v in s)] for r, s in zip(ours, scores)]
         if len(ours) > 1:
-            body.append([side, f"IQM of {len(ours)} [95 % CI]", *iqm_cells(scores, reps)])
+            body.append([side, f"IQM of {len(ours)} [95 % CI]", *C.estimate_cells(scores, metrics.aggregate_iqm, reps)])
     C.print_table(["side", "run", *header], body,
                   title="training return summed over agents (mean of the per-update returns over the 10 % of the "
                         "budget before each point)")
@@ -229,9 +217,7 @@ def main() -> None:
         print(json.dumps(marl_side(*map(int, args.side), terminal=args.terminal)))
         return
     venv = Path(args.jaxmarl_venv)
-    if not args.jaxmarl_src and not (venv / "JAXMARL_SRC").is_file():
-        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
-    src = args.jaxmarl_src or (venv / "JAXMARL_SRC").read_text().strip()
+    src = C.jaxmarl_source(venv, args.jaxmarl_src)
     budget = args.env_steps // PER_UPDATE * PER_UPDATE
     print(f"compare_jaxmarl_pqn: {C.machine_line()}, {budget:,} env steps per run, seeds {args.seeds}", flush=True)
     rows = []

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import _common as C
+from _records import table_markdown
 
 ROOT = C.REPO_ROOT
 PARTS = {"spread": "suites/mat_vs_mappo_spread.yaml", "smax": "suites/mat_vs_mappo_smax.yaml"}
@@ -66,7 +67,6 @@ def fmt(x: float) -> str:
 def tables(sources: list[Path], reps: int) -> list[tuple[str, list[str], list[list[str]]]]:
     from rliable import metrics
 
-    from marl.experiment.report import interval_estimates
     from marl.experiment.report_curves import run_curve
     from marl.experiment.report_runs import read_runs, suite_of
 
@@ -83,14 +83,7 @@ def tables(sources: list[Path], reps: int) -> list[tuple[str, list[str], list[li
                     per_run.append([task, algo, str(r.seed), fmt(r.final), fmt(f["train_return"]), f"{f['env_steps']:,}",
                                     f"{f['time_s']:.0f}", f"{f['env_steps'] / f['time_s']:.0f}"])
                 curves = np.array([run_curve(grid, r.steps, r.returns) for r in ours])  # seeds x points
-                cells = ["-"] * len(POINTS)
-                whole = [p for p in range(len(POINTS)) if not np.isnan(curves[:, p]).any()]
-                if whole:
-                    fn = lambda s: np.array([metrics.aggregate_iqm(s[..., p]) for p in range(s.shape[-1])])  # noqa: E731
-                    point, interval = interval_estimates({"x": curves[:, None, whole]}, fn, reps)
-                    for p, m, lo, hi in zip(whole, point["x"], interval["x"][0], interval["x"][1]):
-                        cells[p] = f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]"
-                iqm_rows.append([task, algo, str(len(ours)), *cells])
+                iqm_rows.append([task, algo, str(len(ours)), *C.estimate_cells(curves, metrics.aggregate_iqm, reps, fmt)])
                 times = [f["time_s"] for f in facts]
                 speed_rows.append([task, algo, f"{C.median(times):.0f}", f"{min(times):.0f}-{max(times):.0f}",
                                    f"{C.median([f['env_steps'] / f['time_s'] for f in facts]):.0f}"])
@@ -104,11 +97,6 @@ def tables(sources: list[Path], reps: int) -> list[tuple[str, list[str], list[li
         ("Training time per run (sum of iteration times, evaluation included)",
          ["task", "algorithm", "median s", "range s", "median env steps/s"], speed_rows),
     ]
-
-
-def markdown_table(title: str, headers: list[str], rows: list[list[str]]) -> str:
-    lines = [f"**{title}**", "", "| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def main(argv=None) -> int:
@@ -152,7 +140,7 @@ def main(argv=None) -> int:
         text = text.replace("## Overall (scores min-max normalised per task)",
                             "## Overall (scores min-max normalised per task; the tasks' budgets differ, see above)", 1)
     text += "\n\n## Per run and at equal env steps\n\n"
-    text += "\n\n".join(markdown_table(*block) for block in blocks) + "\n"
+    text += "\n\n".join(table_markdown({"title": t, "headers": h, "rows": r}) for t, h, r in blocks) + "\n"
     notes = out / "notes.md"
     if notes.is_file():
         text += "\n" + notes.read_text()
