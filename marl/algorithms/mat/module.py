@@ -182,13 +182,14 @@ class MATModule(RLModule):
         pass once, not once per agent (n times the work with n agents)."""
         state = batch["state"]
         team, present = batch[TEAM_ACTIONS].float(), batch[TEAM_PRESENT].float().unsqueeze(-1)
-        key = torch.cat([state.reshape(len(state), -1).float(), (team * present).flatten(1), present.flatten(1)], 1)
-        _, step, = torch.unique(key, dim=0, return_inverse=True)  # row -> its env step's place among the distinct ones
-        first = torch.zeros(int(step.max()) + 1 if len(step) else 0, dtype=torch.long, device=step.device)
+        played = team * present
+        key = torch.cat([state.reshape(len(state), -1).float(), played.flatten(1), present.flatten(1)], 1)
+        distinct, step = torch.unique(key, dim=0, return_inverse=True)  # row -> its env step among the distinct ones
+        first = torch.zeros(len(distinct), dtype=torch.long, device=step.device)
         first.scatter_(0, step, torch.arange(len(step), device=step.device))  # a row of each (any: they are alike)
         reps, values = self.encode(state[first])
-        previous = torch.zeros_like(team[first])
-        previous[:, 1:] = (team * present)[first, :-1]
+        previous = torch.zeros_like(played[first])
+        previous[:, 1:] = played[first, :-1]
         index = batch["agent_index"].long()
         params = self._params(self.decode(reps, previous)[step, index], batch.get("action_mask"))
         decoded = batch["actions"].float().reshape(len(state), -1)
