@@ -6,7 +6,7 @@
 
 Sides, each a fresh process, back to back per seed, the order rotating with the seed: `JaxMARL` (the script's
 make_train over its published config, config.yaml + alg/pqn_vdn_ff_mpe.yaml, jitted whole, in its venv:
-jaxmarl_pqn.py) and `marl` (PQN_VDN on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL adapter, the batched
+jaxmarl_baseline.py) and `marl` (PQN_VDN on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL adapter, the batched
 path: one jitted env call per step, as the compiled rollout mirrors no Q network; composed as `algorithm=pqn_vdn task=jaxmarl/simple_spread
 experiment=jaxmarl_pqn_vdn_ff_mpe`: that preset lists every setting with its JaxMARL key, and what marl cannot
 express). A budget below JaxMARL's TOTAL_TIMESTEPS (1e7) runs a prefix of its schedule: JaxMARL's EPS_DECAY (a
@@ -44,17 +44,14 @@ from pathlib import Path
 
 T0 = time.time()
 
-import numpy as np  # noqa: E402
-
 import _common as C  # noqa: E402
+from _peer_curves import WINDOW, marl_eval, tables, window_mean  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SIDES = ("JaxMARL", "marl")
 ABLATIONS = ("marl-terminal",)  # run only when named in --sides; printed, not in the marl-eval JSON
 PER_UPDATE = 256 * 16  # NUM_ENVS x NUM_STEPS: env steps per update on both sides
-POINTS = (0.25, 0.5, 0.75, 1.0)
-WINDOW = 0.1
 PRESET = ["algorithm=pqn_vdn", "task=jaxmarl/simple_spread", "experiment=jaxmarl_pqn_vdn_ff_mpe"]
 
 
@@ -115,7 +112,8 @@ def run_side(side: str, seed: int, budget: int, jax_python: Path, src: str, thre
         print(f"seed {seed} {side}: read from {raw}", flush=True)
         return json.loads(raw.read_text())
     if side == "JaxMARL":
-        cmd = [str(jax_python), str(HERE / "jaxmarl_pqn.py"), src, json.dumps(jaxmarl_overrides(src, budget, seed))]
+        cmd = [str(jax_python), str(HERE / "jaxmarl_baseline.py"), src, "baselines/QLearning/pqn_vdn_ff.py",
+               "pqn_vdn_ff_mpe", json.dumps(jaxmarl_overrides(src, budget, seed))]
     else:
         cmd = [sys.executable, __file__, "--side", str(seed), str(budget), str(threads)] + ["--terminal"] * (
             side == "marl-terminal")
@@ -129,69 +127,6 @@ def run_side(side: str, seed: int, budget: int, jax_python: Path, src: str, thre
     raw_dir.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(row))
     return row
-
-
-def curve(row: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(env steps at each update's end, its return), NaN where none is measured; JaxMARL's leading updates that
-    averaged the zeros of worlds with no finished episode yet are NaN."""
-    returns = np.asarray(row["returns"], dtype=float)
-    if row["side"] == "JaxMARL":
-        steps = PER_UPDATE * np.arange(1, len(returns) + 1)
-        lengths = np.asarray(row["lengths"], dtype=float)
-        full = lengths >= 0.999 * lengths.max()
-        returns[: int(np.argmax(full))] = np.nan
-    else:
-        steps = np.asarray(row["steps"])
-    return steps, returns
-
-
-def window_mean(row: dict, lo: float, hi: float) -> float:
-    steps, returns = curve(row)
-    values = returns[(steps > lo) & (steps <= hi) & ~np.isnan(returns)]
-    return float(values.mean()) if len(values) else float("nan")
-
-
-def marl_eval(rows: list[dict], budget: int, bin_updates: int) -> dict:
-    """The runs in marl-eval's layout: a step per bin of `bin_updates` updates, the score the last 10 %."""
-    out: dict = {}
-    for row in (r for r in rows if r["side"] in SIDES):
-        steps, returns = curve(row)
-        entry, edge = {}, bin_updates * PER_UPDATE
-        for k, hi in enumerate(range(edge, int(steps[-1]) + edge, edge)):
-            hi = min(hi, int(steps[-1]))
-            keep = (steps > hi - edge) & (steps <= hi) & ~np.isnan(returns)
-            if keep.any():
-                entry[f"step_{k}"] = {"step_count": hi, "return": returns[keep].tolist()}
-        last = (steps > (1 - WINDOW) * budget) & ~np.isnan(returns)
-        entry["absolute_metrics"] = {"return": returns[last].tolist()}
-        out.setdefault("jaxmarl", {}).setdefault("simple_spread", {}).setdefault(f"pqn_vdn-{row['side'].lower()}", {})[
-            f"seed_{row['seed']}"] = entry
-    return out
-
-
-def tables(rows: list[dict], budget: int, reps: int) -> None:
-    from rliable import metrics
-
-    header = [f"return at {int(p * 100)} % ({int(p * budget):,})" for p in POINTS]
-    body = []
-    for side in dict.fromkeys(r["side"] for r in rows):
-        ours = sorted((r for r in rows if r["side"] == side), key=lambda r: r["seed"])
-        scores = np.array([[window_mean(r, (p - WINDOW) * budget, p * budget) for p in POINTS] for r in ours])
-        body += [[side, f"seed {r['seed']}", *(f"{v:.2f}" for v in s)] for r, s in zip(ours, scores)]
-        if len(ours) > 1:
-            body.append([side, f"IQM of {len(ours)} [95 % CI]", *C.estimate_cells(scores, metrics.aggregate_iqm, reps)])
-    C.print_table(["side", "run", *header], body,
-                  title="training return summed over agents (mean of the per-update returns over the 10 % of the "
-                        "budget before each point)")
-    speed = []
-    for r in sorted(rows, key=lambda r: (r["side"], r["seed"])):
-        timed = r.get("timed_env_steps", r["env_steps"])  # JaxMARL's training time holds every update (compile apart)
-        speed.append([r["side"], r["seed"], f"{r['env_steps']:,}", f"{r['startup_s'] + r['train_s']:.0f} s",
-                      f"{r['startup_s']:.1f} s", f"{r['train_s']:.0f} s",
-                      f"{timed / r['train_s']:,.0f}", f"{timed / r['cpu_s']:,.0f}", f"{r['cpu_s'] / r['train_s']:.2f}"])
-    C.print_table(["side", "seed", "env steps", "wall (start to end of training)", "start-up", "training",
-                   "env steps/s after start-up", "per CPU-second", "CPU-s per s"], speed,
-                  title="time per run (one thread per side; CPU-s per s below 1: the machine's other load took the rest)")
 
 
 def main() -> None:
@@ -234,7 +169,9 @@ def main() -> None:
     tables(rows, budget, args.reps)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(marl_eval(rows, budget, args.bin), indent=1))
+        ours = [r for r in rows if r["side"] in SIDES]  # the ablations are printed, not compared
+        place = lambda r: ("jaxmarl", "simple_spread", f"pqn_vdn-{r['side'].lower()}")  # noqa: E731
+        Path(args.json).write_text(json.dumps(marl_eval(ours, budget, args.bin * PER_UPDATE, place), indent=1))
         if args.report:
             from marl.experiment.report import write_report
 
