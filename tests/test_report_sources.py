@@ -101,3 +101,27 @@ def test_report_sources_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="holds no run"):
         (tmp_path / "empty.json").write_text("{}")
         read_marl_eval(tmp_path / "empty.json")
+
+
+def test_score_training_reads_the_exploring_returns_where_the_greedy_ones_differ(tmp_path):
+    """A policy that still acts through its noise (MaMuJoCo at 100k env steps: greedy ~0, exploring ~390) is judged
+    by its training returns with `score="training"`: the curve every iteration's, the score the last 10 %'s mean."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "suite.yaml").write_text("name: fake\nenv_steps: 2000\n")
+    for seed in range(2):
+        d = root / "cheetah" / "HAPPO" / f"seed_{seed}"
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"task": "cheetah", "algorithm": "HAPPO", "seed": seed}))
+        (d / "done.json").write_text(json.dumps({"env_steps_total": 2000}))
+        rows = [{"env_steps_total": 100 * i, "episode_return_mean": 10.0 * i + seed}
+                | ({"evaluation/episode_return_mean": -float(i)} if i % 10 == 0 else {}) for i in range(1, 21)]
+        (d / "result.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    greedy, training = read_sources(root).runs, read_sources(root, "training").runs
+    assert [run.final for run in greedy] == [-20.0, -20.0]
+    assert [run.final for run in training] == [195.0, 196.0]  # iterations 19 and 20 (steps above 1,800)
+    assert len(training[0].steps) == 20 and len(greedy[0].steps) == 2
+    write_report(root, tmp_path / "report", reps=50, points=4, score="training")
+    assert "Score: the exploring policy's training return" in (tmp_path / "report" / "results.md").read_text()
+    with pytest.raises(ConfigError, match="--score must be one of"):
+        write_report(root, tmp_path / "other", reps=50, points=4, score="greedy")

@@ -64,7 +64,7 @@ def cmd_report(args) -> int:
             path_checks.input_file(source, "SOURCE")  # a marl-eval JSON file, or a missing path: one line
     if args.output:
         path_checks.output_dir(args.output, "--output")
-    paths = write_report(args.sources, args.output, reps=args.reps, points=args.points)
+    paths = write_report(args.sources, args.output, reps=args.reps, points=args.points, score=args.score)
     for path in paths:
         print(path)
     return 0
@@ -106,5 +106,8 @@ def add_parsers(sub) -> None:
                         help="where to write the report (default: the first runs directory's report/; needed with JSON files alone)")
     report.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default 2000)")
     report.add_argument("--points", type=int, default=10, help="points of the sample-efficiency curves (default 10)")
+    report.add_argument("--score", choices=("evaluation", "training"), default="evaluation",
+                        help="a runs directory's curve and score: the greedy evaluations (default), or the exploring "
+                             "policy's training returns (the score: their mean over the last 10 %% of each run)")
     report.set_defaults(fn=cmd_report)
 

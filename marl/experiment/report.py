@@ -37,7 +37,7 @@ import numpy as np
 
 from marl.errors import ConfigError
 from marl.experiment.report_curves import curve_lines, draw, run_curve
-from marl.experiment.report_runs import Run, read_sources, suite_of
+from marl.experiment.report_runs import SCORES, Run, read_sources, suite_of
 from marl.experiment.targets import targets_report
 from marl.logging.run_dir import read_results
 
@@ -161,12 +161,17 @@ def _fmt(triple, digits: int) -> str:
     return f"{point:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def markdown(report: Report, numbers: dict, unfinished: list[str], title: str, budget: int | None) -> str:
+SCORE_TEXT = {"evaluation": "the final greedy evaluation's mean return",
+              "training": "the exploring policy's training return, the mean over the last 10 % of each run"}
+
+
+def markdown(report: Report, numbers: dict, unfinished: list[str], title: str, budget: int | None,
+             score: str = "evaluation") -> str:
     lines = [f"# {title}", ""]
     seeds = {len(v) for v in report.by.values()}
     lines += [
         f"{len(report.tasks)} tasks x {len(report.algorithms)} algorithms, {'/'.join(map(str, sorted(seeds)))} seeds each"
-        + (f", {budget} env steps per run" if budget else "") + ". Score: the final greedy evaluation's mean return.",
+        + (f", {budget} env steps per run" if budget else "") + f". Score: {SCORE_TEXT[score]}.",
         "IQM (interquartile mean) and mean with 95 % stratified-bootstrap confidence intervals (rliable).", "",
         "## Per task (returns)", "",
         "| task | algorithm | runs | IQM [95 % CI] | mean [95 % CI] |", "| --- | --- | --- | --- | --- |",
@@ -282,16 +287,19 @@ def plots(report: Report, out: Path, reps: int) -> list[Path]:
 
 
 def write_report(sources, output: str | os.PathLike | None = None, *, reps: int = 2000,
-                 points: int = 10) -> list[str]:
+                 points: int = 10, score: str = "evaluation") -> list[str]:
     """Writes the report of runs directories and marl-eval JSON files (`report_runs`); returns the paths written.
 
     The first runs directory names the suite, sets the budget (its suite.yaml) and is where the report goes
-    without `output`; a report of JSON files alone needs `output`.
+    without `output`; a report of JSON files alone needs `output`. `score`: `evaluation` (the greedy evaluations)
+    or `training` (the exploring policy's training returns: a runs directory's curve and score).
     """
 
     if reps < 1 or points < 1:
         raise ConfigError(f"--reps and --points must be >= 1, got {reps} and {points}")
-    found = read_sources(sources)
+    if score not in SCORES:
+        raise ConfigError(f"--score must be one of {list(SCORES)}, got '{score}'")
+    found = read_sources(sources, score)
     runs_dir, runs, unfinished = found.runs_dir, found.runs, found.unfinished
     if output is None and runs_dir is None:
         raise ConfigError("--output is needed when no source is a runs directory (where should the report go?)")
@@ -306,7 +314,7 @@ def write_report(sources, output: str | os.PathLike | None = None, *, reps: int 
     title = f"Suite `{suite.get('name', runs_dir.name if runs_dir else out.name)}`"
     paths = [out / "results.md", out / "aggregates.json", out / "marl_eval.json"]
     target_lines, numbers["targets"] = targets_report(runs_dir, suite, read_results) if runs_dir else ([], [])
-    text = markdown(report, numbers, unfinished, title, None if target_lines else budget)
+    text = markdown(report, numbers, unfinished, title, None if target_lines else budget, score)
     if target_lines:  # the runs are the targets' rows, not a tasks x algorithms grid
         grid = text.splitlines()[2].split(",")[0]
         text = text.replace(grid, f"{len(numbers['targets'])} target rows ({len(runs)} runs: each to its target or its budget)", 1)

@@ -1,7 +1,9 @@
 """What `marl report` aggregates: runs read from `marl experiment`'s runs directories and from marl-eval JSON files.
 
 A run is one (task, algorithm, seed): its curve (mean return at each evaluation's env steps), its score (the final
-greedy evaluation's mean return) and the per-episode lists the marl-eval JSON keeps. Two sources give runs:
+greedy evaluation's mean return; with score="training", the exploring policy's training returns instead: the curve
+every iteration's, the score their mean over the last 10 % of the run, as peers that report training curves do) and
+the per-episode lists the marl-eval JSON keeps. Two sources give runs:
 
 * a runs directory (`*/*/seed_*/run.json`, `result.jsonl`, `done.json`): every evaluation, as trained;
 * a marl-eval JSON file (environment -> task -> algorithm -> seed_N -> step_K {step_count, return: [...],
@@ -35,6 +37,8 @@ RETURN_KEY = "evaluation/episode_return_mean"
 TRAIN_RETURN_KEY = "episode_return_mean"
 EVAL_LENGTH_KEY = "evaluation/episode_len_mean"
 TRAIN_LENGTH_KEY = "episode_len_mean"
+SCORES = ("evaluation", "training")
+LAST = 0.1  # score="training": the share of the run whose training returns make the score
 
 
 @dataclass
@@ -62,7 +66,7 @@ def _value(row: dict, key: str) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
+def read_runs(runs_dir: str | os.PathLike, score: str = "evaluation") -> tuple[list[Run], list[str]]:
     """(finished runs, names of unfinished ones) under a runs directory of `marl experiment`."""
 
     runs_dir = Path(runs_dir)
@@ -76,17 +80,21 @@ def read_runs(runs_dir: str | os.PathLike) -> tuple[list[Run], list[str]]:
             continue
         rows = read_results(run_dir)
         evaluations = [r for r in rows if _value(r, RETURN_KEY) is not None]
-        # The curve: the evaluations, or the training return where the suite evaluated only at the end.
-        key = RETURN_KEY if len(evaluations) >= 2 else TRAIN_RETURN_KEY
+        # The curve: the evaluations, or the training return where the suite evaluated only at the end (or asked).
+        key = RETURN_KEY if len(evaluations) >= 2 and score == "evaluation" else TRAIN_RETURN_KEY
         curve_rows = [r for r in rows if _value(r, key) is not None]
         if not curve_rows:
             unfinished.append(name + " (no return recorded)")
             continue
         steps = np.array([r["env_steps_total"] for r in curve_rows], dtype=float)
         returns = np.array([_value(r, key) for r in curve_rows], dtype=float)
-        final = _value(evaluations[-1], RETURN_KEY) if evaluations else float(returns[-1])
         points = [(int(r["env_steps_total"]), *_episodes(r, evaluation=key == RETURN_KEY)) for r in curve_rows]
-        final_episodes = _episodes(evaluations[-1]) if evaluations else points[-1][1:]
+        if score == "training":
+            last = returns[steps > (1 - LAST) * steps[-1]]
+            final, final_episodes = float(last.mean()), ([float(x) for x in last], [])
+        else:
+            final = _value(evaluations[-1], RETURN_KEY) if evaluations else float(returns[-1])
+            final_episodes = _episodes(evaluations[-1]) if evaluations else points[-1][1:]
         runs.append(Run(info["task"], info["algorithm"], int(info["seed"]), info.get("family", "env"), steps, returns,
                         float(final), points, final_episodes))
     if not runs:
@@ -182,8 +190,9 @@ def _marl_eval_run(entry: dict, family: str, task: str, algorithm: str, seed: in
                np.array([np.mean(p[1]) for p in points]), float(np.mean(final_episodes[0])), points, final_episodes)
 
 
-def read_sources(sources) -> Sources:
-    """Every source's runs (runs directories and marl-eval JSON files, in the order given), merged."""
+def read_sources(sources, score: str = "evaluation") -> Sources:
+    """Every source's runs (runs directories and marl-eval JSON files, in the order given), merged. `score`: which
+    return of a runs directory's runs is the curve and the score (a JSON file's are what it holds)."""
 
     sources = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     if not sources:
@@ -192,7 +201,7 @@ def read_sources(sources) -> Sources:
     for source in map(Path, sources):
         if source.is_dir():
             runs_dir = runs_dir or source
-            runs, left = read_runs(source)
+            runs, left = read_runs(source, score)
             found += [(run, source, True) for run in runs]
             unfinished += left
         elif source.exists():
