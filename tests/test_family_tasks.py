@@ -6,12 +6,20 @@ tests/test_compose.py checks the composition) learn in these tests of that scena
   smax     tests/test_batched_envs.py::test_ppo_and_mappo_learn_smax_3m (mappo, ppo x smax/3m)
   lbf      tests/test_env_families.py::test_ippo_learns_lbforaging_8x8_2p_2f (ippo x lbf/foraging_8x8_2p_2f)
 The ones below run `algorithm=X task=Y` exactly, budget and seed aside; openspiel's is judged by the NashConv of
-the trained policy (a zero-sum game's summed return is 0 whatever is learnt). (rware and butterfly have no
-learning test of their group yet. Measured 2026-11-28, seed 1, 2 shared cores under load, PPO with the group vs
-training.lr=0: butterfly/pistonball 256 env steps an iteration at ~18 s each, returns 576.6, 135.0, -69.7, -16.0 in
-75 s against 576.6, 109.2, 63.5, -304.6 (noise, no trend); rware on a 3x3 two-shelf layout (1,600 env
-steps an iteration) 0.12-0.25 deliveries an episode to 12.8k env steps against 0.0-0.38: neither separates from
-its broken variant within a minute.)
+the trained policy (a zero-sum game's summed return is 0 whatever is learnt). rware's runs `rware/3x3_2ag`, the
+tiny map's rules on a 3x3 layout, where random actions deliver by chance (the tiny map's deliver nothing, so PPO
+has no reward to learn from in a test's budget; the conf file says so).
+
+butterfly has no learning test: measured 2026-11-28/29 on 2 shared cores (load ~2-4), PPO, 256 env steps an
+iteration in ~2.3 s (sampling ~1.3 s, most of it PettingZoo's per-piston observe copying a 120x457 crop out of the
+pygame screen and SuperSuit resizing it, 6 a step; learning ~1 s, 24 minibatches on the conv stack; the ~18 s of
+the earlier attempt was the load). butterfly/pistonball (random drop): random actions 138 +- 314 an episode (60),
+seed 1 iterations' returns swing -296..577 with no trend to 17.9k env steps (first 10 iterations 147, last 10 18).
+butterfly/pistonball_fixed_start (random actions 19 +- 236): mean of the last 10 of 30 iterations (7.7k env steps)
+seed 1 536, seed 2 -8 (14 at 13.8k), seed 3 97; training.lr=0 64 and -84 (seeds 1, 2); with training.popart
+seeds 1, 2, 3 167, 457, -5; popart and lr 1e-3 485, 23, -49: when it learns it holds ~550 against the broken
+variant's < 100, but which seeds learn within 30 iterations varies with the settings, so no threshold a test can
+hold at ~2 minutes a run.
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ CASES = [
     FamilyTask("ppo", "jaxmarl/simple_spread", budget=160_000, threshold=-67.0, window=3,
                measured="seed 1: the first iteration (near random) -82.7, 3-iteration mean -65.1 at 139k, -61.2 at 205k "
                         "(4 min at load ~10, JAX compilation included)"),
+    FamilyTask("ppo", "rware/3x3_2ag", budget=40_000, threshold=1.0, window=3,
+               measured="2026-11-28, 2,000 env steps an iteration, deliveries a 100-step episode (random actions "
+                         "0.28), best 3-iteration mean by 40k: seeds 1, 2, 3: 1.55, 3.17, 1.34 (seed 1 21 by 120k; "
+                         "~40 s for 40k at load ~2); mutants: training.lr=0 0.31, 0.44 (seeds 1, 2), the policy's "
+                         "actions replaced by uniform random ones 0.33, 0.44"),
 ]
 
 
