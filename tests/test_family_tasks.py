@@ -53,9 +53,9 @@ CASES = [
                         "(4 min at load ~10, JAX compilation included)"),
     FamilyTask("ppo", "rware/3x3_2ag", budget=40_000, threshold=1.0, window=3,
                measured="2026-11-28, 2,000 env steps an iteration, deliveries a 100-step episode (random actions "
-                         "0.28), best 3-iteration mean by 40k: seeds 1, 2, 3: 1.55, 3.17, 1.34 (seed 1 21 by 120k; "
-                         "~40 s for 40k at load ~2); mutants: training.lr=0 0.31, 0.44 (seeds 1, 2), the policy's "
-                         "actions replaced by uniform random ones 0.33, 0.44"),
+                        "0.28), best 3-iteration mean by 40k: seeds 1, 2, 3: 1.55, 3.17, 1.34 (seed 1 21 by 120k; "
+                        "~40 s for 40k at load ~2); mutants: training.lr=0 0.31, 0.44 (seeds 1, 2), the policy's "
+                        "actions replaced by uniform random ones 0.33, 0.44"),
     FamilyTask("ppo", "butterfly/pistonball_fixed_start", budget=7_680, threshold=350.0, window=10,
                measured="2026-11-29, 256 env steps an iteration (random actions 19 +- 236 an episode), best "
                         "10-iteration mean in 30 iterations: seeds 1, 3: 458, 468 (~550 once learnt; ~80 s at load "
