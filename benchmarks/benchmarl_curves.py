@@ -16,7 +16,11 @@ mean of a run's per-iteration returns over the 10 % of the budget before that po
 rliable's 95 % stratified-bootstrap CIs (marl.experiment.report.interval_estimates); per run its wall time
 (process start to exit), env steps/s including learning (build to last result) and start-up; with --plot,
 one PNG: every task and algorithm a panel, both libraries' mean curves over seeds with rliable's 95 % CI
-band. --merge adds the runs of earlier --json files (e.g. invocations that ran other seeds beside this one).
+band. `--config fine-tuned` runs BenchMARL's fine-tuned VMAS experiment on both sides instead of the matched settings:
+marl's side composed `algorithm=mappo|ippo task=vmas/balance|navigation experiment=benchmarl_vmas` (marl_tasks.py
+--config fine-tuned), BenchMARL's its own algorithm, model and task yamls under the fine-tuned experiment's keys
+(benchmarl_tasks.py --config fine-tuned), both at --worlds worlds (the experiment's own: 600) and the budget; the
+runs' labels end in ", fine-tuned". --merge adds the runs of earlier --json files (e.g. invocations that ran other seeds beside this one).
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ def run_all(args, cases, bm_py: Path, log_dir: Path) -> list[Run]:
     for seed in args.seeds:  # seed-major: an interrupted invocation still has whole seeds of every task
         for label, algo, worlds in cases:
             marl_task, bm_task, env = ALGOS[algo]
-            extra = ["--max-env-steps", str(args.env_steps), "--worlds", str(worlds)]
+            extra = ["--max-env-steps", str(args.env_steps), "--worlds", str(worlds), "--config", args.config]
             sides = [(label, seed, side, bm_py if side == "BenchMARL" else MARL_PY,
                       "benchmarl_tasks.py" if side == "BenchMARL" else "marl_tasks.py",
                       bm_task if side == "BenchMARL" else marl_task, [*SIDES[side](env, worlds), *extra])
@@ -159,6 +163,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2], help="the seeds to run (none: only --merge)")
     ap.add_argument("--worlds", type=int, default=64, help="VMAS worlds on both sides (W x 100 env steps per iteration)")
     ap.add_argument("--env-steps", type=int, default=1_000_000, help="env-step budget of every run")
+    ap.add_argument("--config", choices=["matched", "fine-tuned"], default="matched",
+                    help="fine-tuned: BenchMARL's fine-tuned VMAS experiment on both sides (marl: the preset "
+                         "composition experiment=benchmarl_vmas; 600 worlds is its own count); matched: the settings above")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time (2: a seed's two sides side by side)")
     ap.add_argument("--benchmarl-python", default=str(DEFAULT_BENCHMARL_PY))
     ap.add_argument("--log-dir", default=None)
@@ -175,7 +182,8 @@ def main() -> None:
     bm_py = Path(args.benchmarl_python)
     if args.seeds and not bm_py.exists():
         sys.exit(f"BenchMARL's python '{bm_py}' does not exist: run `bash benchmarks/setup_benchmarl.sh` first")
-    cases = [(f"{a} {e}, {args.worlds} worlds", f"{a} {e}", args.worlds) for e in envs for a in algos]
+    suffix = ", fine-tuned" if args.config == "fine-tuned" else ""
+    cases = [(f"{a} {e}, {args.worlds} worlds{suffix}", f"{a} {e}", args.worlds) for e in envs for a in algos]
     log_dir = Path(args.log_dir) if args.log_dir else None
     if log_dir is None:
         import tempfile

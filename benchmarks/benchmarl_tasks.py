@@ -26,6 +26,11 @@ Runs in BenchMARL's own venv (benchmarks/setup_benchmarl.sh), never in marl's. T
   scenarios/vmas_navigation_mappo.yaml sets) and n_agents 4: 32 worlds, 3,200 env steps per
   iteration, 4 epochs, minibatch 800 agent rows (200 env steps x 4), the rest as balance.
 
+`--config fine-tuned` (VMAS tasks): BenchMARL's fine-tuned VMAS experiment instead (`fine_tuned`: gamma 0.9, lr
+5e-5, Adam eps 1e-6, gradient norm 5, 600 worlds x 100 frames an iteration, 45 minibatch iterations of 4,096
+frames), the algorithm's, the model's (layers/mlp.yaml: [256, 256] tanh) and the task's yamls as BenchMARL ships
+them; marl_tasks.py's `--config fine-tuned` is the same experiment composed from marl's preset.
+
 `--worlds W` (VMAS tasks) runs W worlds instead of 32, scaled as marl_tasks.py scales marl's
 scenario: W x 100 env steps per iteration, the minibatch W / 32 times as many rows (so every epoch
 keeps its number of minibatches), rounded up to whole env steps.
@@ -102,6 +107,27 @@ SETTINGS = {"spread": spread_settings,
             "navigation": lambda worlds: vmas_settings(VmasTask.NAVIGATION.get_from_yaml(), 4, worlds)}
 
 
+FINE_TUNED_WORLDS = 600  # on_policy_n_envs_per_worker of BenchMARL's fine-tuned VMAS experiment
+VMAS_TASKS = {"balance": VmasTask.BALANCE, "navigation": VmasTask.NAVIGATION}
+
+
+def fine_tuned(cfg, worlds: int | None) -> None:
+    """BenchMARL's fine-tuned VMAS experiment (fine_tuned/vmas/conf/config.yaml at 1.5.0-10-g179a956, the version
+    marl's conf/experiment/benchmarl_vmas.yaml copies key by key) over the base experiment, at `worlds` worlds (600
+    otherwise): 100-step episodes, one per world per iteration; its 45 minibatch iterations of 4,096 frames (3.07
+    passes over the batch) scaled with the worlds as marl's 3 epochs of 4,096-frame minibatches are (43.9 at 600),
+    the minibatch the whole batch under 41 worlds."""
+    worlds = worlds or FINE_TUNED_WORLDS
+    cfg.share_policy_params, cfg.prefer_continuous_actions = True, True
+    cfg.gamma, cfg.lr, cfg.adam_eps = 0.9, 5e-5, 1e-6
+    cfg.clip_grad_norm, cfg.clip_grad_val = True, 5.0
+    cfg.on_policy_collected_frames_per_batch, cfg.on_policy_n_envs_per_worker = worlds * 100, worlds
+    minibatch = min(4096, worlds * 100)  # the whole batch under 41 worlds, as marl_tasks.py's
+    cfg.on_policy_minibatch_size = minibatch
+    # 45 iterations of 4,096 frames per 60,000: 3.07 passes over the batch, kept at any worlds
+    cfg.on_policy_n_minibatch_iters = max(1, round(45 * 4096 / 60_000 * worlds * 100 / minibatch))
+
+
 class Events(Callback):
     """Emits one `iter` event per iteration, after its training (marl emits after train() returns)."""
 
@@ -131,32 +157,44 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--worlds", type=int, default=None, help="VMAS tasks: worlds (32 otherwise)")
     ap.add_argument("--device", default="cpu", help="sampling, train and buffer device (VMAS tasks: the worlds too)")
+    ap.add_argument("--config", choices=["matched", "fine-tuned"], default="matched",
+                    help="fine-tuned (VMAS tasks): BenchMARL's fine-tuned VMAS experiment with its algorithm, model and "
+                         "task yamls unchanged; matched: marl's scenario settings (above)")
     ap.add_argument("--parallel", action="store_true",
                     help="experiment.parallel_collection: the envs in TorchRL's ParallelEnv (one process per env)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    task, settings = SETTINGS[args.task.split("_")[1]](args.worlds)
-    algorithm = ALGORITHMS[args.task].get_from_yaml()
-    algorithm.entropy_coef, algorithm.lmbda, algorithm.clip_epsilon = settings["entropy"], 0.95, 0.2
-    algorithm.critic_coef, algorithm.loss_critic_type, algorithm.share_param_critic = 0.5, "l2", True
-    model = MlpConfig(num_cells=[128, 128], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
+    env = args.task.split("_")[1]
     cfg = ExperimentConfig.get_from_yaml()
+    if args.config == "fine-tuned":
+        if env not in VMAS_TASKS:
+            raise SystemExit(f"--config fine-tuned is for the VMAS tasks, not {args.task}")
+        task, algorithm, model = VMAS_TASKS[env].get_from_yaml(), ALGORITHMS[args.task].get_from_yaml(), MlpConfig.get_from_yaml()
+        fine_tuned(cfg, args.worlds)
+        agents = int(task.config["n_agents"])
+    else:
+        task, settings = SETTINGS[env](args.worlds)
+        algorithm = ALGORITHMS[args.task].get_from_yaml()
+        algorithm.entropy_coef, algorithm.lmbda, algorithm.clip_epsilon = settings["entropy"], 0.95, 0.2
+        algorithm.critic_coef, algorithm.loss_critic_type, algorithm.share_param_critic = 0.5, "l2", True
+        model = MlpConfig(num_cells=[128, 128], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh)
+        cfg.share_policy_params, cfg.prefer_continuous_actions = True, settings["continuous"]
+        cfg.gamma, cfg.lr, cfg.adam_eps = 0.99, settings["lr"], 1e-5
+        cfg.clip_grad_norm, cfg.clip_grad_val = True, 0.5
+        cfg.on_policy_collected_frames_per_batch = settings["frames"]
+        cfg.on_policy_n_envs_per_worker = settings["envs"]
+        cfg.on_policy_n_minibatch_iters = settings["epochs"]
+        cfg.on_policy_minibatch_size = settings["minibatch"]
+        agents = settings["agents"]
     cfg.sampling_device = cfg.train_device = cfg.buffer_device = args.device
-    cfg.share_policy_params, cfg.prefer_continuous_actions = True, settings["continuous"]
-    cfg.gamma, cfg.lr, cfg.adam_eps = 0.99, settings["lr"], 1e-5
-    cfg.clip_grad_norm, cfg.clip_grad_val = True, 0.5
-    cfg.on_policy_collected_frames_per_batch = settings["frames"]
-    cfg.on_policy_n_envs_per_worker = settings["envs"]
     cfg.parallel_collection = args.parallel
-    cfg.on_policy_n_minibatch_iters = settings["epochs"]
-    cfg.on_policy_minibatch_size = settings["minibatch"]
     cfg.max_n_frames = args.max_env_steps
     cfg.evaluation, cfg.render, cfg.loggers, cfg.create_json = False, False, [], False
     cfg.checkpoint_interval, cfg.checkpoint_at_end = 0, False
     cfg.save_folder = tempfile.mkdtemp(prefix="benchmarl-")
     experiment = Experiment(task=task, algorithm_config=algorithm, model_config=model, critic_model_config=model,
-                            seed=args.seed, config=cfg, callbacks=[Events(args.max_env_steps, settings["agents"])])
+                            seed=args.seed, config=cfg, callbacks=[Events(args.max_env_steps, agents)])
     emit("built")
     experiment.run()
 

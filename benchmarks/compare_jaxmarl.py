@@ -5,11 +5,15 @@
 
 Sides, each a fresh process: `JaxMARL` (its script's make_train, jitted whole, in its venv:
 jaxmarl_ippo.py), `marl jaxmarl` (marl PPO on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL
-adapter) and `marl vmas` (marl PPO on `vmas.simple_spread`, discrete actions, 25 steps). Settings on
-all sides: NUM_ENVS x NUM_STEPS = 16 x 128 and 1024 x 32 (worlds x fragment length), 4 epochs x 4
-minibatches, 64x64 tanh, lr 2.5e-4 (JaxMARL's ANNEAL_LR off: marl's lr is constant), clip 0.2 (value
-clip too), entropy 0.01, value weight 0.5, gradient norm 0.5, gamma 0.99, lambda 0.95, one policy shared by the 3 agents, a fixed env-step budget (rounded up to
-whole iterations). Per seed the sides run back to back, their order rotating with the seed.
+adapter) and `marl vmas` (marl PPO on `vmas.simple_spread`, discrete actions, 25 steps). Settings: JaxMARL's
+published baselines/IPPO/config/ippo_ff_mpe.yaml on its side; on marl's the preset composition
+`algorithm=ippo task=jaxmarl/simple_spread experiment=jaxmarl_ippo_ff_mpe` (task=vmas/simple_spread for `marl vmas`;
+`marl_items` gives the items): 4 epochs x 4 minibatches, 64x64 tanh, lr 2.5e-4 annealed linearly to 0 at the budget
+(ANNEAL_LR), clip 0.2 (the value's too), entropy 0.01, value weight 0.5, gradient norm 0.5, gamma 0.99, lambda
+0.95, Adam eps 1e-5, one policy shared by the 3 agents. Both sides change only NUM_ENVS x NUM_STEPS (16 x 128, the
+published, or 1024 x 32 / 4096 x 32: worlds x fragment length; the batch and minibatches follow), the seed and a
+fixed env-step budget (TOTAL_TIMESTEPS, rounded up to whole iterations). (Until 2026-11-28 both sides ran at a
+constant lr, ANNEAL_LR off.) Per seed the sides run back to back, their order rotating with the seed.
 Reported: env steps/s including learning (after start-up), start-up (process start to ready to
 train: imports, env build and JaxMARL's compile; for marl up to the end of its first iteration, which
 compiles the JaxMARL step), the return at equal env steps (mean of the
@@ -54,22 +58,35 @@ DEFAULT_SIDES = SIDES[:3]
 ROLLOUT = {"auto": "auto", "true": True, "false": False}
 
 
+PRESET = ["algorithm=ippo", "experiment=jaxmarl_ippo_ff_mpe"]  # with the side's task: JaxMARL's IPPO-FF MPE settings
+TASKS = {"jaxmarl.MPE_simple_spread_v3": "task=jaxmarl/simple_spread", "vmas.simple_spread": "task=vmas/simple_spread"}
+
+
+def marl_items(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool,
+               device: str = "cpu", overlap: bool = False, compiled_rollout="auto") -> list[str]:
+    """marl's side as `marl train` items: the preset composition, the setting's worlds x steps (the preset sizes its
+    batch and minibatches from them), the budget rounded up to whole updates with the learning rate annealed to 0 at
+    it as JaxMARL's ANNEAL_LR does at its TOTAL_TIMESTEPS (factor 1 - u / NUM_UPDATES at update u: marl reads the
+    schedule at the env steps sampled, one update's more), and this script's run options."""
+    per_update = worlds * steps
+    total = -(-budget // per_update) * per_update
+    return [*PRESET, TASKS[env], f"env_runners.num_envs_per_env_runner={worlds}",
+            f"env_runners.rollout_fragment_length={steps}", f"stop.env_steps_total={total}",
+            f"learners.lr_multiplier=[[{per_update},1.0],[{total + per_update},0.0]]", f"debugging.seed={seed}",
+            f"env_runners.device={device}", f"env_runners.num_env_runners={int(overlap)}", f"env_runners.overlap={overlap}",
+            f"env_runners.compiled_rollout={compiled_rollout}", f"learners.num_threads={threads or 'null'}",
+            f"learners.compile_loss={compile_loss}", f"learners.num_gpus_per_learner={int(device != 'cpu')}",
+            "loggers.tensorboard=false", "loggers.csv=false"]
+
+
 def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads: int, compile_loss: bool,
               device: str = "cpu", overlap: bool = False, compiled_rollout="auto") -> dict:
     """One marl run (in this process: started by `--side`)."""
     t0 = time.time()
-    import marl
+    from marl.config.compose import compose
 
-    env_config = {"continuous_actions": False, "max_steps": 25} if env.startswith("vmas.") else {}
-    batch = worlds * steps * 3  # agent steps: 3 agents
-    algo = (marl.PPOConfig().environment(env, env_config=env_config)
-            .env_runners(num_envs_per_env_runner=worlds, rollout_fragment_length=steps, device=device,
-                         num_env_runners=int(overlap), overlap=overlap, compiled_rollout=compiled_rollout)
-            .training(train_batch_size=batch, minibatch_size=batch // 4, num_epochs=4, lr=2.5e-4, gamma=0.99,
-                      gae_lambda=0.95, clip_param=0.2, vf_clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
-                      grad_clip=0.5, model={"hiddens": [64, 64], "activation": "tanh"})
-            .learners(num_threads=threads or None, compile_loss=compile_loss,
-                      num_gpus_per_learner=0 if device == "cpu" else 1).debugging(seed=seed).build())
+    items = marl_items(env, worlds, steps, budget, seed, threads, compile_loss, device, overlap, compiled_rollout)
+    algo = compose(None, items, name="ippo-jaxmarl").config(validate=True).build()
     local = algo.runners.local  # (None with overlap: the runner actor's path is the same config's)
     compiled = None if local is None else getattr(local, "compiled", None) is not None
     returns, env_steps, first = [], 0, None
@@ -92,15 +109,18 @@ def marl_side(env: str, worlds: int, steps: int, budget: int, seed: int, threads
             "sample_s": sample_s, "learn_s": learn_s, "compiled_rollout": compiled}
 
 
+def jaxmarl_overrides(worlds: int, steps: int, budget: int, seed: int) -> dict:
+    """JaxMARL's side: its published ippo_ff_mpe.yaml but for these keys (the setting, the seed, the budget)."""
+    per_update = worlds * steps
+    return {"NUM_ENVS": worlds, "NUM_STEPS": steps, "SEED": seed, "NUM_SEEDS": 1,
+            "TOTAL_TIMESTEPS": -(-budget // per_update) * per_update}
+
+
 def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, src: str, threads: int,
              compile_loss: bool, device: str = "cpu", overlap: bool = False, compiled_rollout: str = "auto") -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
-        per_update = worlds * steps
-        overrides = {"NUM_ENVS": worlds, "NUM_STEPS": steps, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "LR": 2.5e-4,
-                     "ANNEAL_LR": False, "ACTIVATION": "tanh", "SEED": seed, "NUM_SEEDS": 1,
-                     "TOTAL_TIMESTEPS": -(-budget // per_update) * per_update}
-        cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(overrides)]
+        cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(jaxmarl_overrides(worlds, steps, budget, seed))]
     else:
         env = "vmas.simple_spread" if side == "marl vmas" else "jaxmarl.MPE_simple_spread_v3"
         rollout = "false" if side == "marl jaxmarl stepwise" else compiled_rollout

@@ -23,6 +23,9 @@ sets env_runners.overlap (with --runners 0: one runner actor beside the learner)
 sets env_runners.num_envs_per_env_runner (the scenario's own otherwise; `--runners 2 --envs-per-runner 4`
 keeps simple_spread's 8 envs in all, on two runner processes). `--worlds W` (VMAS tasks) runs W worlds
 instead of the scenario's 32 with the iteration and minibatches scaled alike (`scaled_to_worlds`).
+`--config fine-tuned` (VMAS tasks) runs BenchMARL's fine-tuned VMAS experiment instead of the scenario:
+`algorithm=mappo|ippo task=vmas/balance|navigation experiment=benchmarl_vmas` (BenchMARL's task parameters:
+balance and navigation with 4 and 3 agents), `--worlds W` its worlds (600 otherwise), no evaluation (`fine_tuned_items`).
 The return is `episode_return_mean`: the mean over the episodes that finished
 during the iteration, summed over agents.
 """
@@ -52,6 +55,10 @@ SCENARIOS = {
     "ppo_navigation": HERE.parent / "scenarios" / "vmas_navigation_mappo.yaml",  # as PPO
 }
 AS_PPO = {"ppo_balance", "ppo_navigation"}  # a MAPPO scenario run with PPO
+# `--config fine-tuned`: BenchMARL's fine-tuned VMAS experiment, composed from the groups (marl's IPPO is PPO with
+# one policy shared by alike agents)
+FINE_TUNED = {"mappo_balance": ("mappo", "vmas/balance"), "ppo_balance": ("ippo", "vmas/balance"),
+              "mappo_navigation": ("mappo", "vmas/navigation"), "ppo_navigation": ("ippo", "vmas/navigation")}
 
 
 def scaled_to_worlds(data: dict, worlds: int) -> dict:
@@ -68,10 +75,31 @@ def scaled_to_worlds(data: dict, worlds: int) -> dict:
     return data
 
 
+def fine_tuned_items(task: str, seed: int, worlds: int | None = None) -> list[str]:
+    """`task` under BenchMARL's fine-tuned VMAS experiment: `algorithm=A task=vmas/T experiment=benchmarl_vmas` (its
+    10M budget aside: the caller's loop stops the run), at `worlds` worlds (the preset's 600 otherwise: 100-step
+    fragments, the train batch every world's, minibatches of 4,096 env steps' rows or the whole batch if smaller, 3
+    epochs), training returns only:
+    no evaluation, checkpoints or loggers, as the BenchMARL side runs."""
+    if task not in FINE_TUNED:
+        raise SystemExit(f"--config fine-tuned is for the VMAS tasks ({', '.join(FINE_TUNED)}), not {task}")
+    algorithm, vmas_task = FINE_TUNED[task]
+    return [f"algorithm={algorithm}", f"task={vmas_task}", "experiment=benchmarl_vmas", f"debugging.seed={seed}",
+            *([f"env_runners.num_envs_per_env_runner={worlds}"] if worlds is not None else []),
+            # under 41 worlds the batch is under one 4,096-step minibatch: the whole batch then
+            *(["training.minibatch_size=${mul:%d,${environment.env_config.n_agents}}" % (worlds * 100)]
+              if worlds is not None and worlds * 100 < 4096 else []),
+            "evaluation.evaluation_interval=null", "loggers.tensorboard=false", "loggers.csv=false"]
+
+
 def make_config(task: str, runners: int, seed: int, overlap: bool = False, envs_per_runner: int | None = None,
-                worlds: int | None = None):
+                worlds: int | None = None, fine_tuned: bool = False):
     scenario = SCENARIOS[task]
-    if task == "dqn_cartpole":
+    if fine_tuned:
+        from marl.config.compose import compose
+
+        cfg = compose(None, fine_tuned_items(task, seed, worlds), name=f"{task}-benchmarl_vmas").config(validate=True)
+    elif task == "dqn_cartpole":
         try:
             from marl import DQNConfig
         except ImportError:
@@ -108,14 +136,17 @@ def main() -> None:
     ap.add_argument("--overlap", action="store_true", help="env_runners.overlap: sample beside the learner")
     ap.add_argument("--envs-per-runner", type=int, default=None, help="env_runners.num_envs_per_env_runner")
     ap.add_argument("--worlds", type=int, default=None, help="VMAS tasks: worlds (the scenario's 32 otherwise)")
-    ap.add_argument("--config", choices=["matched", "defaults"], default="matched", help="accepted for symmetry; marl runs its scenario")
+    ap.add_argument("--config", choices=["matched", "defaults", "fine-tuned"], default="matched",
+                    help="fine-tuned (VMAS tasks): BenchMARL's fine-tuned VMAS experiment, the preset composition "
+                         "(fine_tuned_items); otherwise the task's scenario (matched and defaults: accepted for symmetry)")
     ap.add_argument("--target-return", type=float, default=None)
     ap.add_argument("--max-env-steps", type=int, default=10**9)
     ap.add_argument("--max-train-s", type=float, default=600.0)
     ap.add_argument("--device", default="cpu", help="VMAS tasks: env_runners.device, and one GPU for the learner if not cpu")
     args = ap.parse_args()
 
-    cfg = make_config(args.task, args.runners, args.seed, args.overlap, args.envs_per_runner, args.worlds)
+    cfg = make_config(args.task, args.runners, args.seed, args.overlap, args.envs_per_runner, args.worlds,
+                      args.config == "fine-tuned")
     if cfg is None:
         emit("unavailable", why="marl has no DQN yet")
         return

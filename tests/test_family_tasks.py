@@ -6,12 +6,20 @@ tests/test_compose.py checks the composition) learn in these tests of that scena
   smax     tests/test_batched_envs.py::test_ppo_and_mappo_learn_smax_3m (mappo, ppo x smax/3m)
   lbf      tests/test_env_families.py::test_ippo_learns_lbforaging_8x8_2p_2f (ippo x lbf/foraging_8x8_2p_2f)
 The ones below run `algorithm=X task=Y` exactly, budget and seed aside; openspiel's is judged by the NashConv of
-the trained policy (a zero-sum game's summed return is 0 whatever is learnt). (rware and butterfly have no
-learning test of their group yet. Measured 2026-11-28, seed 1, 2 shared cores under load, PPO with the group vs
-training.lr=0: butterfly/pistonball 256 env steps an iteration at ~18 s each, returns 576.6, 135.0, -69.7, -16.0 in
-75 s against 576.6, 109.2, 63.5, -304.6 (noise, no trend); rware on a 3x3 two-shelf layout (1,600 env
-steps an iteration) 0.12-0.25 deliveries an episode to 12.8k env steps against 0.0-0.38: neither separates from
-its broken variant within a minute.)
+the trained policy (a zero-sum game's summed return is 0 whatever is learnt). rware's runs `rware/3x3_2ag`, the
+tiny map's rules on a 3x3 layout, where random actions deliver by chance (the tiny map's deliver nothing, so PPO
+has no reward to learn from in a test's budget; the conf file says so).
+
+butterfly's runs `butterfly/pistonball_fixed_start` (the ball dropped at one place without spin). Measured
+2026-11-28/29 on 2 shared cores (load ~2-4), PPO, 256 env steps an iteration in ~2.3 s (sampling ~1.3 s, most of
+it PettingZoo's per-piston observe copying a 120x457 crop out of the pygame screen and SuperSuit resizing it, 6 a
+step; learning ~1 s, 24 minibatches on the conv stack; the ~18 s of the earlier attempt was the load).
+butterfly/pistonball (random drop): random actions 138 +- 314 an episode (60), seed 1's iteration returns swing
+-296..577 with no trend to 17.9k env steps (first 10 iterations 147, last 10 18): no test of it. On the fixed
+start (random actions 19 +- 236), best 10-iteration mean in 30 iterations, seeds 1, 2, 3: with the IMAGE auto
+values (grad clip 0.5, no PopArt) 536, 119, 187; training.popart 199, 457, 219; popart and lr 1e-3 485, 109,
+248; popart and 8 envs an iteration seed 3 127 in 20; popart with no clip (the task's now) 458, 126, 468. No
+setting tried learns on every seed within 30 iterations; the test's seed is 1.
 """
 
 from __future__ import annotations
@@ -43,6 +51,16 @@ CASES = [
     FamilyTask("ppo", "jaxmarl/simple_spread", budget=160_000, threshold=-67.0, window=3,
                measured="seed 1: the first iteration (near random) -82.7, 3-iteration mean -65.1 at 139k, -61.2 at 205k "
                         "(4 min at load ~10, JAX compilation included)"),
+    FamilyTask("ppo", "rware/3x3_2ag", budget=40_000, threshold=1.0, window=3,
+               measured="2026-11-28, 2,000 env steps an iteration, deliveries a 100-step episode (random actions "
+                        "0.28), best 3-iteration mean by 40k: seeds 1, 2, 3: 1.55, 3.17, 1.34 (seed 1 21 by 120k; "
+                        "~40 s for 40k at load ~2); mutants: training.lr=0 0.31, 0.44 (seeds 1, 2), the policy's "
+                        "actions replaced by uniform random ones 0.33, 0.44"),
+    FamilyTask("ppo", "butterfly/pistonball_fixed_start", budget=7_680, threshold=350.0, window=10,
+               measured="2026-11-29, 256 env steps an iteration (random actions 19 +- 236 an episode), best "
+                        "10-iteration mean in 30 iterations: seeds 1, 3: 458, 468 (~550 once learnt; ~80 s at load "
+                        "~3); seed 2 126 (it does not learn within 30; nor 14k with the auto values); mutant: "
+                        "training.lr=0 152, 102 (seeds 1, 2)"),
 ]
 
 
