@@ -28,7 +28,7 @@ import _common  # noqa: E402
 import _records  # noqa: E402
 
 # Scripts another script runs (in its own venv or process), not benchmarks of their own.
-HELPERS = {"benchmarl_tasks", "marl_tasks", "rllib_tasks", "jaxmarl_ippo", "jaxmarl_baseline"}
+HELPERS = {"benchmarl_tasks", "marl_tasks", "rllib_tasks", "jaxmarl_baseline"}
 USAGE = "usage: python -m benchmarks [--save] [--variant V] [--title T] NAME [ARGS ...] | readme [--check]"
 
 

@@ -4,7 +4,7 @@
     nice .venv/bin/python benchmarks/compare_jaxmarl.py --seeds 3 --env-steps 200000 --json runs/jaxmarl.json
 
 Sides, each a fresh process: `JaxMARL` (its script's make_train, jitted whole, in its venv:
-jaxmarl_ippo.py), `marl jaxmarl` (marl PPO on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL
+jaxmarl_baseline.py), `marl jaxmarl` (marl PPO on `jaxmarl.MPE_simple_spread_v3` through the JaxMARL
 adapter) and `marl vmas` (marl PPO on `vmas.simple_spread`, discrete actions, 25 steps). Settings: JaxMARL's
 published baselines/IPPO/config/ippo_ff_mpe.yaml on its side; on marl's the preset composition
 `algorithm=ippo task=jaxmarl/simple_spread experiment=jaxmarl_ippo_ff_mpe` (task=vmas/simple_spread for `marl vmas`;
@@ -120,7 +120,8 @@ def run_side(side: str, setting: str, budget: int, seed: int, jax_python: Path, 
              compile_loss: bool, device: str = "cpu", overlap: bool = False, compiled_rollout: str = "auto") -> dict:
     worlds, steps = SETTINGS[setting]
     if side == "JaxMARL":
-        cmd = [str(jax_python), str(HERE / "jaxmarl_ippo.py"), src, json.dumps(jaxmarl_overrides(worlds, steps, budget, seed))]
+        cmd = [str(jax_python), str(HERE / "jaxmarl_baseline.py"), src, "baselines/IPPO/ippo_ff_mpe.py", "",
+               json.dumps(jaxmarl_overrides(worlds, steps, budget, seed))]
     else:
         env = "vmas.simple_spread" if side == "marl vmas" else "jaxmarl.MPE_simple_spread_v3"
         rollout = "false" if side == "marl jaxmarl stepwise" else compiled_rollout

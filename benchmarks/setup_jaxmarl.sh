@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes the optional virtual environment that benchmarks/compare_jaxmarl.py runs JaxMARL's own IPPO in (and
-# benchmarks/compare_jaxmarl_pqn.py its PQN-VDN: baselines/QLearning/pqn_vdn_ff.py).
+# benchmarks/compare_jaxmarl_pqn.py its PQN-VDN: baselines/QLearning/pqn_vdn_ff.py; benchmarks/jaxmarl_regression.py
+# the scripts of its minimal baseline set: IPPO, MAPPO, QMIX and VDN on MPE and SMAX).
 #
 #     JAXMARL_SRC=/path/to/JaxMARL bash benchmarks/setup_jaxmarl.sh [VENV_DIR]   # default: benchmarks/.jaxmarl-venv
 #
@@ -8,7 +9,7 @@
 # a checkout of https://github.com/FLAIROx/JaxMARL, which JAXMARL_SRC names (nothing of JaxMARL's code is
 # in marl). The venv gets jaxmarl (CPU jax/jaxlib; it brings chex, gymnax, safetensors) and what the IPPO and
 # PQN-VDN scripts import: flax, optax, distrax, hydra-core, omegaconf, matplotlib. wandb is not installed:
-# benchmarks/jaxmarl_ippo.py and jaxmarl_pqn.py put an offline stub in its place. About 1-2 minutes.
+# benchmarks/jaxmarl_baseline.py (which runs any of its baseline scripts) puts an offline stub in its place. About 1-2 minutes.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -88,6 +88,6 @@ def test_jaxmarl_mappo_rnn_mpe_preset_holds_jaxmarls_numbers():
     t, run = config.training_cfg, config.env_runners_cfg
     assert (run.num_envs_per_env_runner, run.rollout_fragment_length) == (16, 128)
     assert (t.train_batch_size, t.minibatch_size, t.num_epochs) == (16 * 128 * 3, 16 * 128 * 3 // 4, 4)
-    assert (t.lr, t.entropy_coeff, t.grad_clip, t.clip_param, t.agent_id) == (0.002, 0.01, 0.5, 0.2, False)
+    assert (t.lr, t.entropy_coeff, t.grad_clip, t.clip_param, t.vf_clip_param, t.agent_id) == (0.002, 0.01, 0.5, 0.2, 0.2, False)
     assert config.learners_cfg.lr_multiplier == [[0, 1.0], [10_000_000, 0.0]]
     assert t.model == {"recurrent": "gru", "hiddens": [128], "cell_size": 128, "max_seq_len": 128, "activation": "tanh"}
