@@ -8,7 +8,8 @@ tests/test_compose.py checks the composition) learn in these tests of that scena
 The ones below run `algorithm=X task=Y` exactly, budget and seed aside; openspiel's is judged by the NashConv of
 the trained policy (a zero-sum game's summed return is 0 whatever is learnt). rware's runs `rware/3x3_2ag`, the
 tiny map's rules on a 3x3 layout, where random actions deliver by chance (the tiny map's deliver nothing, so PPO
-has no reward to learn from in a test's budget; the conf file says so).
+has no reward to learn from in a test's budget; the conf file says so). mamujoco's runs HAPPO (the family's
+algorithms are the heterogeneous-agent ones; its on-policy block is HARL's HAPPO config) on HalfCheetah 2x3.
 
 butterfly's runs `butterfly/pistonball_fixed_start` (the ball dropped at one place without spin). Measured
 2026-11-28/29 on 2 shared cores (load ~2-4), PPO, 256 env steps an iteration in ~2.3 s (sampling ~1.3 s, most of
@@ -56,6 +57,11 @@ CASES = [
                         "0.28), best 3-iteration mean by 40k: seeds 1, 2, 3: 1.55, 3.17, 1.34 (seed 1 21 by 120k; "
                         "~40 s for 40k at load ~2); mutants: training.lr=0 0.31, 0.44 (seeds 1, 2), the policy's "
                         "actions replaced by uniform random ones 0.33, 0.44"),
+    FamilyTask("happo", "mamujoco/halfcheetah_2x3", budget=80_000, threshold=0.0, window=1,
+               measured="2026-11-29 (the MaMuJoCo report's runs, docs/results/mamujoco_happo: 4,000 env steps an "
+                        "iteration, a 1,000-step episode ends every 5th): training return at 20k / 60k / 80k, seeds "
+                        "0, 1, 2: -257 / 19 / 200, -267 / -6 / 99, -255 / 5 / 151 (~60 s for 80k at load ~4); mutant: "
+                        "training.lr=0 (seed 1) -300 / -343 / -305 at 20k / 60k / 80k"),
     FamilyTask("ppo", "butterfly/pistonball_fixed_start", budget=7_680, threshold=350.0, window=10,
                measured="2026-11-29, 256 env steps an iteration (random actions 19 +- 236 an episode), best "
                         "10-iteration mean in 30 iterations: seeds 1, 3: 458, 468 (~550 once learnt; ~80 s at load "
