@@ -524,3 +524,30 @@ def test_targets_rows_run_to_their_return_or_their_own_budget_and_the_report_tab
     assert "cartpole/PPO: a return any policy reaches" in text
     rows = json.loads((out / "report/aggregates.json").read_text())["targets"]
     assert rows[0]["env_steps_to_target"] == {"0": 128} and rows[1]["env_steps_to_target"] == {"0": None}
+
+
+def test_a_run_another_process_is_training_is_skipped_untouched(tmp_path):
+    """Two `marl experiment` processes on one runs directory: a run the other one holds (its lock, an flock beside
+    the run directory) is neither wiped (a run with no checkpoint yet is started afresh) nor resumed under it; this
+    process trains the rest and says which it skipped and who holds it."""
+    import fcntl
+
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    out = tmp_path / "runs"
+    busy = out / "cartpole/PPO/seed_0"
+    busy.mkdir(parents=True)
+    (busy / "run.json").write_text("being written by the other process")
+    with open(out / "cartpole/PPO/seed_0.lock", "w") as lock:  # what the other process holds while it trains
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("4242")
+        lock.flush()
+        p = cli("experiment", str(suite), "--local", "--output", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "[cartpole/PPO/seed_0] skipped" in p.stdout and "pid 4242" in p.stdout, p.stdout
+    assert "[cartpole/PPO/seed_1] finished" in p.stdout and "1 of 2 runs finished" in p.stdout
+    assert "1 run(s) left to the process training them: cartpole/PPO/seed_0" in p.stdout
+    assert (busy / "run.json").read_text() == "being written by the other process"
+    assert sorted(x.name for x in busy.iterdir()) == ["run.json"]
+    p = cli("experiment", str(suite), "--local", "--output", str(out))  # the lock released: it is trained now
+    assert p.returncode == 0 and "[cartpole/PPO/seed_0] finished" in p.stdout, p.stdout

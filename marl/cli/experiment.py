@@ -9,7 +9,7 @@ from pathlib import Path
 from marl import path_checks
 from marl.execution.user_code import add_import_option, import_user_modules
 from marl.errors import ConfigError
-from marl.experiment.runner import _save_suite, pending_runs, run_local, run_tune
+from marl.experiment.runner import _save_suite, pending_runs, run_in_use, run_local, run_tune
 from marl.experiment.suite import load_suite
 from marl.logging.live import ProgressDisplay
 from marl.logging.run_dir import runs_root
@@ -48,13 +48,18 @@ def cmd_experiment(args) -> int:
             display.message(f"interrupted: re-run the same command to resume ({runs_dir})")
             return 130
         todo, done = pending_runs(suite, runs_dir)
+        busy = [spec.name for spec in todo if run_in_use(runs_dir / spec.relative_dir)]
+        if busy:
+            display.message(f"{len(busy)} run(s) left to the process training them: {', '.join(busy)}")
+            todo = [spec for spec in todo if spec.name not in busy]
         if failed:
             display.message(f"{len(failed)} run(s) failed: {', '.join(failed)}; re-run to retry them")
             return 1
         if todo:  # Tune stopped early (Ctrl-C): its trials end without an error
             display.message(f"interrupted: {len(todo)} run(s) unfinished; re-run the same command to resume ({runs_dir})")
             return 130
-        display.message(f"all {len(done)} runs finished; report: marl report {runs_dir}")
+        finished = f"{len(done)} of {len(suite.runs)} runs finished" if busy else f"all {len(done)} runs finished"
+        display.message(f"{finished}; report: marl report {runs_dir}")
     return 0
 
 

@@ -6,6 +6,10 @@
           run.json                       task, algorithm, seed, env, budget
           done.json                      written when the run reached its budget: it is never run again
 
+Each run trains under an exclusive lock (`seed_<n>.lock` beside its directory): a second process on the same
+runs directory (another `marl experiment`, a Tune trial of another job) skips a run the first is training rather
+than wiping or resuming it under it.
+
 Re-running the same command skips finished runs (done.json), resumes interrupted ones from
 their checkpoint/ (`marl train --resume` semantics: rows past the checkpoint are dropped and
 trained again) and starts the others. With a larger `env_steps`, finished runs continue from
@@ -16,6 +20,8 @@ Tune places them.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -36,6 +42,39 @@ import torch
 RUN_FILE = "run.json"
 DONE_FILE = "done.json"
 SUITE_FILE = "suite.yaml"
+
+
+class RunInUse(RuntimeError):
+    """Another process is training this run (it holds the run's lock)."""
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """Holds `run_dir`'s exclusive lock (a file beside it: the directory itself may be wiped and made again), or
+    raises RunInUse naming the process that holds it. An flock: released when its holder exits, however it exits."""
+    lock_path = run_dir.parent / f"{run_dir.name}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            raise RunInUse(f"{run_dir} is being trained by another process (pid {holder}; lock {lock_path})") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
+
+
+def run_in_use(run_dir: Path) -> bool:
+    """Whether another process holds `run_dir`'s lock now."""
+    try:
+        with run_lock(run_dir):
+            return False
+    except RunInUse:
+        return True
 
 
 def run_state(run_dir: Path, budget: int) -> str:
@@ -62,6 +101,11 @@ def run_one(spec: RunSpec, runs_dir: Path, budget: int, episodes: int, family: s
     """Trains one run of a suite to `budget` env steps (resuming it when it has a checkpoint); returns done.json."""
 
     run_dir = Path(runs_dir) / spec.relative_dir
+    with run_lock(run_dir):
+        return _train_locked(spec, run_dir, budget, episodes, family, echo, progress)
+
+
+def _train_locked(spec: RunSpec, run_dir: Path, budget: int, episodes: int, family: str, echo, progress) -> dict:
     state = run_state(run_dir, budget)
     if state == "done":
         return json.loads((run_dir / DONE_FILE).read_text())
@@ -120,6 +164,9 @@ def run_local(suite: Suite, runs_dir: Path, display) -> list[str]:
         except KeyboardInterrupt:
             display.finish(spec.name, "interrupted")
             raise
+        except RunInUse as err:  # another process trains it: neither ours to fail nor to touch
+            display.finish(spec.name, f"skipped ({err})")
+            continue
         except Exception as err:  # one failed run does not stop the suite; it is reported and re-run next time
             display.finish(spec.name, f"failed: {type(err).__name__}: {err}".splitlines()[0])
             failed.append(spec.name)
