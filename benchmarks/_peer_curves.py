@@ -11,9 +11,24 @@ full, are dropped (NaN).
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import numpy as np
 
 import _common as C
+
+def add_side_by_side_arguments(parser: argparse.ArgumentParser, raw_dir: Path) -> None:
+    """The options every script running JaxMARL's side beside marl's takes."""
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=1, help="threads per side (XLA's and marl's learner)")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
+    parser.add_argument("--jaxmarl-venv", default=str(Path(__file__).resolve().parent / ".jaxmarl-venv"))
+    parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
+    parser.add_argument("--raw-dir", default=str(raw_dir), help="each run's output; a run whose file is there is read, not rerun")
+    parser.add_argument("--json", help="write the marl-eval JSON here")
+    parser.add_argument("--report", help="marl report the JSON into this directory (needs --json)")
+
 
 WINDOW = 0.1  # the score: the mean over the last 10 % of the budget (and before each point of the tables)
 POINTS = (0.25, 0.5, 0.75, 1.0)

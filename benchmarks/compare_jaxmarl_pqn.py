@@ -45,7 +45,7 @@ from pathlib import Path
 T0 = time.time()
 
 import _common as C  # noqa: E402
-from _peer_curves import WINDOW, marl_eval, tables, window_mean  # noqa: E402
+from _peer_curves import WINDOW, add_side_by_side_arguments, marl_eval, tables, window_mean  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -131,18 +131,10 @@ def run_side(side: str, seed: int, budget: int, jax_python: Path, src: str, thre
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=1_500_000,
                         help="env-step budget per run (JaxMARL's: 1e7); rounded down to whole updates of 4,096")
-    parser.add_argument("--threads", type=int, default=1, help="threads per side (XLA's and marl's learner)")
     parser.add_argument("--bin", type=int, default=10, help="updates per point of the marl-eval JSON")
-    parser.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
-    parser.add_argument("--jaxmarl-venv", default=str(HERE / ".jaxmarl-venv"))
-    parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
-    parser.add_argument("--raw-dir", default=str(ROOT / "runs" / "pqn_vdn_jaxmarl" / "raw"),
-                        help="each run's output; a run whose file is there is read, not rerun")
-    parser.add_argument("--json", help="write the marl-eval JSON here")
-    parser.add_argument("--report", help="marl report the JSON into this directory (needs --json)")
+    add_side_by_side_arguments(parser, ROOT / "runs" / "pqn_vdn_jaxmarl" / "raw")
     parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=SIDES + ABLATIONS,
                         help="marl-terminal: marl with the time limit as termination (JaxMARL's treatment), an ablation")
     parser.add_argument("--side", nargs=3, metavar=("SEED", "BUDGET", "THREADS"), help=argparse.SUPPRESS)

@@ -43,7 +43,7 @@ from pathlib import Path
 T0 = time.time()
 
 import _common as C  # noqa: E402
-from _peer_curves import WINDOW, marl_eval, tables, window_mean  # noqa: E402
+from _peer_curves import WINDOW, add_side_by_side_arguments, marl_eval, tables, window_mean  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -169,17 +169,9 @@ def list_cells() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", nargs="+", default=["ippo_ff/MPE_simple_spread_v3"], metavar="ALGO/ENV")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=BUDGET, help="env-step budget per run (the set's: 1e7)")
-    parser.add_argument("--threads", type=int, default=1, help="threads per side (XLA's and marl's learner)")
     parser.add_argument("--points", type=int, default=50, help="points of each curve in the marl-eval JSON")
-    parser.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
-    parser.add_argument("--jaxmarl-venv", default=str(HERE / ".jaxmarl-venv"))
-    parser.add_argument("--jaxmarl-src", help="the JaxMARL checkout (default: the one the venv names)")
-    parser.add_argument("--raw-dir", default=str(ROOT / "runs" / "jaxmarl_regression" / "raw"),
-                        help="each run's output; a run whose file is there is read, not rerun")
-    parser.add_argument("--json", help="write the marl-eval JSON here")
-    parser.add_argument("--report", help="marl report the JSON into this directory (needs --json)")
+    add_side_by_side_arguments(parser, ROOT / "runs" / "jaxmarl_regression" / "raw")
     parser.add_argument("--list", action="store_true", help="list the cells and what marl runs each with")
     parser.add_argument("--side", nargs=4, metavar=("CELL", "SEED", "BUDGET", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
