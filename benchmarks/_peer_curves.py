@@ -12,6 +12,7 @@ full, are dropped (NaN).
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,28 @@ def add_side_by_side_arguments(parser: argparse.ArgumentParser, raw_dir: Path) -
     parser.add_argument("--raw-dir", default=str(raw_dir), help="each run's output; a run whose file is there is read, not rerun")
     parser.add_argument("--json", help="write the marl-eval JSON here")
     parser.add_argument("--report", help="marl report the JSON into this directory (needs --json)")
+
+
+def train_to_budget(algo, budget: int, started: float, columns: dict[str, str]) -> dict:
+    """Trains marl's `algo` until `budget` env steps: per iteration its env steps (`steps`) and, under each name of
+    `columns`, that result key's value (NaN where absent). The first iteration is start-up (it compiles the JaxMARL
+    step or rollout, as JaxMARL's compile is its start-up): `startup_s` from `started` (the process's start) to its
+    end; `train_s`, `cpu_s`, `sample_s`, `learn_s` and `timed_env_steps` count the iterations after it."""
+    steps, values, first = [], {name: [] for name in columns}, None
+    sample_s = learn_s = 0.0
+    while not steps or steps[-1] < budget:
+        result = algo.train()
+        if first is None:
+            first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
+        else:
+            sample_s += result["perf/sample_time_s"]
+            learn_s += result["perf/learn_time_s"]
+        steps.append(int(result["env_steps_total"]))
+        for name, key in columns.items():
+            values[name].append(float(result.get(key, float("nan"))))
+    done, cpu = time.time(), time.process_time() - cpu
+    return {"startup_s": first - started, "train_s": done - first, "cpu_s": cpu, "env_steps": steps[-1],
+            "timed_env_steps": steps[-1] - first_steps, "steps": steps, **values, "sample_s": sample_s, "learn_s": learn_s}
 
 
 WINDOW = 0.1  # the score: the mean over the last 10 % of the budget (and before each point of the tables)

@@ -45,7 +45,7 @@ from pathlib import Path
 T0 = time.time()
 
 import _common as C  # noqa: E402
-from _peer_curves import WINDOW, add_side_by_side_arguments, marl_eval, tables, window_mean  # noqa: E402
+from _peer_curves import WINDOW, add_side_by_side_arguments, marl_eval, tables, train_to_budget, window_mean  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -85,25 +85,11 @@ def marl_side(seed: int, budget: int, threads: int, terminal: bool = False) -> d
     items = [*PRESET, f"debugging.seed={seed}", f"stop.env_steps_total={budget}", f"learners.num_threads={threads}",
              "loggers.tensorboard=false", "loggers.csv=false"]
     algo = compose(None, items, name="pqn_vdn-jaxmarl").config(validate=True).build()
-    steps, returns, lengths, losses, first = [], [], [], [], None
-    sample_s = learn_s = 0.0
-    while not steps or steps[-1] < budget:
-        result = algo.train()
-        if first is None:  # the first iteration compiles the JaxMARL rollout: start-up, as JaxMARL's compile is
-            first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
-        else:
-            sample_s += result["perf/sample_time_s"]
-            learn_s += result["perf/learn_time_s"]
-        steps.append(int(result["env_steps_total"]))
-        returns.append(float(result.get("episode_return_mean", float("nan"))))
-        lengths.append(float(result.get("episode_len_mean", float("nan"))))
-        losses.append(float(result.get("losses/default_policy/loss", float("nan"))))
-    done, cpu = time.time(), time.process_time() - cpu
+    row = train_to_budget(algo, budget, T0, {"returns": "episode_return_mean", "lengths": "episode_len_mean",
+                                             "loss": "losses/default_policy/loss"})
     compiled = getattr(getattr(getattr(algo, "runners", None), "local", None), "compiled", None) is not None
     algo.stop()
-    return {"compiled_rollout": compiled, "time_limit_terminal": terminal, "startup_s": first - T0, "train_s": done - first, "cpu_s": cpu, "env_steps": steps[-1],
-            "timed_env_steps": steps[-1] - first_steps, "env_steps_per_update": PER_UPDATE, "steps": steps,
-            "returns": returns, "lengths": lengths, "loss": losses, "sample_s": sample_s, "learn_s": learn_s}
+    return {"compiled_rollout": compiled, "time_limit_terminal": terminal, "env_steps_per_update": PER_UPDATE, **row}
 
 
 def run_side(side: str, seed: int, budget: int, jax_python: Path, src: str, threads: int, raw_dir: Path) -> dict:

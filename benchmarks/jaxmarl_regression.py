@@ -43,7 +43,7 @@ from pathlib import Path
 T0 = time.time()
 
 import _common as C  # noqa: E402
-from _peer_curves import WINDOW, add_side_by_side_arguments, marl_eval, tables, window_mean  # noqa: E402
+from _peer_curves import WINDOW, add_side_by_side_arguments, marl_eval, tables, train_to_budget, window_mean  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -61,6 +61,10 @@ class Cell:
     agents: int = 1  # agents a world (SMAX: allies)
     missing: str = ""  # what marl lacks, where `marl` is ()
     extra: dict = field(default_factory=dict)  # JaxMARL keys set beside the env and seed
+
+    @property
+    def smax(self) -> bool:
+        return self.script.endswith("_smax.py") or self.alg.endswith("_smax")
 
     @property
     def anneals_lr(self) -> bool:  # the PPO scripts' ANNEAL_LR: their lr reaches 0 at TOTAL_TIMESTEPS
@@ -120,19 +124,11 @@ def marl_side(name: str, seed: int, budget: int, threads: int) -> dict:
 
     cell = CELLS[name]
     algo = compose(None, marl_items(cell, seed, budget, threads), name=f"{cell.algo}-jaxmarl").config(validate=True).build()
-    per_agent = cell.script.endswith("_smax.py") or cell.alg.endswith("_smax")
-    steps, returns, first = [], [], None
-    while not steps or steps[-1] < budget:
-        result = algo.train()
-        if first is None:  # the first iteration compiles the JaxMARL step or rollout: start-up, as JaxMARL's compile is
-            first, first_steps, cpu = time.time(), int(result["env_steps_total"]), time.process_time()
-        steps.append(int(result["env_steps_total"]))
-        value = float(result.get("episode_return_mean", float("nan")))
-        returns.append(value / cell.agents if per_agent else value)
-    done, cpu = time.time(), time.process_time() - cpu
+    row = train_to_budget(algo, budget, T0, {"returns": "episode_return_mean"})
     algo.stop()
-    return {"startup_s": first - T0, "train_s": done - first, "cpu_s": cpu, "env_steps": steps[-1],
-            "timed_env_steps": steps[-1] - first_steps, "steps": steps, "returns": returns}
+    if cell.smax:  # SMAX's return is one ally's (every ally gets the team's reward)
+        row["returns"] = [value / cell.agents for value in row["returns"]]
+    return row
 
 
 def run_side(cell: Cell, side: str, seed: int, budget: int, jax_python: Path, src: str, threads: int,
