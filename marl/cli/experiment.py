@@ -9,6 +9,7 @@ from pathlib import Path
 from marl import path_checks
 from marl.execution.user_code import add_import_option, import_user_modules
 from marl.errors import ConfigError
+from marl.experiment.report_runs import SCORES
 from marl.experiment.runner import _save_suite, pending_runs, run_in_use, run_local, run_tune
 from marl.experiment.suite import load_suite
 from marl.logging.live import ProgressDisplay
@@ -111,7 +112,7 @@ def add_parsers(sub) -> None:
                         help="where to write the report (default: the first runs directory's report/; needed with JSON files alone)")
     report.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default 2000)")
     report.add_argument("--points", type=int, default=10, help="points of the sample-efficiency curves (default 10)")
-    report.add_argument("--score", choices=("evaluation", "training"), default="evaluation",
+    report.add_argument("--score", choices=SCORES, default="evaluation",
                         help="a runs directory's curve and score: the greedy evaluations (default), or the exploring "
                              "policy's training returns (the score: their mean over the last 10 %% of each run)")
     report.set_defaults(fn=cmd_report)

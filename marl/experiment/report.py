@@ -37,7 +37,7 @@ import numpy as np
 
 from marl.errors import ConfigError
 from marl.experiment.report_curves import curve_lines, draw, run_curve
-from marl.experiment.report_runs import SCORES, Run, read_sources, suite_of
+from marl.experiment.report_runs import LAST, SCORES, Run, read_sources, suite_of
 from marl.experiment.targets import targets_report
 from marl.logging.run_dir import read_results
 
@@ -162,7 +162,7 @@ def _fmt(triple, digits: int) -> str:
 
 
 SCORE_TEXT = {"evaluation": "the final greedy evaluation's mean return",
-              "training": "the exploring policy's training return, the mean over the last 10 % of each run"}
+              "training": f"the exploring policy's training return, the mean over the last {LAST * 100:.0f} % of each run"}
 
 
 def markdown(report: Report, numbers: dict, unfinished: list[str], title: str, budget: int | None,
