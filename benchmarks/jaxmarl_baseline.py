@@ -36,7 +36,13 @@ from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402  (PyYAML comes with hydra-core/omegaconf)
+from omegaconf import OmegaConf  # noqa: E402  (Hydra's loader: it reads `1e5` as a number, PyYAML as a string)
+
+
+def load(path: Path) -> dict:
+    """A config file as Hydra hands it to the script: OmegaConf's YAML (vdn_ff_mpe.yaml's BUFFER_SIZE 1e5 a float, which
+    the script's int() takes), interpolations such as ${oc.env:WANDB_ENTITY} left as written (only wandb reads them)."""
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
 
 
 def published_config(src: str, script: str, alg: str) -> dict:
@@ -44,13 +50,13 @@ def published_config(src: str, script: str, alg: str) -> dict:
     path = Path(src) / script
     conf = path.parent / "config"
     if alg:  # QLearning: config.yaml, then the alg file's keys over it (single_run's {**config, **config["alg"]})
-        top = yaml.safe_load((conf / "config.yaml").read_text()) or {}
+        top = load(conf / "config.yaml")
         top.pop("alg", None)
-        return {**top, **yaml.safe_load((conf / "alg" / f"{alg}.yaml").read_text())}
+        return {**top, **load(conf / "alg" / f"{alg}.yaml")}
     name = re.search(r'config_name\s*=\s*"([^"]+)"', path.read_text())
     if name is None:
         raise SystemExit(f"{script}: no @hydra.main config_name to read its config from")
-    return yaml.safe_load((conf / f"{name.group(1)}.yaml").read_text())
+    return load(conf / f"{name.group(1)}.yaml")
 
 
 def scalar(value) -> float:

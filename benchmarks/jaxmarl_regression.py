@@ -14,19 +14,22 @@ VDN-RNN. Per cell and seed, each side a fresh process, back to back, the order r
 env and SEED set as the set's runner sets them, TOTAL_TIMESTEPS the budget) and `marl` (the env through marl's
 JaxMARL adapter, composed from the config groups: the algorithm, the task and the JaxMARL preset of
 conf/experiment/jaxmarl_*.yaml, which lists every setting with its JaxMARL key and what marl cannot express). A
-cell marl has no preset or task for is listed with what it lacks and not run.
+cell is listed and not run where JaxMARL's own script fails on it (IPPO-FF and MAPPO-RNN on MPE tag: their scripts
+stack the two teams' observation widths into one array); a note says where marl's run differs from JaxMARL's beyond
+its preset (the Q-learning cells on tag: JaxMARL trains the four agents as one team on their summed reward).
 
 Returns, per update on both sides, compared at equal env steps: JaxMARL's own logged return (MPE: MPELogWrapper's
-`returned_episode_returns`, each agent's reward times the number of agents, i.e. the team's summed return on these
-shared-reward tasks; SMAX: the return of one ally over the episodes that ended in the update); marl's iteration
+`returned_episode_returns`, each agent's reward times the number of agents, averaged over them: the agents' summed
+return; SMAX: the return of one ally over the episodes that ended in the update); marl's iteration
 `episode_return_mean` (summed over the agents; divided by the allies on SMAX, whose reward every ally gets). A budget
-below the cell's runs a prefix: JaxMARL's schedules (ANNEAL_LR, EPS_DECAY) are fractions of its TOTAL_TIMESTEPS, so
-marl's lr annealing is set to end at the same budget. Both sides' runs go into one marl-eval JSON (environment
-`jaxmarl`, task the env, algorithms `<algo>-marl` / `<algo>-jaxmarl`; the score: the returns over the last 10 % of the
-budget) and `--report DIR` runs `marl report` on it (IQM and mean with rliable's 95 % CIs, curves at equal env steps).
-Printed per cell: the returns at 25/50/75/100 % of the budget with the IQM over seeds, and the wall time per run
-(process start to the end of training, JaxMARL's compile and marl's start-up included). `--raw-dir` keeps each run's
-output; a run whose file is there is read, not rerun (an interrupted set resumes).
+below the cell's runs a prefix: JaxMARL's schedules (ANNEAL_LR, LR_LINEAR_DECAY, EPS_DECAY) are fractions of its
+TOTAL_TIMESTEPS, so marl's lr annealing and epsilon decay are set to end where JaxMARL's do. Both sides' runs go into
+one marl-eval JSON (environment `jaxmarl`, task the env, algorithms `<algo>-marl` / `<algo>-jaxmarl`; the score: the
+returns over the last 10 % of the budget) and `--report DIR` runs `marl report` on it (IQM and mean with rliable's
+95 % CIs, curves at equal env steps). Printed per cell: the returns at 25/50/75/100 % of the budget with the IQM
+over seeds, and the wall time per run (process start to the end of training, JaxMARL's compile and marl's start-up
+included). `--raw-dir` keeps each run's output; a run whose file is there is read, not rerun (an interrupted set
+resumes).
 """
 
 from __future__ import annotations
@@ -59,16 +62,21 @@ class Cell:
     alg: str = ""  # its Hydra alg file (QLearning scripts), "" for flat configs
     marl: tuple = ()  # compose items of marl's side; () where marl has no preset or task for it
     agents: int = 1  # agents a world (SMAX: allies)
-    missing: str = ""  # what marl lacks, where `marl` is ()
+    missing: str = ""  # why it is not run: what marl lacks, or where JaxMARL's own script fails on it
+    note: str = ""  # how marl's run differs from JaxMARL's beyond what its preset and task list
     extra: dict = field(default_factory=dict)  # JaxMARL keys set beside the env and seed
+
+    @property
+    def runnable(self) -> bool:
+        return bool(self.marl) and not self.missing
 
     @property
     def smax(self) -> bool:
         return self.script.endswith("_smax.py") or self.alg.endswith("_smax")
 
     @property
-    def anneals_lr(self) -> bool:  # the PPO scripts' ANNEAL_LR: their lr reaches 0 at TOTAL_TIMESTEPS
-        return not self.alg
+    def anneals_lr(self) -> bool:  # the lr reaches 0 at TOTAL_TIMESTEPS: PPO's ANNEAL_LR, the QLearning LR_LINEAR_DECAY
+        return not self.alg or self.alg in LR_DECAYS
 
     @property
     def name(self) -> str:
@@ -79,35 +87,51 @@ class Cell:
         return {env_key: self.env, "SEED": seed, "TOTAL_TIMESTEPS": budget, **self.extra}
 
 
+# The QLearning alg files' NUM_ENVS x NUM_STEPS (env steps of one update: EPS_DECAY is a fraction of the updates, 0.1
+# in each, to EPS_FINISH 0.05), and those with LR_LINEAR_DECAY True (ql_rnn_smax's is False)
+UPDATE_STEPS = {"ql_rnn_mpe": 8 * 26, "ql_rnn_smax": 16 * 128, "vdn_ff_mpe": 32 * 16}
+LR_DECAYS = ("ql_rnn_mpe", "vdn_ff_mpe")
+# simple_tag: why two of its cells have no JaxMARL side, and how marl's Q-learning cells differ from JaxMARL's
+TAG_FAILS = {"ippo_ff": "JaxMARL's ippo_ff_mpe.py fails on it: its batchify calls pad() without the width to pad the "
+                        "good agent's 14 observations to the adversaries' 16 (TypeError)",
+             "mappo_rnn": "JaxMARL's mappo_rnn_mpe.py fails on it: MPEWorldStateWrapper and batchify stack the 16- and "
+                          "14-wide observations into one array (ValueError)"}
+TAG_NOTE = ("JaxMARL trains the four agents as ONE team, one network over zero-padded observations, on the sum of "
+            "their rewards (CTRolloutManager: 20 a contact, so its good agent learns to be caught); marl, whose "
+            "adapter does not pad, trains a team per policy on its own reward (the good agent flees): both log the "
+            "four agents' summed return, but of different games, so the returns do not compare")
+
+
 def _cells() -> list[Cell]:
     mpe = {"MPE_simple_spread_v3": ("jaxmarl/simple_spread", 3), "MPE_simple_reference_v3": ("jaxmarl/simple_reference", 2),
-           "MPE_simple_tag_v3": (None, 4)}
-    smax = {"2s3z": ("smax/2s3z", 5), "3s5z_vs_3s6z": (None, 8), "smacv2_10_units": (None, 10), "6h_vs_8z": (None, 6)}
+           "MPE_simple_tag_v3": ("jaxmarl/simple_tag", 4)}
+    smax = {"2s3z": 5, "3s5z_vs_3s6z": 8, "smacv2_10_units": 10, "6h_vs_8z": 6}
+    # the PPO presets' batch: every agent's rows of one round (their files count simple_spread's 3, 2s3z's 5)
+    batch = "training.train_batch_size=${{mul:${{env_runners.num_envs_per_env_runner}},${{env_runners.rollout_fragment_length}},{}}}"
     out = []
     for env, (task, n) in mpe.items():
-        lacks = "" if task else "no task jaxmarl/simple_tag (adversaries and a good agent, two teams)"
-        batch = f"training.train_batch_size={16 * 128 * n}"  # the PPO presets' 16 x 128 x 3 rows, for this task's agents
+        tag = env == "MPE_simple_tag_v3"
         for algo, script, alg, preset in (("ippo_ff", "baselines/IPPO/ippo_ff_mpe.py", "", "jaxmarl_ippo_ff_mpe"),
                                           ("mappo_rnn", "baselines/MAPPO/mappo_rnn_mpe.py", "", "jaxmarl_mappo_rnn_mpe"),
                                           ("qmix_rnn", "baselines/QLearning/qmix_rnn.py", "ql_rnn_mpe", "jaxmarl_ql_rnn_mpe"),
-                                          ("vdn_rnn", "baselines/QLearning/vdn_rnn.py", "ql_rnn_mpe", "jaxmarl_ql_rnn_mpe")):
-            items = (f"algorithm={'ippo' if algo == 'ippo_ff' else algo}", f"task={task}", f"experiment={preset}",
-                     *([batch] if not alg else []))
-            out.append(Cell(algo, env, script, alg, items if task else (), agents=n, missing=lacks))
-        out.append(Cell("vdn_ff", env, "baselines/QLearning/vdn_ff.py", "vdn_ff_mpe", agents=n,
-                        missing="no preset experiment=jaxmarl_vdn_ff_mpe"))
-    for env, (task, n) in smax.items():
-        lacks = "" if task else f"no task smax/{env}"
+                                          ("vdn_rnn", "baselines/QLearning/vdn_rnn.py", "ql_rnn_mpe", "jaxmarl_ql_rnn_mpe"),
+                                          ("vdn_ff", "baselines/QLearning/vdn_ff.py", "vdn_ff_mpe", "jaxmarl_vdn_ff_mpe")):
+            algorithm = {"ippo_ff": "ippo", "vdn_ff": "vdn"}.get(algo, algo)
+            items = (f"algorithm={algorithm}", f"task={task}", f"experiment={preset}", *([batch.format(n)] if not alg else []))
+            out.append(Cell(algo, env, script, alg, items, agents=n, missing=TAG_FAILS.get(algo, "") if tag else "",
+                            note=TAG_NOTE if tag and alg else ""))
+    for env, n in smax.items():
         for algo, script, alg, preset in (("ippo_rnn", "baselines/IPPO/ippo_rnn_smax.py", "", "jaxmarl_ippo_rnn_smax"),
                                           ("mappo_rnn", "baselines/MAPPO/mappo_rnn_smax.py", "", "jaxmarl_mappo_rnn_smax"),
                                           ("qmix_rnn", "baselines/QLearning/qmix_rnn.py", "ql_rnn_smax", "jaxmarl_ql_rnn_smax"),
                                           ("vdn_rnn", "baselines/QLearning/vdn_rnn.py", "ql_rnn_smax", "jaxmarl_ql_rnn_smax")):
-            items = (f"algorithm={algo}", f"task={task}", f"experiment={preset}") if task else ()
-            out.append(Cell(algo, env, script, alg, items, agents=n, missing=lacks))
+            items = (f"algorithm={algo}", f"task=smax/{env}", f"experiment={preset}", *([batch.format(n)] if not alg else []))
+            out.append(Cell(algo, env, script, alg, items, agents=n))
     return out
 
 
 CELLS = {cell.name: cell for cell in _cells()}
+NOTES = list(dict.fromkeys(c.note for c in CELLS.values() if c.note))
 
 
 def marl_items(cell: Cell, seed: int, budget: int, threads: int) -> list[str]:
@@ -115,6 +139,9 @@ def marl_items(cell: Cell, seed: int, budget: int, threads: int) -> list[str]:
              "loggers.tensorboard=false", "loggers.csv=false"]
     if budget != BUDGET and cell.anneals_lr:  # JaxMARL anneals its lr over TOTAL_TIMESTEPS, the budget here
         items.append(f"learners.lr_multiplier=[[0,1.0],[{budget},0.0]]")
+    if budget != BUDGET and cell.alg:  # ... and its epsilon over 10 % of the updates TOTAL_TIMESTEPS makes
+        step = UPDATE_STEPS[cell.alg]
+        items.append(f"training.epsilon=[[0,1.0],[{round(0.1 * (budget // step) * step)},0.05]]")
     return items
 
 
@@ -158,8 +185,11 @@ def run_side(cell: Cell, side: str, seed: int, budget: int, jax_python: Path, sr
 def list_cells() -> None:
     C.print_table(["cell", "JaxMARL script", "marl"],
                   [[c.name, c.script + (f" +alg={c.alg}" if c.alg else ""),
-                    " ".join(c.marl[:3]) if c.marl else f"not run: {c.missing}"] for c in CELLS.values()],
+                    " ".join(c.marl[:3]) + (f" (note {NOTES.index(c.note) + 1})" if c.note else "")
+                    if c.runnable else f"not run: {c.missing}"] for c in CELLS.values()],
                   title="JaxMARL's minimal baseline set (MPE, SMAX)")
+    for i, note in enumerate(NOTES, 1):
+        print(f"note {i}: {note}")
 
 
 def main() -> None:
@@ -177,7 +207,7 @@ def main() -> None:
     if args.list:
         return list_cells()
     unknown = [name for name in args.cells if name not in CELLS]
-    lacking = [f"{name} ({CELLS[name].missing})" for name in args.cells if name in CELLS and not CELLS[name].marl]
+    lacking = [f"{name} ({CELLS[name].missing})" for name in args.cells if name in CELLS and not CELLS[name].runnable]
     if unknown or lacking:
         raise SystemExit(f"--cells: unknown {unknown}; marl cannot run {lacking} (see --list)")
     venv = Path(args.jaxmarl_venv)

@@ -7,8 +7,9 @@
 #
 # JaxMARL's baselines (baselines/IPPO/ippo_ff_mpe.py) are not in the jaxmarl pip package: they live in
 # a checkout of https://github.com/FLAIROx/JaxMARL, which JAXMARL_SRC names (nothing of JaxMARL's code is
-# in marl). The venv gets jaxmarl (CPU jax/jaxlib; it brings chex, gymnax, safetensors) and what the IPPO and
-# PQN-VDN scripts import: flax, optax, distrax, hydra-core, omegaconf, matplotlib. wandb is not installed:
+# in marl). The venv gets jaxmarl (CPU jax/jaxlib; it brings chex, gymnax, safetensors) and what the IPPO, MAPPO and
+# QLearning scripts import: flax, optax, distrax, flashbax (the QMIX/VDN replay buffers), hydra-core, omegaconf,
+# matplotlib. wandb is not installed:
 # benchmarks/jaxmarl_baseline.py (which runs any of its baseline scripts) puts an offline stub in its place. About 1-2 minutes.
 set -euo pipefail
 
@@ -21,6 +22,6 @@ script="$src/baselines/IPPO/ippo_ff_mpe.py"
 
 echo "creating $venv with jaxmarl, jax (CPU), flax, optax, distrax, hydra-core"
 "$python" -m venv "$venv"
-"$venv/bin/pip" install -q "jaxmarl>=0.2" jax flax optax distrax "hydra-core>=1.3.2" omegaconf matplotlib
+"$venv/bin/pip" install -q "jaxmarl>=0.2" jax flax optax distrax "flashbax>=0.1.0" "hydra-core>=1.3.2" omegaconf matplotlib
 echo "$src" > "$venv/JAXMARL_SRC"  # compare_jaxmarl.py reads the checkout from here
-"$venv/bin/python" -c 'import jax, jaxmarl, distrax, hydra, chex, optax; print("ok: jax", jax.__version__, jax.devices())'
+"$venv/bin/python" -c 'import jax, jaxmarl, distrax, flashbax, hydra, chex, optax; print("ok: jax", jax.__version__, jax.devices())'
