@@ -80,13 +80,14 @@ def updates_per_round(config) -> float:
         t.train_batch_size * t.model["max_seq_len"])
 
 
-@pytest.mark.parametrize("task, preset, worlds, steps, updates, batch, target, lr", [
+@pytest.mark.parametrize("task, preset, worlds, steps, updates, batch, target, lr, clip", [
     # JaxMARL ql_rnn_mpe.yaml: 8 x 26, BUFFER_BATCH_SIZE 32 items of a round's 26 steps, NUM_EPOCHS 1, target every
     # 200 updates, LR 0.005 annealed; ql_rnn_smax.yaml: 16 x 128, 32 items of 128 steps, NUM_EPOCHS 8, every 10, 5e-5
-    ("jaxmarl/simple_spread", "jaxmarl_ql_rnn_mpe", 8, 26, 1, 32, 200 * 8 * 26, 0.005),
-    ("smax/2s3z", "jaxmarl_ql_rnn_smax", 16, 128, 8, 32, 10 * 16 * 128, 5e-5),
+    # MAX_GRAD_NORM 25 and 10 on a loss twice marl's: marl clips at half
+    ("jaxmarl/simple_spread", "jaxmarl_ql_rnn_mpe", 8, 26, 1, 32, 200 * 8 * 26, 0.005, 12.5),
+    ("smax/2s3z", "jaxmarl_ql_rnn_smax", 16, 128, 8, 32, 10 * 16 * 128, 5e-5, 5.0),
 ])
-def test_jaxmarl_ql_rnn_presets_replay_what_jaxmarl_replays(task, preset, worlds, steps, updates, batch, target, lr):
+def test_jaxmarl_ql_rnn_presets_replay_what_jaxmarl_replays(task, preset, worlds, steps, updates, batch, target, lr, clip):
     """A replayed item of JaxMARL's is one world's steps of a round: 32 of them an update, as many learner updates
     a round as its NUM_EPOCHS (the SMAX preset once replayed 4,096 sequences of 20 steps every 2.5 rounds)."""
     for algorithm in ("qmix_rnn", "vdn_rnn"):
@@ -95,7 +96,9 @@ def test_jaxmarl_ql_rnn_presets_replay_what_jaxmarl_replays(task, preset, worlds
         assert (run.num_envs_per_env_runner, run.rollout_fragment_length) == (worlds, steps)
         assert (t.train_batch_size, t.model["max_seq_len"], t.replay_capacity) == (batch, steps, 5000)
         assert updates_per_round(config) == updates
-        assert (t.target_network_update_freq, t.lr, t.epsilon) == (target, lr, [[0, 1.0], [1_000_000, 0.05]])
+        eps_end = round(0.1 * (10_000_000 // (worlds * steps)) * worlds * steps)  # 10 % of JaxMARL's updates
+        assert (t.target_network_update_freq, t.lr, t.grad_clip) == (target, lr, clip)
+        assert t.epsilon == [[0, 1.0], [eps_end, 0.05]]
         assert t.num_steps_sampled_before_learning_starts == round(10_000 / steps)  # LEARNING_STARTS 10000 env steps
 
 
