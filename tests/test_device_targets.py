@@ -156,3 +156,33 @@ def test_the_batched_path_samples_and_trains_with_no_numpy_conversion(monkeypatc
     stats = results["default_policy"]
     assert stats["agent_steps_trained"] == 2 * worlds * steps * agents and stats["num_sgd_steps"] == 2 * 2 * steps
     assert np.isfinite(stats["policy_loss"]) and np.isfinite(stats["vf_loss"])
+
+
+def host_weights_refused(self, *args, **kwargs):
+    raise AssertionError("an in-process weight sync went through NumPy")
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_an_in_process_weight_sync_hands_the_learners_tensors_over(monkeypatch, batched):
+    """In one process the learner's weights reach the runner as tensor copies where the learner keeps them (on a GPU:
+    no device -> host -> device trip each sync): `RLModule.get_state` (NumPy, for Ray and checkpoints) refused while
+    PPO trains, on the batched and the dict path. The runner then acts with the learner's weights, as copies."""
+    pytest.importorskip("vmas")
+    cfg = (marl.PPOConfig()
+           .environment("vmas.balance", env_config={"max_steps": 7, "n_agents": 3})
+           .env_runners(num_envs_per_env_runner=4, rollout_fragment_length=10, batched=batched)
+           .training(train_batch_size=120, minibatch_size=60, num_epochs=1)
+           .debugging(seed=0))
+    algo = cfg.build()
+    try:
+        monkeypatch.setattr(marl.RLModule, "get_state", host_weights_refused)
+        results = [algo.train() for _ in range(2)]
+        monkeypatch.undo()
+        assert results[-1]["counters/weights_syncs"] == 2
+        learner = algo.learners.local.module["default_policy"].state_dict()
+        runner = algo.runners.local.module["default_policy"].state_dict()
+        for name, value in learner.items():
+            assert torch.equal(runner[name], value), name
+            assert runner[name].data_ptr() != value.data_ptr(), name  # a copy: the next update does not reach it
+    finally:
+        algo.stop()

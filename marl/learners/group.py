@@ -85,8 +85,10 @@ class LearnerGroup:
     def update_target(self, tau: float = 1.0, policies: list[str] | None = None) -> list[str]:
         return self._call("update_target", tau, policies)
 
-    def get_weights(self) -> dict:
-        return self._call("get_weights")
+    def get_weights(self, on_device: bool = False) -> dict:
+        """The learner's weights (`Learner.get_weights`); `on_device` is honoured by an in-process learner only: a
+        learner actor's weights reach this process through Ray, as NumPy."""
+        return self.local.get_weights(on_device) if self.is_local else self._call("get_weights")
 
     def set_weights(self, weights: dict) -> None:
         self._call("set_weights", weights)

@@ -8,9 +8,8 @@ schedule), its target copies, how batches are cut into minibatches (the contract
 (PPO: GAE), an optional `prepare` pass that adds columns computed with the current
 network before the epochs (APPO/IMPALA: V-trace targets), an optional `finish` pass
 that returns per-row columns of the updated network (HAPPO: the new log-probs), and which stats are
-per-row (DQN: TD errors for replay priorities). Everything else (epochs,
-minibatches, clipping, versions, target updates, observation-filter state) is
-here, shared by all algorithms. Each policy has its own parts, training section
+per-row (DQN: TD errors for replay priorities). Everything else (epochs, minibatches, clipping, versions, target
+updates, observation-filter state) is here, shared by all algorithms. Each policy has its own parts, training section
 and optimisers, so one learner can update a PPO policy and a DQN policy side by side.
 A stateful (recurrent) module trains on sequences: chunks of its trajectory pieces,
 shuffled whole (`marl.learners.sequences`), checked once against its acting pass.
@@ -311,8 +310,9 @@ class Learner:
         return chosen
 
     # -- weights --------------------------------------------------------------
-    def get_weights(self) -> dict:
-        return {"version": self.version, "modules": self.module.get_state(), "connectors": self.connectors.get_central()}
+    def get_weights(self, on_device: bool = False) -> dict:  # on_device: tensor copies, for a runner in this process
+        modules = self.module.get_tensors() if on_device else self.module.get_state()
+        return {"version": self.version, "modules": modules, "connectors": self.connectors.get_central()}
 
     def set_weights(self, weights: dict) -> None:
         self.module.set_state(weights["modules"])

@@ -109,6 +109,10 @@ class RLModule(nn.Module):
     def get_state(self) -> dict[str, np.ndarray]:
         return network_state(self)
 
+    def get_tensors(self) -> dict[str, torch.Tensor]:
+        """The weights as copies on the module's device: what an in-process weight sync hands over (no host trip)."""
+        return {k: v.detach().clone() for k, v in self.state_dict().items()}
+
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         load_network_state(self, state)
 
@@ -118,17 +122,28 @@ def network_state(network: nn.Module) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().copy() for k, v in network.state_dict().items()}
 
 
-def load_network_state(network: nn.Module, state: dict[str, np.ndarray]) -> None:
+def as_host_arrays(state: dict) -> dict[str, np.ndarray]:
+    """Weights as NumPy, whether given as tensors (an in-process sync's, on any device) or arrays: what Ray's object
+    store and checkpoints hold."""
+    return {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
+
+
+def _as_tensor(value) -> torch.Tensor:
+    return value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+
+
+def load_network_state(network: nn.Module, state: dict) -> None:
+    """Loads weights given as NumPy arrays or as tensors on any device (load_state_dict copies onto the network's)."""
     # Arrays from Ray's object store are read-only; load_state_dict copies anyway, so copy-free is safe.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         try:
-            network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+            network.load_state_dict({k: _as_tensor(v) for k, v in state.items()})
         except RuntimeError:
             fitted = fit_state_saved_without_scales(network, state)  # weights saved before PopArt's scale layers
             if fitted is None:
                 raise
-            network.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in fitted.items()})
+            network.load_state_dict({k: _as_tensor(v) for k, v in fitted.items()})
 
 
 class MultiRLModule(nn.Module):
@@ -154,6 +169,10 @@ class MultiRLModule(nn.Module):
     def get_state(self, policy_ids=None) -> dict[str, dict[str, np.ndarray]]:
         ids = self.keys() if policy_ids is None else policy_ids
         return {pid: self._modules_by_id[pid].get_state() for pid in ids}
+
+    def get_tensors(self, policy_ids=None) -> dict[str, dict[str, torch.Tensor]]:
+        ids = self.keys() if policy_ids is None else policy_ids
+        return {pid: self._modules_by_id[pid].get_tensors() for pid in ids}
 
     def set_state(self, state: dict[str, dict[str, np.ndarray]]) -> None:
         for pid, module_state in state.items():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from marl.envs import EnvError, EnvStepError
+from marl.modules.rl_module import as_host_arrays
 from marl.policies import MappingError
 from marl.runners.env_runner import EnvRunner
 from marl.execution.user_code import actor_options, import_hint
@@ -173,7 +174,9 @@ class EnvRunnerGroup:
 
     # -- weights ------------------------------------------------------------
     def sync_weights(self, weights: dict, indices: list[int] | None = None) -> None:
-        """Sends weights to all runners (or `indices`); a no-op for runners already at this version."""
+        """Sends weights to all runners (or `indices`); a no-op for runners already at this version. The modules'
+        weights may be tensors on the learner's device: an in-process runner loads them from there, runner actors
+        get NumPy."""
         if self.is_local:
             self._last_weights = weights
             self.local.set_weights(weights)
@@ -181,7 +184,8 @@ class EnvRunnerGroup:
         import ray
 
         self._check_acks()
-        self._weights_ref = ray.put(weights)  # one copy in the object store, read by every runner
+        # One copy in the object store, read by every runner; as NumPy (tensors handed over on a device stop here).
+        self._weights_ref = ray.put({**weights, "modules": {pid: as_host_arrays(w) for pid, w in weights["modules"].items()}})
         targets = range(self.num_remote) if indices is None else indices
         # Not waited for: a runner busy sampling applies the weights right after, before any later
         # call (actor calls run in order), and the driver goes on meanwhile.

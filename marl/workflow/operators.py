@@ -234,12 +234,12 @@ class SyncWeights(Operator):
                 runners = [r - 1 for r in results.runners if r > 0]
                 if ctx.runners.is_local or runners:
                     with timer.timing():
-                        ctx.runners.sync_weights(ctx.learners.get_weights(), indices=None if ctx.runners.is_local else sorted(set(runners)))
+                        ctx.runners.sync_weights(ctx.learners.get_weights(on_device=True), indices=None if ctx.runners.is_local else sorted(set(runners)))
                     metrics.counters[m.WEIGHTS_VERSION] = version
                     metrics.counters[m.WEIGHTS_SYNCS] += 1
             elif version != metrics.counters[m.WEIGHTS_VERSION]:
                 with timer.timing():
-                    ctx.runners.sync_weights(ctx.learners.get_weights())
+                    ctx.runners.sync_weights(ctx.learners.get_weights(on_device=True))
                 metrics.counters[m.WEIGHTS_VERSION] = version
                 metrics.counters[m.WEIGHTS_SYNCS] += 1
             return results

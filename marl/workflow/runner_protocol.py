@@ -8,7 +8,8 @@
         run_evaluation(duration, unit="episodes", explore=False, exploration_step=0) -> dict
                                         fresh episodes, no rows kept: {"episodes": [metrics], "env_steps": n}
         evaluate(num_episodes, explore=False) -> list[dict]   the same, counted in episodes
-        set_weights(weights) -> int     loads {"version", "modules", ...}; returns the version it acts with now
+        set_weights(weights) -> int     loads {"version", "modules", ...} (modules' weights as NumPy, or in-process as
+                                        tensors on the learner's device); returns the version it acts with now
         get_weights() -> dict           {"version", "modules"}: what set_weights takes
         get_weights_version() -> int
         get_state() -> dict             what a checkpoint keeps (generators, counters, episodes in progress)
