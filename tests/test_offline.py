@@ -202,16 +202,23 @@ def train_offline(config_cls, data, seed, iterations, **training):
 @pytest.mark.slow
 def test_marwil_and_cql_beat_bc_on_mixed_quality_data(cartpole_recordings, ray_session):
     """The whole recording of a PPO run from scratch (poor early episodes, good late ones): BC imitates the mix,
-    MARWIL weights the better actions up, CQL learns values. Same data, same rows read; BC and MARWIL over 3 seeds."""
+    MARWIL weights the better actions up, CQL learns values. Same data, same rows read; BC and MARWIL over 3 seeds.
+
+    8 reads of 2,000 rows each (CQL: 2,048 rows, 4 epochs: 256 SGD steps; CartPole's offline Q-learning drifts when
+    run much longer). Greedy returns at 8 reads, seeds 0, 1, 2, on two recordings: BC 327, 394, 413 / 268, 415, 456,
+    MARWIL 481, 494, 500 / 488, 489, 500, CQL (seed 0) 451 / 448; at 15 reads (the budget before), second recording:
+    BC 446, 252, 454, MARWIL 495, 490, 471. Mutants: MARWIL's policy loss with the wrong sign (MARWIL 9) and CQL's TD
+    loss with the wrong sign (CQL 83) fail it. MARWIL with beta 0 does not (493, 494 at 8 reads, seeds 0 and 1): the
+    margin over BC is partly MARWIL's own model (256x256 relu), not the advantage weights alone."""
     mixed = cartpole_recordings / "mixed"
-    seeds, iterations = (0, 1, 2), 15
+    seeds, iterations = (0, 1, 2), 8
     bc = [train_offline(marl.BCConfig, mixed, s, iterations) for s in seeds]
     marwil = [train_offline(marl.MARWILConfig, mixed, s, iterations) for s in seeds]
-    # 10 reads of 2048 rows, 4 epochs each (320 SGD steps): CartPole's offline Q-learning drifts when run much longer
-    cql = train_offline(marl.CQLConfig, mixed, 0, 10)
+    cql = train_offline(marl.CQLConfig, mixed, 0, iterations)
     print(f"greedy returns: BC {bc}, MARWIL {marwil}, CQL {cql}")
-    assert np.mean(marwil) > np.mean(bc) + 20, f"MARWIL {marwil} vs BC {bc}"
-    assert cql > np.mean(bc) + 20, f"CQL {cql} vs BC {bc}"
+    failed = [f"{name} {score} vs BC {bc}" for name, score in (("MARWIL", np.mean(marwil)), ("CQL", cql))
+              if not score > np.mean(bc) + 20]
+    assert not failed, failed
 
 
 @pytest.mark.slow
