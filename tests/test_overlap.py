@@ -125,16 +125,22 @@ def test_overlap_rounds_hold_half_a_train_batch_whatever_the_agent_count():
 
 @pytest.mark.slow
 def test_overlapped_ppo_lags_exactly_one_update_and_learns_cartpole(ray_session):
+    """Whole-batch rounds lag one update, and PPO still learns from them: >= 80 and > 4x the first iteration's
+    return after 7 iterations (14k env steps).
+
+    Measured (2026-11-29, seeds 0-2): 128 / 113 / 133 after 7 iterations (first 21 / 20 / 21; 196 / 168 / 276
+    after 10). Mutants: a PPO loss without its policy term stays at 21-25 (21.0 last); a runner group that never
+    sends the actor new weights fails the lag check."""
     algo = ppo_cartpole().build()
     try:
-        results = [algo.train() for _ in range(10)]
+        results = [algo.train() for _ in range(7)]
     finally:
         algo.stop()
     assert results[0]["perf/policy_lag_max"] == 0  # the first round was sampled before any update
     for r in results[1:]:  # every later round was sampled while the learner made the previous update
         assert r["perf/policy_lag_mean"] == 1 and r["perf/policy_lag_max"] == 1
     returns = [r["episode_return_mean"] for r in results]
-    assert returns[-1] >= 150 and returns[-1] > 4 * returns[0], returns
+    assert returns[-1] >= 80 and returns[-1] > 4 * returns[0], returns
 
 
 @pytest.mark.slow
