@@ -48,17 +48,15 @@ def test_shard_bounds_cover_the_minibatch_once():
 
 
 @pytest.mark.parametrize("popart", [False, True])
-def test_two_learners_stay_identical_and_match_one_learner(ray_session, popart):
+def test_two_learners_stay_identical_match_one_learner_and_train_ppo(ray_session, popart):
     # With PopArt each rank sees half of each minibatch's value targets: the ranks sum their moments before
     # rescaling, so both still rescale (and match one learner's rescale of the whole minibatch).
-    config = cartpole(2, popart=popart)
-    runner = EnvRunner(config, 0)
-    specs = runner.specs
+    # One algorithm (its two learner actors) for both claims: its learner group is compared with one learner on
+    # its own runner's batches, then it trains.
+    algo = cartpole(2, popart=popart).build()
+    ddp, runner = algo.learners, algo.runners.local
     batches = [runner.sample().batch for _ in range(3)]
-    runner.stop()
-
-    single = LearnerGroup(cartpole(0, popart=popart), specs)
-    ddp = LearnerGroup(config, specs)
+    single = LearnerGroup(cartpole(0, popart=popart), runner.specs)
     try:
         assert len(ddp.replicas) == 2
         start = replica_weights(ray_session, ddp)
@@ -81,21 +79,14 @@ def test_two_learners_stay_identical_and_match_one_learner(ray_session, popart):
         moved = any(not np.array_equal(start[0][p][k], rank0[p][k]) for p in rank0 for k in rank0[p])
         assert moved
         assert ddp.get_version() == single.get_version() == 4
-    finally:
-        ddp.stop()
 
-
-def test_ppo_trains_with_two_learners(ray_session):
-    algo = cartpole(2, minibatch_size=64).build()
-    try:
-        before = algo.get_weights()["modules"]
-        r = algo.train()
-        r = algo.train()
-        rank0, rank1 = replica_weights(ray_session, algo.learners)
-        assert_same_weights(rank0, rank1, exact=True)
-        # the runner acts with the learners' weights
-        assert_same_weights(rank0, algo.runners.local.module.get_state(), exact=True)
-        assert any(not np.array_equal(before[p][k], rank0[p][k]) for p in rank0 for k in rank0[p])
+        # PPO trains with the two learners: they stay identical and the runner acts with their weights.
+        for _ in range(2):
+            r = algo.train()
+        after0, after1 = replica_weights(ray_session, ddp)
+        assert_same_weights(after0, after1, exact=True)
+        assert_same_weights(after0, runner.module.get_state(), exact=True)
+        assert any(not np.array_equal(rank0[p][k], after0[p][k]) for p in rank0 for k in rank0[p])
         assert r["env_steps_total"] == 400 and np.isfinite(r["losses/default_policy/policy_loss"])
     finally:
         algo.stop()

@@ -125,56 +125,57 @@ def test_overlap_rounds_hold_half_a_train_batch_whatever_the_agent_count():
 
 @pytest.mark.slow
 def test_overlapped_ppo_lags_exactly_one_update_and_learns_cartpole(ray_session):
+    """Whole-batch rounds lag one update, and PPO still learns from them: >= 80 and > 4x the first iteration's
+    return after 7 iterations (14k env steps).
+
+    Measured (2026-11-29, seeds 0-2): 128 / 113 / 133 after 7 iterations (first 21 / 20 / 21; 196 / 168 / 276
+    after 10). Mutants: a PPO loss without its policy term stays at 21-25 (21.0 last); a runner group that never
+    sends the actor new weights fails the lag check."""
     algo = ppo_cartpole().build()
     try:
-        results = [algo.train() for _ in range(10)]
+        results = [algo.train() for _ in range(7)]
     finally:
         algo.stop()
     assert results[0]["perf/policy_lag_max"] == 0  # the first round was sampled before any update
     for r in results[1:]:  # every later round was sampled while the learner made the previous update
         assert r["perf/policy_lag_mean"] == 1 and r["perf/policy_lag_max"] == 1
     returns = [r["episode_return_mean"] for r in results]
-    assert returns[-1] >= 150 and returns[-1] > 4 * returns[0], returns
+    assert returns[-1] >= 80 and returns[-1] > 4 * returns[0], returns
 
 
 @pytest.mark.slow
-def test_half_batch_rounds_lag_only_the_first_half_of_each_batch(ray_session):
+def test_overlapped_half_batch_run_resumes_exactly_and_dqn_overlaps_replay_learning(ray_session, tmp_path):
     """The default round (half a train batch): the first half of a batch was sampled during the previous update
-    (lag 1), the second half with the weights that update produced (lag 0)."""
-    algo = ppo_cartpole("half_batch").build()
-    try:
-        results = [algo.train() for _ in range(3)]
-    finally:
-        algo.stop()
-    assert results[0]["perf/policy_lag_max"] == 0 and results[0]["env_steps_this_iter"] == 2048
-    for r in results[1:]:
-        assert r["perf/policy_lag_mean"] == 0.5 and r["perf/policy_lag_max"] == 1
-
-
-@pytest.mark.slow
-def test_overlapped_run_resumes_exactly_and_dqn_overlaps_replay_learning(ray_session, tmp_path):
-    config = ppo_cartpole().env_runners(num_envs_per_env_runner=4, rollout_fragment_length=32).training(
+    (lag 1), the second half with the weights that update produced (lag 0). Saved between iterations (the
+    round in flight is waited for and kept), the run goes on bit-identically when restored."""
+    config = ppo_cartpole("half_batch").env_runners(num_envs_per_env_runner=4, rollout_fragment_length=32).training(
         train_batch_size=128, minibatch_size=64, num_epochs=2)
     algo = config.build()
     try:
-        algo.train()
+        first = algo.train()
         algo.save(tmp_path / "ck")  # waits for the round in flight and keeps it
-        after = [algo.train()["losses/default_policy/total_loss"] for _ in range(2)]
+        results = [algo.train() for _ in range(2)]
         weights = algo.get_weights()["modules"]
     finally:
         algo.stop()
+    assert first["perf/policy_lag_max"] == 0 and first["env_steps_this_iter"] == 128
+    for r in results:
+        assert r["perf/policy_lag_mean"] == 0.5 and r["perf/policy_lag_max"] == 1
     restored = marl.Algorithm.from_checkpoint(tmp_path / "ck")
     try:
         assert restored.config.env_runners_cfg.overlap
-        again = [restored.train()["losses/default_policy/total_loss"] for _ in range(2)]
+        again = [restored.train() for _ in range(2)]
         weights_again = restored.get_weights()["modules"]
     finally:
         restored.stop()
-    assert again == after
+    key = "losses/default_policy/total_loss"
+    assert [r[key] for r in again] == [r[key] for r in results]
+    assert [r["perf/policy_lag_mean"] for r in again] == [0.5, 0.5]
     for k in weights["default_policy"]:
         np.testing.assert_array_equal(weights["default_policy"][k], weights_again["default_policy"][k])
 
-    dqn = overlapped(DQNConfig()).training(num_steps_sampled_before_learning_starts=256).debugging(seed=0).build()
+    dqn = overlapped(DQNConfig()).training(num_steps_sampled_before_learning_starts=64, min_env_steps_per_iteration=128,
+                                           model={"hiddens": [32]}).debugging(seed=0).build()
     try:
         r = dqn.train()
         assert r["counters/learner_updates"] > 0 and r["env_steps_this_iter"] > 0

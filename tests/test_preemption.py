@@ -43,7 +43,7 @@ def checkpoint_iteration(run_dir: Path) -> int:
     return json.loads((run_dir / "checkpoint" / "manifest.json").read_text())["iteration"]
 
 
-def interrupt_and_resume(run_dir: Path, config):
+def interrupt_and_resume(run_dir: Path, config, resume_overrides: tuple[str, ...] = ()):
     """Signalled halfway through iteration 3: iteration 3 finishes and is saved; the resumed run trains 4 and 5."""
     lines = []
     run_dir.mkdir()
@@ -53,7 +53,7 @@ def interrupt_and_resume(run_dir: Path, config):
     assert str(stopped.value).startswith("SIGTERM: stopped after iteration 3; checkpoint: ")
     assert f"marl train --resume {run_dir.resolve()}" in str(stopped.value)
     assert any(line.startswith("SIGTERM: finishing the current iteration") for line in lines)
-    resumed = config_for_resume(run_dir, ["environment.env_config.pid=0"])
+    resumed = config_for_resume(run_dir, ["environment.env_config.pid=0", *resume_overrides])
     reason = train_run(resumed, run_dir, resume=True, echo=lines.append)
     assert reason == "iterations 5 >= 5"
     rows = [json.loads(line) for line in (run_dir / "result.jsonl").read_text().splitlines()]
@@ -67,8 +67,10 @@ def test_sigterm_mid_iteration_finishes_it_saves_and_resumes(tmp_path):
 
 
 def test_sigterm_mid_iteration_with_ray_runners(tmp_path, ray_session):
-    # the env runs in a runner actor and signals this (the driver's) process while it waits for the samples
-    interrupt_and_resume(tmp_path / "run", signalling_config(at_step=2 * STEPS_PER_ITERATION + 5, runners=1))
+    # the env runs in a runner actor and signals this (the driver's) process while it waits for the samples; the
+    # resumed run samples in-process (resuming on runner actors is test_checkpoint's: one actor start, not two)
+    interrupt_and_resume(tmp_path / "run", signalling_config(at_step=2 * STEPS_PER_ITERATION + 5, runners=1),
+                         resume_overrides=("env_runners.num_env_runners=0",))
     placement = json.loads((tmp_path / "run" / "cluster.json").read_text())  # node ids with their addresses
     assert placement["env_runner_addresses"] == [placement["node_addresses"][placement["env_runner_nodes"][0]]]
     assert placement["driver_address"].count(".") == 3

@@ -25,19 +25,19 @@ marl.register_env("user_cartpole", make)
 '''
 
 
-def test_import_module_trains_with_two_ray_runners(tmp_path):
+def test_import_module_trains_with_a_ray_runner(tmp_path):
     (tmp_path / "user_envs.py").write_text(MODULE)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
     env["PYTHONPATH"] = str(ROOT)  # marl itself (the checkout); nothing for the user's module
     out = subprocess.run(
         [sys.executable, "-m", "marl.cli", "train", "--algo", "PPO", "--env", "user_cartpole", "--import", "user_envs",
-         "env_runners.num_env_runners=2", "env_runners.num_cpus_per_env_runner=0.5", "env_runners.num_envs_per_env_runner=2",
+         "env_runners.num_env_runners=1", "env_runners.num_cpus_per_env_runner=0.5", "env_runners.num_envs_per_env_runner=2",
          "env_runners.rollout_fragment_length=32", "training.train_batch_size=128", "stop.iterations=2",
          "--output", str(tmp_path / "run")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    assert "env runners: 2 on 1 node(s)" in out.stdout and "iter    2" in out.stdout, out.stdout[-2000:]
+    assert "env runners: 1 on 1 node(s)" in out.stdout and "iter    2" in out.stdout, out.stdout[-2000:]
 
 
 def test_the_shipped_modules_are_the_users_not_installed_ones(tmp_path, monkeypatch):
