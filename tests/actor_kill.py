@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+from tests.bounds import HANG_S
 
-def kill_and_wait(ray, actor, timeout_s: float = 30.0) -> None:
+
+def kill_and_wait(ray, actor, timeout_s: float = HANG_S) -> None:
     ray.kill(actor, no_restart=True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

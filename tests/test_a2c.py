@@ -18,6 +18,7 @@ from marl.algorithms.a2c.loss import a2c_loss
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.modules import ActorCriticMLP
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +91,7 @@ def test_one_gradient_step_per_train_batch():
 def test_cli_trains_a2c_without_yaml(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "marl.cli", "train", "--algo", "A2C", "--env", "CartPole-v1", "stop.iterations=1", "--output", str(tmp_path / "run")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     assert "stopped: iterations 1 >= 1" in p.stdout

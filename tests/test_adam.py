@@ -10,6 +10,7 @@ import torch
 
 from marl.learners import adam as adam_mod
 from marl.learners.adam import FusedAdam, make_adam
+from tests.bounds import HANG_S
 
 pytestmark = pytest.mark.skipif(not adam_mod._fused_kernel_works(), reason="this torch has no fused CPU Adam kernel")
 
@@ -103,6 +104,6 @@ def test_building_and_training_a_learner_does_not_import_torch_dynamo():
         "algo.train(); algo.stop()\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"

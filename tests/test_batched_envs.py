@@ -25,6 +25,7 @@ from marl.envs.jaxmarl import JaxMarlEnv
 from marl.runners.batched_runner import BatchedEnvRunner
 from marl.runners.jax_rollout import CompiledRolloutRunner
 from marl.runners.runner_choice import runner_class
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 MPE = "jaxmarl.MPE_simple_spread_v3"
@@ -32,9 +33,9 @@ SMAX = "jaxmarl.HeuristicEnemySMAX"
 MPE_STEPS = 6  # env_config max_steps: JaxMARL's MPE ends an episode after max_steps + 1 steps (its `step >= max`)
 
 
-def run_cli(*args, timeout=600):
+def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=HANG_S)
 
 
 def config(env=MPE, env_config=None, worlds=4, fragment=16, batched="auto", agents=3):

@@ -28,13 +28,14 @@ from marl.runners.batched_runner import BatchedEnvRunner
 from marl.runners.group import EnvRunnerGroup
 from marl.runners.runner_choice import runner_class
 from marl.runners.vector_env_runner import VectorEnvRunner
+from tests.bounds import HANG_S
 
 pytest.importorskip("vmas")  # the vmas extra (CI installs it through dev)
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
 
 CONTINUOUS_ONLY = {"MASAC", "MADDPG", "SAC"}
 

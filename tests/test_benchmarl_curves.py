@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "benchmarl_curves.py"
@@ -30,7 +31,7 @@ def tables_of(tmp_path: Path, runs: list[dict], *args: str) -> tuple[subprocess.
     tables.touch()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MARL_BENCH_TABLES": str(tables)}
     p = subprocess.run([sys.executable, str(SCRIPT), "--tasks", "balance", "--worlds", "32", "--seeds",
-                        "--merge", str(merged), "--bootstrap-reps", "200", *args], env=env, capture_output=True, text=True, timeout=240)
+                        "--merge", str(merged), "--bootstrap-reps", "200", *args], env=env, capture_output=True, text=True, timeout=HANG_S)
     return p, [json.loads(line) for line in tables.read_text().splitlines()]
 
 
@@ -70,7 +71,7 @@ def test_bad_settings_are_one_line(tmp_path):
     for args, words in ((["--worlds", "0"], "--worlds 0"), (["--env-steps", "100"], "--env-steps 100"),
                         (["--tasks", "spread"], "unknown --tasks ['spread']")):
         p = subprocess.run([sys.executable, str(SCRIPT), "--seeds", *args], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=HANG_S)
         assert p.returncode == 1 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
     p, _ = tables_of(tmp_path, [fake_run("marl", 0, 1000.0, [1.0] * 3)], "--tasks", "navigation")
     assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].startswith("no runs:")

@@ -15,6 +15,7 @@ import torch
 
 import marl
 from marl.checkpoint.state_files import StateFileError, read_tree, write_tree
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -209,7 +210,7 @@ finally:
 
 def resume_in_new_process(ckpt_dir, iterations, out):
     p = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, str(ckpt_dir), str(iterations), str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     from safetensors.numpy import load_file
 
@@ -480,7 +481,7 @@ def test_a_save_killed_at_any_point_leaves_a_restorable_checkpoint(tmp_path):
             reached.add(line[1])
             os.kill(int(line[2]), signal.SIGKILL)
         status = proc.stdout.readline().split(maxsplit=1)
-        proc.wait(timeout=60)
+        proc.wait(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()

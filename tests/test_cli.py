@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import yaml  # PyYAML comes with omegaconf
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=HANG_S)
 
 
 def test_train_writes_a_run_directory(tmp_path):
@@ -140,7 +141,7 @@ def test_train_imports_a_users_env_module(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "marl.cli", "train", "--algo", "PPO", "--env", "MyCart", "stop.iterations=1",
            "training.train_batch_size=256", "--output", str(tmp_path / "run")]
-    without = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    without = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=HANG_S, env=env)
     assert without.returncode == 2 and "MyCart" in without.stderr and "Traceback" not in without.stderr
-    with_import = subprocess.run(cmd + ["--import", "my_envs"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    with_import = subprocess.run(cmd + ["--import", "my_envs"], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S, env=env)
     assert with_import.returncode == 0, with_import.stderr

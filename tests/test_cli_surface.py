@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from marl.logging.tensorboard import read_scalars
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
@@ -28,7 +29,7 @@ SMALL_TAG = [*SMALL[:2], "training.train_batch_size=512", *SMALL[3:]]
 
 def run(*args, cwd=ROOT, env=None):
     return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=HANG_S, env=env)
 
 
 def assert_real_png(path, min_size=(200, 200)):

@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -121,7 +122,7 @@ def two_node_cluster(tmp_path: Path, num_cpus: int):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 try:
-                    p.wait(timeout=60)
+                    p.wait(timeout=HANG_S)
                 except subprocess.TimeoutExpired:
                     pass
             try:
@@ -130,7 +131,7 @@ def two_node_cluster(tmp_path: Path, num_cpus: int):
                 pass
         for f in logs:
             f.close()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG_S
         while _our_processes(temp_dirs) and time.monotonic() < deadline:
             time.sleep(1)
         for pid in _our_processes(temp_dirs):  # anything of ours that outlived its node
@@ -160,7 +161,7 @@ def test_ray_job_submit_spreads_env_runners_over_two_nodes(cluster, tmp_path):
          "env_runners.num_cpus_per_env_runner=1", "env_runners.num_envs_per_env_runner=2",
          "env_runners.rollout_fragment_length=64", "training.train_batch_size=256", "training.num_epochs=2",
          "stop.iterations=3", "--output", str(run_dir)],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env, capture_output=True, text=True, timeout=HANG_S,
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
     assert "iter    3" in job.stdout and "env runners: 2 on 2 node(s) of 2" in job.stdout, job.stdout[-3000:]
@@ -185,7 +186,7 @@ def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(cluster, tmp_
     job = subprocess.run(
         [str(BIN / "ray"), "job", "submit", f"--address={dashboard}", "--working-dir", str(ROOT), "--",
          "sh", "-c", f"marl experiment suites/smoke.yaml seeds=1 env_steps=512 --output {runs} && marl report {runs} --reps 200"],
-        env=env, capture_output=True, text=True, timeout=400,
+        env=env, capture_output=True, text=True, timeout=HANG_S,
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
     assert "all 4 runs finished" in job.stdout, job.stdout[-3000:]
@@ -205,7 +206,7 @@ def test_ray_job_submit_runs_a_suite_over_two_nodes_and_reports_it(cluster, tmp_
     assert set(data["gymnasium"]["cartpole"]) == {"ppo", "a2c"} and (runs / "report" / "sample_efficiency.png").is_file()
 
 
-def _ray_job(env, dashboard: str, command: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+def _ray_job(env, dashboard: str, command: str, *args, timeout: float = HANG_S) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "ray"), "job", command, f"--address={dashboard}", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -238,7 +239,7 @@ def test_ray_job_stop_checkpoints_the_run_and_a_new_job_resumes_it(cluster, tmp_
 
     logs = _wait_for(second_iteration_or_ended, 600, "the job's 2nd iteration")
     assert "iter    2" in logs, logs[-3000:]
-    _ray_job(env, dashboard, "stop", job_id, timeout=400)
+    _ray_job(env, dashboard, "stop", job_id, timeout=HANG_S)
     _wait_for(ended, 300, "the job to stop")
     logs = _ray_job(env, dashboard, "logs", job_id).stdout
     done = json.loads((run_dir / "checkpoint" / "manifest.json").read_text())["iteration"]
@@ -252,7 +253,7 @@ def test_ray_job_stop_checkpoints_the_run_and_a_new_job_resumes_it(cluster, tmp_
     assert placement["env_runner_addresses"] == [addresses[n] for n in placement["env_runner_nodes"]]
     assert all(a.count(".") == 3 for a in addresses.values()), addresses
     resumed = _ray_job(env, dashboard, "submit", "--working-dir", str(ROOT), "--",
-                       "marl", "train", "--resume", str(run_dir), f"stop.iterations={done + 2}", timeout=300)
+                       "marl", "train", "--resume", str(run_dir), f"stop.iterations={done + 2}", timeout=HANG_S)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     rows = [json.loads(line)["iteration"] for line in (run_dir / "result.jsonl").read_text().splitlines()]
     assert rows == list(range(1, done + 3))

@@ -16,6 +16,7 @@ from marl.config.registry import discovered
 from marl.config.scenario import config_from_dict
 from marl.errors import ConfigError
 from marl.experiment.suite import load_suite
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAT = ROOT / "tests" / "fixtures" / "flat_scenarios"  # the scenario files as they were before they were compositions
@@ -34,7 +35,7 @@ SAME_AS_DEFAULT = {
 
 def run(*args, cwd=ROOT, env=None):
     return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=HANG_S, env=env)
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -210,10 +211,10 @@ def test_configs_lists_groups_and_options(tmp_path):
 def test_conf_ships_in_the_wheel(tmp_path):
     """A pip-installed marl finds its groups: the wheel holds marl/conf (34 s here, loaded machine)."""
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", str(ROOT), "-w",
-                    str(tmp_path / "wheel"), "-q"], check=True, cwd=tmp_path, timeout=300)
+                    str(tmp_path / "wheel"), "-q"], check=True, cwd=tmp_path, timeout=HANG_S)
     wheel = next((tmp_path / "wheel").glob("marl-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel),
-                    "-q"], check=True, timeout=300)
+                    "-q"], check=True, timeout=HANG_S)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "site")}
     p = run("train", "algorithm=ppo", "task=vmas/navigation", "--cfg", cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr

@@ -16,6 +16,7 @@ from marl.checkpoint.deploy import load_connectors
 from marl.connectors import FrameStack, MeanStd
 from marl.data import sample_batch as sb
 from marl.runners import EnvRunner
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE_DIM, CARTPOLE_ACTIONS = 4, 2
@@ -308,7 +309,7 @@ def test_user_piece_runs_in_training_and_in_marl_evaluate(tmp_path):
     env = {**os.environ, "MARL_TEST_PIECE_LOG": str(log), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_S)
 
     p = run("train", str(scenario), "--output", str(tmp_path / "run"), "--quiet")
     assert p.returncode == 0, p.stderr

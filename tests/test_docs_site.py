@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,7 @@ def site(tmp_path_factory):
     pytest.importorskip("mkdocstrings", reason="the docs extra (pip install 'marl[docs]') is not installed")
     out = tmp_path_factory.mktemp("site")
     p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600, env={"NO_MKDOCS_2_WARNING": "1", **__import__("os").environ})
+                       capture_output=True, text=True, timeout=HANG_S, env={"NO_MKDOCS_2_WARNING": "1", **__import__("os").environ})
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     assert not re.search(r"^WARNING", p.stderr, re.M), p.stderr[-5000:]
     return out
@@ -63,7 +64,7 @@ def test_a_broken_reference_fails_the_build(tmp_path):
     shutil.copy(ROOT / "mkdocs.yml", work / "mkdocs.yml")
     (work / "docs" / "api.md").write_text("# API\n\n::: marl.no_such_object\n")
     p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "out")],
-                       cwd=work, capture_output=True, text=True, timeout=600,
+                       cwd=work, capture_output=True, text=True, timeout=HANG_S,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode != 0 and "no_such_object" in p.stderr
 

@@ -16,6 +16,7 @@ import pytest
 from marl.envs import EnvError, make_env, wrap_env
 from marl.envs.gymnasium import TupleMultiAgentAdapter
 from marl.errors import ConfigError
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = "__all__"
@@ -27,8 +28,8 @@ def needs(module: str, extra: str):
                               reason=f"{module} not installed: pip install 'marl[{extra}]'")
 
 
-def run_cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
 
 
 # -- Gymnasium tuple envs ----------------------------------------------------------------
@@ -346,7 +347,7 @@ def test_ippo_learns_lbforaging_8x8_2p_2f(tmp_path):
 
     out = tmp_path / "run"
     p = run_cli("train", "scenarios/lbforaging_ippo.yaml", "stop.episode_return_mean=0.8", "--output", str(out), "--quiet",
-                timeout=900)
+                timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     last = json.loads((out / "result.jsonl").read_text().splitlines()[-1])
     assert last["episode_return_mean"] >= 0.8 and last["env_steps_total"] <= 150_000, last

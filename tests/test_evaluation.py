@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import marl
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,7 +138,7 @@ def test_evaluation_section_errors_name_the_key():
 
 
 def marl_cli(*args):
-    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
 
 
 def test_cli_evaluate_reports_checkpoint_problems_in_one_line(tmp_path):

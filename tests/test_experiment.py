@@ -15,6 +15,7 @@ import pytest
 
 from marl.algorithms import ConfigError
 from marl.experiment import load_suite
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = """
@@ -31,10 +32,10 @@ overrides: {env_runners: {num_envs_per_env_runner: 2, rollout_fragment_length: 6
 """
 
 
-def cli(*args, timeout=600, **kw):
+def cli(*args, **kw):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env, **kw)
+                          timeout=HANG_S, env=env, **kw)
 
 
 def test_ready_suites_load_and_build_every_run():
@@ -101,7 +102,7 @@ def test_a_bad_suite_is_one_line_naming_the_key(tmp_path, text, message):
     suite.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_suite(suite)
-    p = cli("experiment", str(suite), "--output", str(tmp_path / "runs"), timeout=120)
+    p = cli("experiment", str(suite), "--output", str(tmp_path / "runs"))
     assert p.returncode == 2 and p.stdout == ""
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith("marl: error: ") and "Traceback" not in p.stderr
@@ -250,12 +251,12 @@ def _interrupt_suite_mid_run(suite: Path, out: Path, min_done: int) -> tuple[int
                                  "--max-concurrent", "2"], cwd=ROOT, env=env, stdout=log_file,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            deadline = time.time() + 500
+            deadline = time.time() + HANG_S
             while time.time() < deadline and proc.poll() is None and not caught():
                 time.sleep(0.05)
             assert caught(), f"no run checkpointed early (exit code {proc.poll()}):\n{log.read_text()[-3000:]}"
             proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=180)
+            proc.wait(timeout=HANG_S)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -394,7 +395,7 @@ def test_report_iqm_and_cis_match_rliable_called_directly(tmp_path):
 
 
 def test_report_of_a_directory_without_runs_is_one_line(tmp_path):
-    p = cli("report", str(tmp_path), timeout=120)
+    p = cli("report", str(tmp_path))
     assert p.returncode == 2 and "holds no finished run" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -409,7 +410,7 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
     proc = subprocess.Popen([sys.executable, "-m", "marl.cli", "experiment", str(suite), "--local", "--output", str(out)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.time() + 300
+        deadline = time.time() + HANG_S
         while time.time() < deadline and not _checkpointed_unfinished(out):
             time.sleep(0.1)
         rows_now = lambda: len(results.read_text().splitlines()) if results.exists() else 0  # noqa: E731
@@ -417,7 +418,7 @@ def test_local_suite_interrupted_with_sigint_resumes_from_its_checkpoint(tmp_pat
         while time.time() < deadline and rows_now() <= seen:
             time.sleep(0.05)  # an iteration past the first checkpoint
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=120)
+        output, _ = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()

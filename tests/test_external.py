@@ -21,6 +21,7 @@ from marl.external import PolicyClient, PolicyServerError
 from marl.cli.serve import serving_config
 from marl.external import server as server_module
 from tests.fake_clock import FakeClock
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -82,7 +83,7 @@ def test_bad_requests_are_refused_with_their_error_while_training_goes_on(monkey
             PolicyClient(address, token="s3cret").end_episode("gone", {})
         r2 = algo.train()
         stop.set()
-        thread.join(timeout=60)
+        thread.join(timeout=HANG_S)
         assert r2["env_steps_total"] > r1["env_steps_total"] >= 100
         assert r2["counters/external/refused/401"] == 3
         assert r2["counters/external/refused/404"] == 2
@@ -137,7 +138,7 @@ def test_a_client_acting_locally_drives_training_with_pulled_weights():
         first = server.weights_version
         results = [algo.train() for _ in range(3)]
         stop.set()
-        thread.join(timeout=60)
+        thread.join(timeout=HANG_S)
         r = results[-1]
         assert r["counters/external/local_steps"] >= 3 * 125 and r.get("counters/external/refused/400") == 2
         assert r["losses/shared/num_sgd_steps"] > 0
@@ -200,12 +201,12 @@ def test_a_client_killed_mid_episode_is_dropped_and_training_goes_on(monkeypatch
         r = algo.train()
         assert r.get("counters/external/episodes_dropped", 0) == 0  # silent, but no time has passed on the server's clock
         stop.set()  # the player ends the episode it is in, then stops: the killed client's is the only open one
-        thread.join(timeout=60)
+        thread.join(timeout=HANG_S)
         clock.sleep(1.5)  # past episode_timeout_s
         thread, stop = player(address, seed=1)
         r = algo.train()
         stop.set()
-        thread.join(timeout=60)
+        thread.join(timeout=HANG_S)
         assert r["counters/external/episodes_dropped"] == 1
         assert r["counters/external/episodes_completed"] >= 4
         assert r["losses/shared/num_sgd_steps"] > 0
@@ -274,7 +275,7 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path,
              "--inference", inference, "--update-interval", "1.0"],
             cwd=ROOT, stdout=client_log, stderr=subprocess.STDOUT)
         # The bound only ends a hang: under heavy load a run took 19 minutes here.
-        assert server.wait(timeout=3600) == 0, _log_tails(tmp_path)  # its stop criterion met; the client loses it
+        assert server.wait(timeout=HANG_S) == 0, _log_tails(tmp_path)  # its stop criterion met; the client loses it
     finally:
         for proc in (server, client):
             if proc is not None and proc.poll() is None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -187,7 +188,7 @@ def test_the_checker_sees_a_hidden_circle(tmp_path, monkeypatch):
                                     "marl.runtime", "marl.runtime.run_loop", "marl.cli"])
 def test_each_module_imports_on_its_own(module):
     """No import cycle at run time: a fresh interpreter imports the module first."""
-    subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, check=True, timeout=HANG_S)
 
 
 def test_no_old_module_paths_and_no_as_before_re_exports():
@@ -196,7 +197,7 @@ def test_no_old_module_paths_and_no_as_before_re_exports():
     code = ("import importlib.util, sys, marl; assert importlib.util.find_spec('marl.run') is None; "
             "assert importlib.util.find_spec('marl.algorithms.checkpoint') is None; "
             "assert not any('Moved' in type(f).__name__ for f in sys.meta_path)")
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=HANG_S)
     config_layer = [ROOT / "marl" / "config" / "sections.py", ROOT / "marl" / "algorithms" / "algorithm_config.py",
                     ROOT / "marl" / "runtime" / "run_loop.py"]
     assert not [p.name for p in config_layer if "noqa: F401" in p.read_text()]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from marl.algorithms import ConfigError
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_length=64",
@@ -113,7 +114,7 @@ def test_wandb_offline_logs_config_and_metrics_against_env_steps(tmp_path, monke
                   "training.lr=0.00123")
     run_id = json.loads((run_dir / "loggers.json").read_text())["wandb"]
     (log,) = (run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
-    deadline = time.time() + 60  # W&B's core process may still be writing the log when run.finish() returns
+    deadline = time.time() + HANG_S  # W&B's core process may still be writing the log when run.finish() returns
     while time.time() < deadline and "exit" not in [r.WhichOneof("record_type") for r in _wandb_records(log)]:
         time.sleep(0.2)
     config, history, artifacts, metrics = {}, [], [], {}

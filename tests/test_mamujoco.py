@@ -14,6 +14,7 @@ import pytest
 from marl.algorithms import config_from_dict
 from marl.envs import make_env
 from marl.envs.base import EnvError
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
@@ -57,7 +58,7 @@ def test_a_bad_task_name_is_one_line():
 
 def test_marl_envs_lists_the_family():
     out = subprocess.run([sys.executable, "-m", "marl.cli", "envs", "--family", "mamujoco"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=HANG_S)
     assert out.returncode == 0, out.stderr
     for name in TASKS:
         assert name in out.stdout

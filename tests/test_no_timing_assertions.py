@@ -8,12 +8,18 @@ The check reads every test file's syntax tree: in each function, a name is a wal
 assigned from an expression that calls a clock (`time.time`, `time.monotonic`, `time.perf_counter`, their
 `_ns` forms) or uses another such name; no `assert` (and no `pytest.approx`/comparison inside one) may use a
 clock call or such a name.
+
+A wait's bound is `tests.bounds.HANG_S`: a literal `timeout=` (a process, thread or server wait) or deadline
+(`time.monotonic() + N`) between 10 s and that bound is a wait a slow, loaded machine outlasts, and is refused
+too. Below 10 s is a request's own timeout (a socket to a server already listening), not a wait for work.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from tests.bounds import HANG_S
 
 TESTS = Path(__file__).resolve().parent
 CLOCKS = {"time", "monotonic", "perf_counter", "time_ns", "monotonic_ns", "perf_counter_ns"}
@@ -68,6 +74,48 @@ def timing_assertions(source: str) -> list[int]:
                     readings |= new
         lines += [n.lineno for n in ast.walk(func) if isinstance(n, ast.Assert) and _uses_clock(n.test, readings)]
     return sorted(set(lines))
+
+
+def _literal(node: ast.AST) -> float | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) else None
+
+
+def short_waits(source: str) -> list[int]:
+    """Line numbers of literal wait bounds in `source` that a loaded machine can outlast: `timeout=N` in a call,
+    or a clock reading plus N, with 10 <= N < HANG_S."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        values = []
+        if isinstance(node, ast.Call):
+            values = [(k.value, node) for k in node.keywords if k.arg in ("timeout", "timeout_s")]
+        elif isinstance(node, ast.arguments):  # a default: def run(*args, timeout=300)
+            named = node.args[len(node.args) - len(node.defaults):] + node.kwonlyargs
+            defaults = list(node.defaults) + [d for d in node.kw_defaults if d is not None]
+            values = [(d, d) for a, d in zip(named, defaults) if a.arg in ("timeout", "timeout_s")]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_clock_call(node.left):
+            values = [(node.right, node)]
+        lines += [where.lineno for value, where in values
+                  if (n := _literal(value)) is not None and 10 <= n < HANG_S]
+    return sorted(set(lines))
+
+
+def test_the_wait_rule_finds_short_bounds_only():
+    flagged = short_waits(
+        "import time, subprocess\n"
+        "subprocess.run(['marl'], timeout=300)\n"
+        "subprocess.run(['marl'], timeout=HANG_S)\n"
+        "socket.create_connection(('127.0.0.1', 1), timeout=1)\n"
+        "deadline = time.monotonic() + 120\n"
+        "deadline = time.monotonic() + HANG_S\n"
+        "def run(*args, timeout=600):\n    pass\n"
+    )
+    assert flagged == [2, 5, 7]
+
+
+def test_no_test_waits_less_than_the_hang_bound():
+    found = {p.name: short_waits(p.read_text()) for p in sorted(TESTS.glob("*.py"))}
+    found = {name: lines for name, lines in found.items() if lines}
+    assert not found, f"wait bounds under tests.bounds.HANG_S (a loaded machine outlasts them; use HANG_S): {found}"
 
 
 def test_the_rule_finds_what_it_should():

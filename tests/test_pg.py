@@ -16,6 +16,7 @@ from marl.algorithms.pg.loss import pg_loss
 from marl.data import SampleBatch
 from marl.data import sample_batch as sb
 from marl.modules import ActorCriticMLP
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +97,7 @@ def test_pg_samples_with_no_value_pass_and_no_log_probs():
 def test_cli_trains_pg_without_yaml(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "marl.cli", "train", "--algo", "PG", "--env", "CartPole-v1", "stop.iterations=1", "--output", str(tmp_path / "run")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG_S,
     )
     assert p.returncode == 0, p.stderr
     assert "stopped: iterations 1 >= 1" in p.stdout

@@ -9,15 +9,16 @@ import pytest
 
 from marl.population.psro import PSRO
 from tests.actor_kill import kill_and_wait
+from tests.bounds import HANG_S
 from tests.test_population import kuhn_config
 
 
-def kill_a_runner_mid_match(ray, psro: PSRO, killed: list) -> threading.Thread:
-    """A thread that waits until PSRO's match runners hold a match, then kills the runner playing it."""
+def kill_a_runner_mid_match(ray, psro: PSRO, killed: list, step_done: threading.Event) -> threading.Thread:
+    """A thread that waits until PSRO's match runners hold a match, then kills the runner playing it; it gives up
+    when the step it watches has ended (no match was seen in flight)."""
 
     def watch():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while not step_done.is_set():
             pool = psro._matches
             in_flight = list(pool.in_flight.values()) if pool is not None else []
             if in_flight:
@@ -42,10 +43,12 @@ def test_a_match_runner_killed_mid_match_loses_no_result_and_psro_matches_in_pro
     at_home.step()
     remote = PSRO(kuhn_config(batch=256), match_runners=2, **settings)
     killed: list = []
-    watcher = kill_a_runner_mid_match(ray_session, remote, killed)
+    step_done = threading.Event()
+    watcher = kill_a_runner_mid_match(ray_session, remote, killed, step_done)
     try:
         remote.step()
-        watcher.join(timeout=60)
+        step_done.set()
+        watcher.join(timeout=HANG_S)
         assert killed, "no match was in flight to kill"
         assert remote._matches.restarts == 1  # the killed runner held a match: it was replaced and the match replayed
         assert remote.payoffs.tolist() == at_home.payoffs.tolist()

@@ -18,6 +18,7 @@ import pytest
 
 import marl
 from marl.runtime.run_loop import RunInterrupted, config_for_resume, train_run
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS_PER_ITERATION = 40  # env steps: 80 agent steps of the two agents, one env copy
@@ -125,7 +126,7 @@ def test_marl_train_sigterm_exits_0_with_one_line_and_resumes(tmp_path):
             assert line, proc.stderr.read()
             seen.append(line)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -137,6 +138,6 @@ def test_marl_train_sigterm_exits_0_with_one_line_and_resumes(tmp_path):
                                             f"{(run_dir / 'checkpoint').resolve()} (continue with: marl train --resume {run_dir.resolve()})")
     assert "Traceback" not in err + out and "***" not in err + out
     p = subprocess.run([sys.executable, "-m", "marl.cli", "train", "--resume", str(run_dir), f"stop.iterations={done + 2}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 0, p.stderr
     assert iterations_logged(run_dir) == list(range(1, done + 3))

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 from marl.logging.live import ProgressDisplay, stop_share
 from marl.logging.progress import progress_line
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -23,7 +24,7 @@ SMALL = ["env_runners.num_envs_per_env_runner=2", "env_runners.rollout_fragment_
          "stop.env_steps_total=null", "loggers.tensorboard=false"]
 
 
-def _run_in_pty(args: list[str], timeout: float = 300) -> tuple[int, str]:
+def _run_in_pty(args: list[str], timeout: float = HANG_S) -> tuple[int, str]:
     """Runs a command with stdout and stderr on a pseudo-terminal (as in a terminal window); returns (code, output)."""
     controller, terminal = pty.openpty()
     os.set_blocking(controller, False)
@@ -43,7 +44,7 @@ def _run_in_pty(args: list[str], timeout: float = 300) -> tuple[int, str]:
             chunks.append(data)
         elif proc.poll() is not None:
             break
-    proc.wait(timeout=30)
+    proc.wait(timeout=HANG_S)
     os.close(controller)
     return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
 
@@ -66,7 +67,7 @@ def test_train_under_a_terminal_draws_a_live_row(tmp_path):
 
 def test_train_without_a_terminal_prints_plain_lines(tmp_path):
     p = subprocess.run([sys.executable, "-m", "marl.cli", "train", "scenarios/cartpole_ppo.yaml", *SMALL,
-                        "--output", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        "--output", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
     assert "\x1b[" not in p.stdout and "\r" not in p.stdout

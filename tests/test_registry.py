@@ -16,6 +16,7 @@ from marl.algorithms import ALGORITHMS, ConfigError, config_class, config_from_d
 from marl.algorithms.reference import defaults_yaml, scenario_reference
 from marl.config.registry import discovered
 from marl.config.capabilities import UNDECLARED, Capabilities
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_IN = ["APPO", "DQN", "IMPALA", "MAPPO", "MIXED", "PPO", "QMIX", "VDN"]
@@ -116,7 +117,7 @@ def test_shared_reference_has_no_algorithm_tables():
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "marl.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return subprocess.run([sys.executable, "-m", "marl.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S)
 
 
 def test_cli_defaults_and_reference():

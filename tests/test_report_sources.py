@@ -14,6 +14,7 @@ import pytest
 from marl.errors import ConfigError
 from marl.experiment.report import write_report
 from marl.experiment.report_runs import read_marl_eval, read_sources
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,7 +96,7 @@ def test_report_sources_refused_in_one_line(tmp_path):
     ]
     for args, message in cases:
         p = subprocess.run([sys.executable, "-m", "marl.cli", "report", *args, "--reps", "20"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120, env=env)
+                           capture_output=True, text=True, timeout=HANG_S, env=env)
         assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, (args, p.stderr[-500:])
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
     with pytest.raises(ConfigError, match="holds no run"):

@@ -23,6 +23,7 @@ from marl.external import PolicyClient, PolicyServerError, PolicyServerUnavailab
 from marl.cli.serve import serving_config
 
 from tests.fake_clock import FakeClock
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/simple_spread_serve.yaml"
@@ -77,7 +78,7 @@ def test_serving_is_said_once_bound_and_clients_learn_why_training_ended(tmp_pat
         refusal = play_until_refused(f"http://127.0.0.1:{port}")
         assert refusal.status == 503
         assert "training has ended: stop criterion met: iterations 1 >= 1" in refusal.message
-        assert server.wait(timeout=60) == 0
+        assert server.wait(timeout=HANG_S) == 0
         assert "stopped: iterations 1 >= 1" in server.stdout.read()
     finally:
         if server.poll() is None:
@@ -87,7 +88,7 @@ def test_serving_is_said_once_bound_and_clients_learn_why_training_ended(tmp_pat
 
 def test_a_refused_start_prints_only_the_refusal(tmp_path):
     server = marl_serve("--host", "0.0.0.0", "--output", str(tmp_path / "beyond"))
-    out, err = server.communicate(timeout=120)
+    out, err = server.communicate(timeout=HANG_S)
     assert server.returncode == 2 and out == "", out
     assert err.strip().splitlines() == ["marl: error: serving on 0.0.0.0 (beyond this machine) needs a token: give "
                                         "--token or set MARL_SERVE_TOKEN; clients send it as 'Authorization: Bearer <token>'"]
@@ -96,7 +97,7 @@ def test_a_refused_start_prints_only_the_refusal(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         server = marl_serve("--port", str(taken.getsockname()[1]), "--output", str(tmp_path / "taken"))
-        out, err = server.communicate(timeout=300)
+        out, err = server.communicate(timeout=HANG_S)
     assert server.returncode == 2 and "serving" not in out and "run directory" not in out, out
     assert "marl: error: cannot serve on 127.0.0.1:" in err and "Traceback" not in err, err
     assert not (tmp_path / "taken").exists()
@@ -120,7 +121,7 @@ def test_a_client_waits_for_a_server_started_after_it(monkeypatch):
     time.sleep(1.0)  # the client is retrying by now
     algo = serving_algo(port)
     try:
-        thread.join(timeout=60)
+        thread.join(timeout=HANG_S)
         assert clients, "the client did not connect to the server started after it"
         with clients[0] as client:
             eid = client.start_episode()
@@ -133,7 +134,7 @@ def test_open_episodes_are_capped_and_odd_observations_refused_by_name():
     port = free_port()
     algo = serving_algo(port, max_episodes=3)
     try:
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=HANG_S)
         eids = [http.post("/episodes", json={}).json()["episode_id"] for _ in range(3)]
         over = http.post("/episodes", json={})
         assert over.status_code == 429 and "3 episodes are open, the most this server keeps (max_episodes=3)" in over.json()["error"]
@@ -160,16 +161,16 @@ def test_after_the_run_ends_requests_get_503_with_the_reason_for_the_grace_perio
         @staticmethod
         def sleep(seconds):
             slept.append(seconds)
-            assert grace_over.wait(timeout=300), "the test never ended the grace period"
+            assert grace_over.wait(timeout=HANG_S), "the test never ended the grace period"
 
     monkeypatch.setattr(http_app, "time", GraceClock)
     port = free_port()
     algo = serving_algo(port, end_grace_s=2.0)
-    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=HANG_S)
     eid = http.post("/episodes", json={}).json()["episode_id"]
     stopping = threading.Thread(target=algo.stop, kwargs={"reason": "stop criterion met: iterations 3 >= 3"})
     stopping.start()
-    deadline = time.monotonic() + 120  # bounds the wait for stop() to mark the server ended (order, not seconds)
+    deadline = time.monotonic() + HANG_S  # bounds the wait for stop() to mark the server ended (order, not seconds)
     answer = http.post(f"/episodes/{eid}/action", json={"obs": OBS})
     while answer.status_code == 200 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -180,7 +181,7 @@ def test_after_the_run_ends_requests_get_503_with_the_reason_for_the_grace_perio
     assert http.get("/stats").json()["ended"] == "stop criterion met: iterations 3 >= 3"
     assert slept == [2.0]  # the grace period is end_grace_s
     grace_over.set()
-    stopping.join(timeout=120)
+    stopping.join(timeout=HANG_S)
     assert not stopping.is_alive()
     with pytest.raises(httpx.ConnectError):  # after the grace period: gone
         http.get("/stats")

@@ -15,6 +15,7 @@ import pytest
 from marl.config.scenario import config_from_dict
 from marl.errors import ConfigError
 from marl.execution.user_code import import_user_modules
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = '''
@@ -28,11 +29,11 @@ TINY = ["stop.iterations=1", "training.train_batch_size=64", "training.minibatch
         "env_runners.rollout_fragment_length=32"]
 
 
-def marl_cli(cwd, *args, timeout=300):
+def marl_cli(cwd, *args):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
     env["PYTHONPATH"] = str(ROOT)  # marl itself; the user's module is found only through the working directory
     return subprocess.run([sys.executable, "-m", "marl.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=HANG_S, env=env)
 
 
 @pytest.mark.slow
@@ -57,7 +58,7 @@ def test_modules_imported_at_training_time_are_imported_again_everywhere(tmp_pat
             "overrides=['env_runners.num_env_runners=0']); print('iteration', algo.iteration); algo.stop(); "
             f"print(type(marl.load_module({str(run / 'checkpoint')!r})).__name__)")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH")}
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=HANG_S,
                        env={**env, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
     assert "iteration 2" in p.stdout

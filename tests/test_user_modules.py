@@ -9,6 +9,7 @@ from pathlib import Path
 
 from marl.algorithms.ppo.config import PPOConfig
 from marl.execution import user_code
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = '''
@@ -34,7 +35,7 @@ def test_import_module_trains_with_a_ray_runner(tmp_path):
          "env_runners.num_env_runners=1", "env_runners.num_cpus_per_env_runner=0.5", "env_runners.num_envs_per_env_runner=2",
          "env_runners.rollout_fragment_length=32", "training.train_batch_size=128", "stop.iterations=2",
          "--output", str(tmp_path / "run")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "env runners: 1 on 1 node(s)" in out.stdout and "iter    2" in out.stdout, out.stdout[-2000:]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from marl import cli
+from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = sorted((ROOT / "tests" / "bad_scenarios").glob("*.yaml"))
@@ -59,7 +60,7 @@ def test_every_message_is_specific(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["unknown_training_key", "policy_without_agents", "env_obs_outside"])
 def test_cli_process_prints_one_line_without_traceback(name, tmp_path):
     p = subprocess.run([sys.executable, "-m", "marl.cli", "train", f"tests/bad_scenarios/{name}.yaml", "--quiet",
-                        "--output", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                        "--output", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
