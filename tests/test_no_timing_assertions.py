@@ -112,9 +112,14 @@ def test_the_wait_rule_finds_short_bounds_only():
     assert flagged == [2, 5, 7]
 
 
+def offences(check) -> dict[str, list[int]]:
+    """file name -> the lines `check(source)` flags, for every test file with any."""
+    found = {p.name: check(p.read_text()) for p in sorted(TESTS.glob("*.py"))}
+    return {name: lines for name, lines in found.items() if lines}
+
+
 def test_no_test_waits_less_than_the_hang_bound():
-    found = {p.name: short_waits(p.read_text()) for p in sorted(TESTS.glob("*.py"))}
-    found = {name: lines for name, lines in found.items() if lines}
+    found = offences(short_waits)
     assert not found, f"wait bounds under tests.bounds.HANG_S (a loaded machine outlasts them; use HANG_S): {found}"
 
 
@@ -133,6 +138,5 @@ def test_the_rule_finds_what_it_should():
 
 
 def test_no_test_asserts_on_wall_clock_time():
-    found = {p.name: timing_assertions(p.read_text()) for p in sorted(TESTS.glob("*.py"))}
-    found = {name: lines for name, lines in found.items() if lines}
+    found = offences(timing_assertions)
     assert not found, f"asserts on elapsed wall-clock time (assert order or counts instead): {found}"
