@@ -1,10 +1,14 @@
 """The benchmark harness: one entry point for every script here, one JSON record per run.
 
-    python -m benchmarks                                    # the benchmarks, one line each
+    python -m benchmarks                                    # the benchmarks by group, one line each
     python -m benchmarks [--save] [--variant V] [--title T] NAME [the script's own arguments]
     python -m benchmarks readme [--check]                   # README.md from about.md and results/
 
-A run is `python benchmarks/NAME.py ...` in a child process; the harness then writes its
+The scripts live in three groups (GROUPS): speed/ (marl's throughput, memory and latency against a
+baseline in the same run), peers/ (marl side by side with another framework, and the scripts and
+setups those run in the peer's venv) and studies/ (learning studies that each answer one question).
+NAME is a script's name in any group: names are unique across the groups. A run is
+`python benchmarks/GROUP/NAME.py ...` in a child process; the harness then writes its
 record (`_records.py`: command, commit, machine, load average, and the tables the script printed
 through `_common.print_table`) to runs/benchmarks/, or with --save to benchmarks/results/NAME/,
 where `readme` shows the latest of each variant and lists the earlier ones.
@@ -27,19 +31,38 @@ sys.path.insert(0, str(HERE))  # the scripts import their helpers flat (`import 
 import _common  # noqa: E402
 import _records  # noqa: E402
 
+GROUPS = {
+    "speed": "marl's throughput, memory and latency against a baseline in the same run",
+    "peers": "marl side by side with another framework (RLlib, BenchMARL, JaxMARL), the peer in its own venv",
+    "studies": "learning studies, each answering one question; their records are the answer",
+}
 # Scripts another script runs (in its own venv or process), not benchmarks of their own.
 HELPERS = {"benchmarl_tasks", "marl_tasks", "rllib_tasks", "jaxmarl_baseline"}
 USAGE = "usage: python -m benchmarks [--save] [--variant V] [--title T] NAME [ARGS ...] | readme [--check]"
 
 
-def benchmarks() -> dict[str, str]:
-    """name -> the first line of its docstring, for every benchmark script."""
+def scripts() -> dict[str, Path]:
+    """name -> path of every script in the groups, helpers included; a name in two groups is an error."""
+    out: dict[str, Path] = {}
+    for group in GROUPS:
+        for path in sorted((HERE / group).glob("*.py")):
+            if path.stem.startswith("_"):
+                continue
+            if path.stem in out:
+                raise ValueError(f"benchmarks/{group}/{path.name} and benchmarks/{out[path.stem].parent.name}/"
+                                 f"{path.name}: a name is one script, in one group")
+            out[path.stem] = path
+    return out
+
+
+def benchmarks() -> dict[str, tuple[str, str]]:
+    """name -> (group, the first line of its docstring), for every benchmark script (the helpers left out)."""
     out = {}
-    for path in sorted(HERE.glob("*.py")):
-        if path.stem.startswith("_") or path.stem in HELPERS:
+    for name, path in scripts().items():
+        if name in HELPERS:
             continue
-        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-        out[path.stem] = doc.strip().splitlines()[0] if doc.strip() else ""
+        doc = (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
+        out[name] = (path.parent.name, doc.splitlines()[0] if doc else "")
     return out
 
 
@@ -64,13 +87,13 @@ def load_avg() -> float | None:
 
 
 def run(name: str, args: list[str], variant: str, title: str | None) -> tuple[int, dict]:
-    """Runs `python benchmarks/NAME.py ARGS`; its exit code and the record of the tables it printed."""
+    """Runs `python benchmarks/GROUP/NAME.py ARGS`; its exit code and the record of the tables it printed."""
     start_load, started = load_avg(), time.gmtime()
     with tempfile.TemporaryDirectory() as tmp:
         tables_file = Path(tmp) / "tables.jsonl"
         tables_file.touch()
         env = {**os.environ, _common.TABLES_ENV: str(tables_file)}
-        code = subprocess.call([sys.executable, str(HERE / f"{name}.py"), *args], env=env)
+        code = subprocess.call([sys.executable, str(scripts()[name]), *args], env=env)
         tables = [json.loads(line) for line in tables_file.read_text().splitlines()]
     loads = [f"{x:.2f}" for x in (start_load, load_avg()) if x is not None]
     record = {
@@ -97,14 +120,22 @@ def main(argv: list[str]) -> int:
         else:
             print(f"benchmarks: unknown option {flag!r}\n{USAGE}", file=sys.stderr)
             return 2
+    try:
+        found = benchmarks()
+    except ValueError as e:
+        print(f"benchmarks: {e}", file=sys.stderr)
+        return 2
     if not argv:
-        for name, line in benchmarks().items():
-            print(f"{name:20s} {line}")
+        for group, about in GROUPS.items():
+            print(f"{group}/: {about}")
+            for name, (where, line) in found.items():
+                if where == group:
+                    print(f"  {name:22s} {line}")
         return 0
     name, args = argv[0], argv[1:]
     if name == "readme":
         try:
-            text, readme = _records.render_readme(HERE), HERE / "README.md"
+            text, readme = _records.render_readme(HERE, {n: group for n, (group, _) in found.items()}), HERE / "README.md"
         except ValueError as e:
             print(f"benchmarks: {e}", file=sys.stderr)
             return 2
@@ -116,8 +147,8 @@ def main(argv: list[str]) -> int:
             return 1
         readme.write_text(text)
         return 0
-    if name not in benchmarks():
-        print(f"benchmarks: no benchmark {name!r}; there are: {', '.join(benchmarks())}", file=sys.stderr)
+    if name not in found:
+        print(f"benchmarks: no benchmark {name!r}; there are: {', '.join(sorted(found))}", file=sys.stderr)
         return 2
     if not _records.VARIANT.match(options["--variant"]):  # checked before a run of minutes, not after it
         print(f"benchmarks: --variant {options['--variant']!r} may hold letters, digits, '_', '-' and '.'",

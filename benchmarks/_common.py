@@ -144,10 +144,10 @@ def estimate_cells(scores, fn, reps: int, fmt=lambda x: f"{x:.2f}") -> list[str]
 
 
 def jaxmarl_source(venv: Path, src: str | None) -> str:
-    """The JaxMARL checkout whose baselines a comparison runs: `src` if given, else the one benchmarks/setup_jaxmarl.sh
-    recorded in `venv`; exits with the setup command when neither is there."""
+    """The JaxMARL checkout whose baselines a comparison runs: `src` if given, else the one
+    benchmarks/peers/setup_jaxmarl.sh recorded in `venv`; exits with the setup command when neither is there."""
     if src:
         return src
     if not (Path(venv) / "JAXMARL_SRC").is_file():
-        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/setup_jaxmarl.sh first")
+        raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/peers/setup_jaxmarl.sh first")
     return (Path(venv) / "JAXMARL_SRC").read_text().strip()

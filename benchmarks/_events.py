@@ -1,4 +1,4 @@
-"""The line protocol between benchmarks/compare_rllib.py and its task scripts.
+"""The line protocol between benchmarks/peers/compare_rllib.py and its task scripts.
 
 A task script (marl_tasks.py in marl's venv, rllib_tasks.py in RLlib's) prints
 one line per event: the prefix, then a JSON object with the event name `ev`

@@ -2,7 +2,7 @@
 
 A record (`results/NAME/DATE[-VARIANT].json`) holds what one run measured and where:
 
-    benchmark   the script's name (`sampling` for benchmarks/sampling.py)
+    benchmark   the script's name (`sampling` for benchmarks/speed/sampling.py)
     variant     "" or a label for a different setting of the same script (its own "latest")
     title       a few words on what this run is (or null)
     date        "YYYY-MM-DD[ HH:MM]" UTC
@@ -13,9 +13,11 @@ A record (`results/NAME/DATE[-VARIANT].json`) holds what one run measured and wh
     source      "python -m benchmarks" for a harness run; where a converted figure came from otherwise
     blocks      the body, in order: {"table": {"title", "headers", "rows"}} or {"text": markdown}
 
-`benchmarks/about.md` is the README's hand-written part (what each script measures and how); the
-README is about.md with, at the end of each `## ... (`NAME.py`)` section, the latest record of each
-variant of NAME and a table of the earlier ones. `python -m benchmarks readme` writes it;
+`benchmarks/about.md` is the README's hand-written part (what each script measures and how), in one
+`## ... (`GROUP/`)` section per group of scripts (speed/, peers/, studies/) holding a `### ... (`NAME.py`)`
+section per script of that group; the README is about.md with, at the end of each script's section,
+the latest record of each variant of NAME and a table of the earlier ones. A record's `command` is
+the command as it was run: records from before the groups (2026-11-29) name `benchmarks/NAME.py`. `python -m benchmarks readme` writes it;
 `--check` says whether the committed one is what the records give (tests/test_benchmarks.py).
 """
 
@@ -25,11 +27,11 @@ import json
 import re
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 KEYS = ("benchmark", "variant", "title", "date", "command", "commit", "machine", "load_avg", "source", "blocks")
 VARIANT = re.compile(r"^[\w.-]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2})?$")
-_SECTION = re.compile(r"^## .*\(`(\w+)\.py`")
+_GROUP = re.compile(r"^## .*\(`(\w+)/`\)")
+_SECTION = re.compile(r"^### .*\(`(\w+)\.py`")
 
 
 def check_record(record: dict, where: str) -> None:
@@ -88,7 +90,7 @@ def table_markdown(table: dict) -> str:
 
 
 def record_markdown(rel: str, record: dict) -> str:
-    head = "### Latest" + (f", {record['variant']}" if record["variant"] else "") + f": {record['date']}"
+    head = "#### Latest" + (f", {record['variant']}" if record["variant"] else "") + f": {record['date']}"
     if record["title"]:
         head += f" ({record['title']})"
     facts = [f"record `results/{rel}`"]
@@ -109,7 +111,7 @@ def history_markdown(earlier: list[tuple[str, dict]]) -> str:
     rows = ["| date | variant | run | load average | record |", "| --- | --- | --- | --- | --- |"]
     rows += [f"| {r['date']} | {r['variant'] or '-'} | {r['title'] or '-'} | {r['load_avg'] or '-'} | "
              f"`results/{rel}` |" for rel, r in earlier]
-    return "### Earlier records (data in `results/`, newest first)\n\n" + "\n".join(rows)
+    return "#### Earlier records (data in `results/`, newest first)\n\n" + "\n".join(rows)
 
 
 def section_markdown(records: list[tuple[str, dict]]) -> str:
@@ -125,26 +127,45 @@ def section_markdown(records: list[tuple[str, dict]]) -> str:
     return "\n\n".join(parts)
 
 
-def render_readme(root: Path = HERE) -> str:
-    """about.md with each script's records after its section."""
+def render_readme(root: Path, groups: dict[str, str]) -> str:
+    """about.md with each script's records after its section; `groups`: script name -> its group (folder).
+
+    Raises ValueError where about.md and the folders disagree: a group with scripts but no section, a script's
+    section under another group's or naming no script, records with no section to go in."""
     records = load_records(root / "results")
     by_name: dict[str, list] = {}
     for rel, record in records:
         by_name.setdefault(record["benchmark"], []).append((rel, record))
     sections: list[list[str]] = [[]]
     for line in (root / "about.md").read_text().splitlines():
-        if line.startswith("## "):
+        if line.startswith(("## ", "### ")):
             sections.append([])
         sections[-1].append(line)
-    placed, out = set(), []
+    placed, seen_groups, group, out = set(), set(), None, []
     for lines in sections:
         text = "\n".join(lines).strip("\n")
+        group_match = _GROUP.match(lines[0]) if lines else None
+        if group_match:
+            group = group_match.group(1)
+            seen_groups.add(group)
+        elif lines and lines[0].startswith("## "):
+            group = None
         match = _SECTION.match(lines[0]) if lines else None
-        if match and match.group(1) in by_name:
-            placed.add(match.group(1))
-            text += "\n\n" + section_markdown(by_name[match.group(1)])
+        if match:
+            name = match.group(1)
+            if name not in groups:
+                raise ValueError(f"benchmarks/about.md: section {lines[0]!r} names no benchmark script")
+            if groups[name] != group:
+                raise ValueError(f"benchmarks/about.md: section {lines[0]!r} is under "
+                                 f"{f'{group}/' if group else 'no group'}, its script in {groups[name]}/")
+            if name in by_name:
+                placed.add(name)
+                text += "\n\n" + section_markdown(by_name[name])
         out.append(text)
+    missing_groups = sorted(set(groups.values()) - seen_groups)
+    if missing_groups:
+        raise ValueError(f"benchmarks/about.md has no '## ... (`GROUP/`)' section for {missing_groups}")
     unplaced = sorted(set(by_name) - placed)
     if unplaced:
-        raise ValueError(f"benchmarks/about.md has no '## ... (`NAME.py`)' section for the records of {unplaced}")
+        raise ValueError(f"benchmarks/about.md has no '### ... (`NAME.py`)' section for the records of {unplaced}")
     return "\n\n".join(t for t in out if t) + "\n"

@@ -22,10 +22,10 @@ nvidia-smi -L
 "$python" -c 'import torch, jax; print("torch", torch.__version__, torch.cuda.get_device_name(0), "| jax", jax.__version__, jax.devices())'
 "$python" -m pytest -q -x "$here/../tests/test_cuda_batched.py" -k "cuda" 2>&1 | tee "$out/cuda_tests.txt"
 
-"$python" "$here/compare_jaxmarl.py" --device cuda --settings 4096x32 --seeds "$seeds" --env-steps "$steps" \
+"$python" "$here/peers/compare_jaxmarl.py" --device cuda --settings 4096x32 --seeds "$seeds" --env-steps "$steps" \
     --jaxmarl-python "$python" --jaxmarl-src "$src" --json "$out/compare_jaxmarl_cuda.json" 2>&1 | tee "$out/compare_jaxmarl_cuda.txt"
 
 for scenario in simple_spread navigation; do
-    "$python" "$here/vmas_rate.py" --device cuda --scenario "$scenario" --envs 4096 16384 --fragment 32 --seconds 2 \
+    "$python" "$here/speed/vmas_rate.py" --device cuda --scenario "$scenario" --envs 4096 16384 --fragment 32 --seconds 2 \
         --repeats 3 --dict-max 0 --copies-max 0 --json "$out/vmas_rate_cuda_$scenario.json" 2>&1 | tee -a "$out/vmas_rate_cuda.txt"
 done

@@ -1,4 +1,4 @@
-"""benchmarks/benchmarl_curves.py's tables and plot from recorded runs (no training: the runs come from --merge)."""
+"""benchmarks/peers/benchmarl_curves.py's tables and plot from recorded runs (no training: the runs come from --merge)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "benchmarl_curves.py"
+SCRIPT = ROOT / "benchmarks" / "peers" / "benchmarl_curves.py"
 LABEL = "MAPPO balance, 32 worlds"
 
 

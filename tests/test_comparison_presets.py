@@ -1,8 +1,8 @@
 """The peer comparisons' marl sides are the presets' compositions, changing only what each comparison sets.
 
-benchmarks/compare_jaxmarl.py: `algorithm=ippo task=jaxmarl/simple_spread experiment=jaxmarl_ippo_ff_mpe` (and
+benchmarks/peers/compare_jaxmarl.py: `algorithm=ippo task=jaxmarl/simple_spread experiment=jaxmarl_ippo_ff_mpe` (and
 task=vmas/simple_spread), with a setting's worlds x steps, the seed and the budget (the lr annealed to 0 at it);
-its JaxMARL side changes the same keys of JaxMARL's published file. benchmarks/marl_tasks.py --config fine-tuned
+its JaxMARL side changes the same keys of JaxMARL's published file. benchmarks/peers/marl_tasks.py --config fine-tuned
 (benchmarl_curves.py's marl side): `algorithm=mappo|ippo task=vmas/<task> experiment=benchmarl_vmas` at --worlds.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from marl.config.compose import compose
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
 import compare_jaxmarl  # noqa: E402
 import marl_tasks  # noqa: E402
 

@@ -112,7 +112,7 @@ def record_episodes(folder, env_id: str, step, episodes: int, epsilons, seed: in
     return folder
 
 
-# name -> recorder(folder): what a CanonicalTask's `data` may name (benchmarks/cql_pendulum.py records pendulum_mixed here too)
+# name -> recorder(folder): what a CanonicalTask's `data` may name (benchmarks/studies/cql_pendulum.py records pendulum_mixed here too)
 RECORDINGS = {
     # 20 episodes of a policy that balances the pole: 10,000 rows
     "cartpole_expert": lambda folder: record_episodes(folder, "CartPole-v1", cartpole_step, 20, [0.0]),
@@ -178,7 +178,7 @@ def run_offline(name, task, seed, data) -> dict[int, float]:
 
 
 def test_pendulum_recording_mixes_good_and_poor_episodes(tmp_path):
-    """pendulum_mixed holds what benchmarks/cql_pendulum.py says: 8,000 rows of [-1, 1] actions, the heuristic's
+    """pendulum_mixed holds what benchmarks/studies/cql_pendulum.py says: 8,000 rows of [-1, 1] actions, the heuristic's
     greedy episodes swinging up (return above -300 on average) and the random ones not (below -900)."""
     import pyarrow.parquet as pq
 

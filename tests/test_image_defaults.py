@@ -115,7 +115,7 @@ def test_one_iteration_of_ppo_defaults_on_full_pistonball_trains_on_42px_frames(
     """`marl train --algo PPO --env pettingzoo.butterfly.pistonball_v6` (20 pistons, Box actions): the frames the
     learner sees are 42x42 uint8, its conv stack is sized to them, one update runs and its losses are finite.
     (A batch of 800 agent steps, not 4,096, keeps this to seconds; time and memory per default iteration, and
-    learning: benchmarks/images.py --defaults / --learn.)"""
+    learning: benchmarks/speed/images.py --defaults / --learn.)"""
     algo = (marl.PPOConfig().environment(PISTONBALL).env_runners(num_envs_per_env_runner=2)
             .training(train_batch_size=800).debugging(seed=0).build())
     try:

@@ -1,4 +1,4 @@
-"""JaxMARL's presets hold JaxMARL's numbers in marl's units, and benchmarks/jaxmarl_regression.py: each cell marl runs is composed from the config groups and its JaxMARL preset,
+"""JaxMARL's presets hold JaxMARL's numbers in marl's units, and benchmarks/peers/jaxmarl_regression.py: each cell marl runs is composed from the config groups and its JaxMARL preset,
 one marl iteration is one JaxMARL update on the cell's task (whatever its agent count), and a shorter budget ends
 marl's lr annealing and epsilon decay where JaxMARL's (fractions of its TOTAL_TIMESTEPS) end. The tasks the set adds
 (MPE tag's two teams, SMAX's larger maps and SMACv2's generator) build and train. The JaxMARL side needs a checkout
@@ -17,12 +17,12 @@ from marl.config.compose import compose
 from marl.data import sample_batch as sb
 from marl.envs.jaxmarl import JaxMarlEnv
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks" / "peers"
 
 
 @pytest.fixture(scope="module")
 def regression():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports its neighbours (_common, _peer_curves)
+    sys.path.insert(0, str(BENCHMARKS))  # its _path then puts benchmarks/ (_common, _peer_curves) on it
     try:
         spec = importlib.util.spec_from_file_location("jaxmarl_regression", BENCHMARKS / "jaxmarl_regression.py")
         module = importlib.util.module_from_spec(spec)

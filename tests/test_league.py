@@ -231,7 +231,7 @@ def test_league_main_agent_learns_to_beat_random_play_as_the_league_grows():
     """100k env steps of scenarios/connect_four_league.yaml (about 80 s on a quiet machine, 285 s at a load of 12):
     main wins >= 0.93 of sampled games against random (0.52 untrained; this run: 0.950, with 5 main snapshots whose
     mu rise 21.4 -> 39.4 and which won 33, 43, 42, 32 of their 50 rating games; the issue's
-    0.95 within 200k on 3 seeds is benchmarks/league_targets.py's record), the league grows, and main's snapshots,
+    0.95 within 200k on 3 seeds is benchmarks/studies/league_targets.py's record), the league grows, and main's snapshots,
     each taken when main beat the one before at >= 0.6 over >= 50 games (snapshot_against: previous), have mu and
     ordinal rising one after the other and each did not lose its 50 rating games against the one before
     (rating_games: 50). lr=0 fails it: no member beats another at 0.6, the league keeps its one snapshot."""
@@ -274,7 +274,7 @@ def test_markov_soccer_league_main_agent_learns_to_beat_random_play():
     rating rises. Markov soccer shows both players the same grid: without the seat one-hot the OpenSpiel adapter
     appends (marl/envs/openspiel.py) main cannot tell which player it is and learns slower (0.71 at 26k env steps,
     0.87 with it, seed 0). The issue's target (0.85 and
-    league size 8 within 1M env steps) is benchmarks/league_targets.py's."""
+    league size 8 within 1M env steps) is benchmarks/studies/league_targets.py's."""
     from marl.config.compose import load_scenario
 
     config = load_scenario("scenarios/markov_soccer_league.yaml", ["stop.env_steps_total=24000", "evaluation.evaluation_interval=null"])

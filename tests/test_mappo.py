@@ -178,7 +178,7 @@ def test_mappo_learns_simple_spread():
 
     Measured with the MPE family's gamma 0.95: first there at 47k env steps (seed 0; its last 10 iterations at 60k:
     -60.9). The mutant is the family's former gamma 0.99: first there at 139k. How MAPPO compares with
-    shared-policy PPO is benchmarks/mappo_vs_ppo.py's question (at gamma 0.95 they learn alike at this budget)."""
+    shared-policy PPO is benchmarks/studies/mappo_vs_ppo.py's question (at gamma 0.95 they learn alike at this budget)."""
     import marl
 
     algo = marl.load_scenario("scenarios/simple_spread_mappo.yaml", ["stop.env_steps_total=100000"]).build()

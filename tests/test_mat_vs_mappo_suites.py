@@ -1,4 +1,4 @@
-"""suites/mat_vs_mappo_{spread,smax}.yaml (issue 45, benchmarks/mat_vs_mappo.py): every run composes with the
+"""suites/mat_vs_mappo_{spread,smax}.yaml (issue 45, benchmarks/studies/mat_vs_mappo.py): every run composes with the
 published settings the suites' header names, on the dict path for both sides."""
 
 from pathlib import Path

@@ -183,7 +183,7 @@ def test_ppo_simple_spread_shared_policy_beats_random_by_15():
     """The README's default scenario learns: 5 iterations of 2048 env steps (a window of ~400 episodes, so noise
     cannot carry it) at random + 15 within 100k env steps.
 
-    Measured (benchmarks/spread_gamma.py; the MPE family's gamma 0.95): seeds 0-2 first there at 39k / 41k / 43k
+    Measured (benchmarks/studies/spread_gamma.py; the MPE family's gamma 0.95): seeds 0-2 first there at 39k / 41k / 43k
     env steps, never below random on the way. The mutant is the family's former gamma 0.99: it dipped to -122 and
     was first there at ~223k (seed 0); lr 0 stays at random."""
     algo = marl.load_scenario("scenarios/simple_spread_ppo.yaml").build()

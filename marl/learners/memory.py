@@ -6,7 +6,7 @@ largest block freed so far) with a fresh mmap, and returns them on free: every s
 page fault per 4 KB page and the kernel's zeroing of it, about 2,400-4,500 minor faults per step on
 simple_spread at 1,024 worlds. Raising the mmap and trim thresholds keeps those blocks in the heap
 for reuse: a few faults per update instead of 10k-84k, and 6-11 % less CPU time per PPO update
-(benchmarks/learner_throughput.py,
+(benchmarks/speed/learner_throughput.py,
 `--alloc-ab`). The cost is that the process keeps its peak heap instead of shrinking after it.
 Other C libraries (macOS, musl) are left alone.
 """
