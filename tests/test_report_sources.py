@@ -85,8 +85,18 @@ def test_report_sources_refused_in_one_line(tmp_path):
     (tmp_path / "bad.json").write_text('{"vmas": {"balance": {"mappo": {"seed_0": {"step_0": {"return": [1.0]}}}}}}')
     (tmp_path / "badseed.json").write_text('{"vmas": {"balance": {"mappo": {"best": {}}}}}')
     (tmp_path / "text.json").write_text("not json")
+    # a runs directory with no finished run (one started, never done) beside a source that has runs (issue 44 item 5):
+    # named in one line whatever the order, nothing written; not merged into a report of the other source's runs alone
+    # (mutant run: read_runs returning no runs instead of refusing: rc 0 and a report of the JSON's 6 runs in o/)
+    started = _runs_dir(tmp_path / "started", {("balance", "MAPPO", 7): 1.0})
+    (started / "balance/MAPPO/seed_7/done.json").unlink()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cases = [
+        ([str(started), str(tmp_path / "rep/marl_eval.json"), "-o", str(tmp_path / "o")],
+         f"'{started}' holds no finished run"),
+        ([str(tmp_path / "rep/marl_eval.json"), str(started), "-o", str(tmp_path / "o")],
+         f"'{started}' holds no finished run"),
+        ([str(runs), str(tmp_path / "empty_dir"), "-o", str(tmp_path / "o")], "empty_dir' holds no finished run"),
         ([str(runs), str(tmp_path / "rep/marl_eval.json")], "is in both"),  # the same run twice: never chosen silently
         ([str(tmp_path / "bad.json"), "-o", str(tmp_path / "o")], "needs 'step_count' and 'return'"),
         ([str(tmp_path / "badseed.json"), "-o", str(tmp_path / "o")], "'best' is not a run key"),
@@ -94,11 +104,13 @@ def test_report_sources_refused_in_one_line(tmp_path):
         ([str(tmp_path / "rep/marl_eval.json")], "--output is needed"),
         ([str(tmp_path / "missing.json")], "does not exist"),
     ]
+    (tmp_path / "empty_dir").mkdir()
     for args, message in cases:
         p = subprocess.run([sys.executable, "-m", "marl.cli", "report", *args, "--reps", "20"], cwd=ROOT,
                            capture_output=True, text=True, timeout=HANG_S, env=env)
         assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, (args, p.stderr[-500:])
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert not (tmp_path / "o").exists() and not (started / "report").exists()  # nothing written
     with pytest.raises(ConfigError, match="holds no run"):
         (tmp_path / "empty.json").write_text("{}")
         read_marl_eval(tmp_path / "empty.json")
