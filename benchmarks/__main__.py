@@ -135,10 +135,11 @@ def main(argv: list[str]) -> int:
     name, args = argv[0], argv[1:]
     if name == "readme":
         try:
-            text, readme = _records.render_readme(HERE, {n: group for n, (group, _) in found.items()}), HERE / "README.md"
+            text = _records.render_readme(HERE, {n: group for n, (group, _) in found.items()})
         except ValueError as e:
             print(f"benchmarks: {e}", file=sys.stderr)
             return 2
+        readme = HERE / "README.md"
         if args == ["--check"]:
             if readme.read_text() == text:
                 return 0

@@ -17,8 +17,8 @@ A record (`results/NAME/DATE[-VARIANT].json`) holds what one run measured and wh
 `## ... (`GROUP/`)` section per group of scripts (speed/, peers/, studies/) holding a `### ... (`NAME.py`)`
 section per script of that group; the README is about.md with, at the end of each script's section,
 the latest record of each variant of NAME and a table of the earlier ones. A record's `command` is
-the command as it was run: records from before the groups (2026-11-29) name `benchmarks/NAME.py`. `python -m benchmarks readme` writes it;
-`--check` says whether the committed one is what the records give (tests/test_benchmarks.py).
+the command as it was run: records from before the groups (2026-11-29) name `benchmarks/NAME.py`.
+`python -m benchmarks readme` writes the README; `--check` says whether the committed one is what the records give (tests/test_benchmarks.py).
 """
 
 from __future__ import annotations

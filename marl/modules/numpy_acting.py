@@ -65,8 +65,8 @@ class _NumpyMLP:
     identity tanh(z) = 2 sigmoid(2z) - 1 folded into the weights around it: the Linear before it scaled by 2, the
     Linear after it taking 2 sigmoid - 1 as (2 W) sigmoid + (b - W 1). NumPy's float32 tanh is scalar on AVX2
     (1.9 ns per element here) and torch's sigmoid vectorised (0.9): the four activations of a tanh actor-critic
-    were a third to a half of its acting pass at 1,024 worlds (`benchmarks/speed/vmas_rate.py --unfolded` sets the two side by
-    side).
+    were a third to a half of its acting pass at 1,024 worlds (`benchmarks/speed/vmas_rate.py --unfolded` sets the
+    two side by side).
     Below SMALL elements per activation (the dict runner's few dozen rows) the plain weights and np.tanh run:
     torch's call costs more there than the kernel saves. Both give the same function up to float rounding.
     """
