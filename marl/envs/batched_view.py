@@ -107,6 +107,8 @@ class BatchViews:
             fresh = self.batched.reset_worlds(torch.tensor([k]))
             self._states = None
             return self._row([_numpy(fresh[a]) for a in self.agents], k)
+        if self._final_state is not None and k in self._ready:
+            self._states = None  # its row: the state now, no longer the one reached
         self._ready.discard(k)
         return self._row(self._obs, k)
 
@@ -121,17 +123,19 @@ class BatchViews:
         term, trunc = bool(terminated[k]), bool(truncated[k])
         done = term or trunc
         agents = self.agents
-        return (self._row(obs, k), {a: float(r[k]) for a, r in zip(agents, rewards)},
+        row = {a: o[k] for a, o in zip(agents, obs)} if self._masks is None else self._row(obs, k)
+        return (row, {a: float(r[k]) for a, r in zip(agents, rewards)},
                 {**dict.fromkeys(agents, term), ALL: done}, {**dict.fromkeys(agents, trunc), ALL: done}, {})
 
-    def state(self, k: int) -> np.ndarray:
-        """World k's global state (a copy: the runner keeps the state reached at a truncation until after the world
-        is reset; a view of a shared row made MAPPO bootstrap truncated pieces from the next episode's start)."""
-        if self._final_state is not None and k in self._ready:
-            return _numpy(self._final_state[k]).copy()
-        if self._states is None:
-            self._states = _numpy(self.batched.state())
-        return self._states[k].copy()
+    def state_rows(self) -> np.ndarray:
+        """[W, S]: each world's global state; the state reached where a world ended and was not reset yet."""
+        rows = _numpy(self.batched.state())
+        if self._final_state is not None and self._ready:
+            ended = sorted(self._ready)
+            rows = rows.copy()
+            rows[ended] = _numpy(self._final_state[ended])
+        self._states = rows
+        return rows
 
 
 class WorldView(MultiAgentEnv):
@@ -157,7 +161,10 @@ class WorldView(MultiAgentEnv):
         return self.batch.world_result(self.index)
 
     def state(self) -> np.ndarray:
-        return self.batch.state(self.index)
+        """A copy: the runner keeps the state reached at a truncation until after the world is reset (a view of the
+        shared row made MAPPO bootstrap truncated pieces from the next episode's start)."""
+        rows = self.batch._states
+        return (self.batch.state_rows() if rows is None else rows)[self.index].copy()
 
     def np_random_source(self):
         return None  # the batched env keeps its own generator (saved by its get_state)
