@@ -72,6 +72,9 @@ class BatchViews:
 
     def _take(self, obs: dict) -> None:
         self._obs = [_numpy(obs[a]) for a in self.agents]
+        self._read_masks()
+
+    def _read_masks(self) -> None:
         masks = self.batched.action_masks() if self.masked else None
         self._masks = None if masks is None else [_numpy(masks[a]).astype(np.int8) for a in self.agents]
         self._states = None
@@ -105,7 +108,7 @@ class BatchViews:
             self._reset_all(seed if self.seeded else None)
         elif k not in self._ready:  # mid-episode: this world alone
             fresh = self.batched.reset_worlds(torch.tensor([k]))
-            self._states = None
+            self._read_masks()
             return self._row([_numpy(fresh[a]) for a in self.agents], k)
         if self._final_state is not None and k in self._ready:
             self._states = None  # its row: the state now, no longer the one reached

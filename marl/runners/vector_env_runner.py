@@ -10,12 +10,10 @@ result. It is the fallback for what the batched path (`BatchedEnvRunner`) does n
 
 from __future__ import annotations
 
-import numpy as np
-
 from marl.envs.batched_view import BatchViews
 from marl.envs.vmas import VmasEnv
 from marl.runners.env_runner import EnvRunner
-from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
+from marl.runners.seeds import batch_seed
 
 
 class VectorEnvRunner(EnvRunner):
@@ -23,8 +21,7 @@ class VectorEnvRunner(EnvRunner):
 
     def _make_envs(self) -> list:
         env_cfg = self.config.environment_cfg
-        seq = seed_sequence(self.config.debugging_cfg.seed, self.worker_index, self.incarnation, BATCH_SEED_KEY)
-        seed = int(seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
+        seed = batch_seed(self.config.debugging_cfg.seed, self.worker_index, self.incarnation)
         self.batch = BatchViews(VmasEnv(env_cfg.env, dict(env_cfg.env_config), self.num_envs, seed), seeded=False)
         return list(self.batch.views)
 
