@@ -391,6 +391,31 @@ def test_vmas_worlds_that_end_restart_from_their_reset_observation():
         batch.views[0].step(noop[0])
 
 
+@needs("vmas", "vmas")
+def test_a_vmas_world_reset_mid_episode_alone_has_the_state_of_its_new_start():
+    """A world reset on its own (a restored runner's copies) starts afresh: its state() is its new observations
+    joined, the other worlds' states stay theirs. (Mutant run: VmasEnv.reset_worlds leaving the env's last
+    observations as they were fails the first assertion: the world kept its old state.)"""
+    from marl.envs.batched_view import BatchViews
+    from marl.envs.vmas import VmasEnv
+
+    batch = BatchViews(VmasEnv("vmas.balance", {"n_agents": 2, "max_steps": 50}, 3, seed=0), seeded=False)
+    for view in batch.views:
+        view.reset()
+    moves = [{a: np.full(2, 0.5, np.float32) for a in batch.agents}] * 3
+    for _ in range(4):
+        batch.step(moves)
+        for view in batch.views:
+            view.step(moves[0])
+    before = [view.state() for view in batch.views]
+    fresh, _ = batch.views[1].reset()  # mid-episode: world 1 alone
+    joined = np.concatenate([fresh[a].reshape(-1) for a in batch.agents])
+    np.testing.assert_allclose(batch.views[1].state(), joined)
+    assert not np.allclose(before[1], joined)
+    for k in (0, 2):
+        np.testing.assert_array_equal(batch.views[k].state(), before[k])
+
+
 @needs("Box2D", "sisl")
 def test_sisl_multiwalker_samples_continuous_actions():
     from marl.algorithms.ppo import PPOConfig
