@@ -19,7 +19,7 @@ import torch
 import marl
 from marl.data import sample_batch as sb
 from marl.envs import EnvError, make_env
-from marl.envs.batched_view import SingleWorldView
+from marl.envs.batched_view import single_world
 from marl.envs.gym_vector import GymVectorEnv
 from marl.envs.jaxmarl import JaxMarlEnv
 from marl.runners.batched_runner import BatchedEnvRunner
@@ -124,7 +124,7 @@ def test_runner_resumes_exactly_from_a_saved_jaxmarl_state():
 
 def test_single_world_view_matches_the_batched_env():
     batched = JaxMarlEnv(MPE, {"max_steps": MPE_STEPS}, 1, seed=3)
-    view = SingleWorldView(JaxMarlEnv(MPE, {"max_steps": MPE_STEPS}, 1, seed=3))
+    view = single_world(JaxMarlEnv(MPE, {"max_steps": MPE_STEPS}, 1, seed=3))
     rng = np.random.default_rng(0)
     obs = batched.reset()
     view_obs, _ = view.reset()

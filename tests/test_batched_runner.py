@@ -311,7 +311,7 @@ def test_exact_resume_where_the_simulator_can_be_saved(stacked):
 @pytest.mark.parametrize("batched", ["auto", False])
 def test_a_user_batched_env_trains_through_build_on_either_path(algo, batched):
     """A name given only to register_batched_env builds and trains: the config checks probe its world 0 through
-    make_env (SingleWorldView), the batched path steps all its worlds, the dict path steps one-world views. MAPPO's
+    make_env (single_world), the batched path steps all its worlds, the dict path steps one-world views. MAPPO's
     critic reads the state the ended worlds reached, which the swarm leaves to the default (observations joined)."""
     marl.register_batched_env("user_swarm", lambda env_config, worlds, seed, device: Swarm(
         worlds, n=3, max_steps=6, seed=seed or 0))

@@ -212,8 +212,8 @@ def test_a_vmas_runner_steps_one_batch_of_worlds():
     assert isinstance(runner, VectorEnvRunner)
     assert runner.batch.num_envs == 4 and [v.batch for v in runner.envs] == [runner.batch] * 4
     calls = []
-    step = runner.batch.env.step
-    runner.batch.env.step = lambda actions: calls.append([tuple(a.shape) for a in actions]) or step(actions)
+    step = runner.batch.batched.env.step
+    runner.batch.batched.env.step = lambda actions: calls.append([tuple(a.shape) for a in actions]) or step(actions)
     batch = runner.sample().batch
     assert len(calls) == 10 and calls[0] == [(4, 2)] * 3  # one VMAS call per lockstep step, all 4 worlds in it
     rows = batch.policy_batches["default_policy"]
@@ -369,9 +369,10 @@ def test_rware_trains_through_marl_train_with_no_scenario(tmp_path):
 
 @needs("vmas", "vmas")
 def test_vmas_worlds_that_end_restart_from_their_reset_observation():
-    from marl.envs.vmas import VmasBatch
+    from marl.envs.batched_view import BatchViews
+    from marl.envs.vmas import VmasEnv
 
-    batch = VmasBatch("vmas.balance", {"n_agents": 2, "max_steps": 3}, num_envs=3, seed=0)
+    batch = BatchViews(VmasEnv("vmas.balance", {"n_agents": 2, "max_steps": 3}, 3, seed=0), seeded=False)
     for view in batch.views:
         view.reset()
     noop = [{a: np.zeros(2, np.float32) for a in batch.agents}] * 3
@@ -381,13 +382,38 @@ def test_vmas_worlds_that_end_restart_from_their_reset_observation():
     assert all(r[2][ALL] and r[3][ALL] for r in results)  # max_steps reached: every world ended
     final = results[0][0]["agent_0"].copy()
     fresh = [view.reset()[0]["agent_0"] for view in batch.views]
-    (now,) = batch.env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
+    (now,) = batch.batched.env.get_from_scenario(get_observations=True, get_rewards=False, get_infos=False, get_dones=False)
     for k in range(3):
         np.testing.assert_allclose(fresh[k], now[0][k].numpy())  # what the reset world shows now
     assert not np.allclose(final, fresh[0])
     np.testing.assert_allclose(batch.views[1].state()[: fresh[1].size], fresh[1])  # the global state follows the reset
     with pytest.raises(EnvError, match="stepped on its own"):
         batch.views[0].step(noop[0])
+
+
+@needs("vmas", "vmas")
+def test_a_vmas_world_reset_mid_episode_alone_has_the_state_of_its_new_start():
+    """A world reset on its own (a restored runner's copies) starts afresh: its state() is its new observations
+    joined, the other worlds' states stay theirs. (Mutant run: VmasEnv.reset_worlds leaving the env's last
+    observations as they were fails the first assertion: the world kept its old state.)"""
+    from marl.envs.batched_view import BatchViews
+    from marl.envs.vmas import VmasEnv
+
+    batch = BatchViews(VmasEnv("vmas.balance", {"n_agents": 2, "max_steps": 50}, 3, seed=0), seeded=False)
+    for view in batch.views:
+        view.reset()
+    moves = [{a: np.full(2, 0.5, np.float32) for a in batch.agents}] * 3
+    for _ in range(4):
+        batch.step(moves)
+        for view in batch.views:
+            view.step(moves[0])
+    before = [view.state() for view in batch.views]
+    fresh, _ = batch.views[1].reset()  # mid-episode: world 1 alone
+    joined = np.concatenate([fresh[a].reshape(-1) for a in batch.agents])
+    np.testing.assert_allclose(batch.views[1].state(), joined)
+    assert not np.allclose(before[1], joined)
+    for k in (0, 2):
+        np.testing.assert_array_equal(batch.views[k].state(), before[k])
 
 
 @needs("Box2D", "sisl")

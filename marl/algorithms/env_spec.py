@@ -101,7 +101,7 @@ def resolve_env_spec(config) -> EnvSpec:
 
 def _batched_spec(config) -> EnvSpec:
     """A natively batched env's spec, asked of the env its runners make (as many worlds: the same checks), its spaces
-    as the dict API presents them (`SingleWorldView`: what the learners' modules are built for)."""
+    as the dict API presents them (`marl.envs.batched_view`: what the learners' modules are built for)."""
     env_cfg = config.environment_cfg
     worlds = config.env_runners_cfg.num_envs_per_env_runner
     env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), worlds, None, "cpu")

@@ -27,7 +27,7 @@ from pettingzoo.utils.env import AECEnv, ParallelEnv
 from marl.envs.base import EnvError, MultiAgentEnv
 from marl.envs.copies import PREFIX as COPIES_PREFIX, make_copies_env
 from marl.envs.batched_families import is_registered_batched, make_batched_env
-from marl.envs.batched_view import SingleWorldView
+from marl.envs.batched_view import single_world
 from marl.envs.gymnasium import GymnasiumAdapter, TupleMultiAgentAdapter, is_multi_agent_tuple_env
 from marl.envs.jaxmarl import JaxMarlEnv  # (jax itself is imported only when a jaxmarl.* env is made)
 from marl.envs.mamujoco import is_mamujoco, make_mamujoco_env  # (mujoco is imported only when a mamujoco.* env is made)
@@ -128,8 +128,8 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
     as one env, RLlib's ``make_multi_agent``, see :mod:`marl.envs.copies`); ``openspiel.<game>`` (an OpenSpiel game, its
     parameters in ``env_config``, see :mod:`marl.envs.openspiel`); ``mamujoco.<Scenario>_<agent_conf>`` (a
     multi-agent MuJoCo task, see :mod:`marl.envs.mamujoco`); ``jaxmarl.<env id>`` (one world of
-    :class:`marl.envs.jaxmarl.JaxMarlEnv` through :class:`SingleWorldView`); a
-    :func:`register_batched_env` name (one world of it, through :class:`SingleWorldView`: what the config
+    :class:`marl.envs.jaxmarl.JaxMarlEnv` through :func:`single_world`); a
+    :func:`register_batched_env` name (one world of it, through :func:`single_world`: what the config
     checks probe and what the dict path steps); a PettingZoo-style module
     path (``mpe2.simple_spread_v3``: its ``parallel_env`` is preferred over
     ``env`` unless ``env_config["env_api"]`` is ``"parallel"`` or ``"aec"``;
@@ -157,7 +157,7 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
 
     if is_registered_batched(name):  # a user's own batched simulator: its world 0 answers the dict API's questions
         _no_wrappers(name, wrappers, "batched envs")
-        return SingleWorldView(make_batched_env(name, config, num_worlds=1, seed=0, device="cpu"))
+        return single_world(make_batched_env(name, config, num_worlds=1, seed=0, device="cpu"))
 
     if name.startswith("vmas."):
         _no_wrappers(name, wrappers, "VMAS scenarios")
@@ -169,7 +169,7 @@ def make_env(name: str, env_config: dict[str, Any] | None = None, wrappers: list
 
     if name.startswith("jaxmarl."):
         _no_wrappers(name, wrappers, "JaxMARL envs")
-        return SingleWorldView(JaxMarlEnv(name, config, num_worlds=1, seed=0))
+        return single_world(JaxMarlEnv(name, config, num_worlds=1, seed=0))
 
     if name.startswith("openspiel."):
         _no_wrappers(name, wrappers, "OpenSpiel games")

@@ -11,9 +11,25 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from marl.connectors.build import build_policy_module
+from marl.errors import ConfigError
 from marl.modules import MultiRLModule
 from marl.policies import MappingError
 from marl.runners.seeds import seed_sequence
+
+
+def torch_act(module, inputs: dict, rng: torch.Generator, explore: bool, frozen: bool):
+    """(forward output, distribution, actions) of a module acting in torch (both paths, when not through NumPy):
+    exploring, its exploration pass sampled; else its inference pass, sampled where the policy acts as a frozen
+    member or its greedy action is a draw (a random baseline), else its deterministic action."""
+    out = module.forward_exploration(inputs) if explore and not frozen else module.forward_inference(inputs)
+    dist = module.action_dist(out["action_dist_inputs"])
+    sampled = explore or frozen or module.greedy_is_sampled
+    return out, dist, dist.sample(rng) if sampled else dist.deterministic_sample()
+
+
+def no_values(pid: str, module) -> ConfigError:
+    return ConfigError(f"policy '{pid}': its algorithm records value predictions, but module "
+                       f"{type(module).__name__}.forward_exploration returned no 'vf_preds'")
 
 
 class ActorBasics:
@@ -45,6 +61,34 @@ class ActorBasics:
             env_steps = self._steps_sampled * max(1, self.config.env_runners_cfg.num_env_runners)
         for pid in self.policy_ids:
             self.module[pid].set_exploration_step(env_steps)
+
+    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
+        """Fresh episodes with the current weights; no rows kept, no filter statistics updated.
+
+        Exploration schedules are set to `exploration_step` (the run's env steps), so sampled
+        evaluation explores as training does at that point (a training runner's next `sample()`
+        sets its own estimate again).
+
+        unit="episodes": the first `duration` episodes started run to their end (short episodes are not
+        favoured). unit="env_steps": steps until `duration` env steps; the episodes that finished count.
+        Returns {"episodes": [metrics...], "env_steps": int}. The runner steps (`_evaluation_steps`).
+        """
+        if unit not in ("episodes", "env_steps"):
+            raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
+        self._set_exploration_step(exploration_step)
+        first = self._start_evaluation()
+        episodes = unit == "episodes"
+        kept: list[dict] = []
+        steps = 0
+        try:
+            while len(kept) < duration if episodes else steps < duration:
+                taken, finished = self._evaluation_steps(explore, first + duration if episodes else None,
+                                                         None if episodes else duration - steps)
+                steps += taken
+                kept.extend(e for e in finished if not episodes or e["episode_id"] - first < duration)
+        finally:
+            self._end_evaluation()
+        return {"episodes": kept, "env_steps": steps}
 
     def evaluate(self, num_episodes: int, explore: bool = False) -> list[dict]:
         """The metrics of `num_episodes` fresh episodes (see `run_evaluation`)."""

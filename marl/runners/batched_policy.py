@@ -14,6 +14,7 @@ from marl.connectors.build import env_to_module_pipeline, module_to_env_pipeline
 from marl.connectors.module_to_env import ClipActions, UnsquashActions
 from marl.data.columns import check_columns, columns_for
 from marl.errors import ConfigError
+from marl.runners.actor_basics import no_values, torch_act
 from marl.runners.batched_fragment import PolicyFragment
 
 
@@ -110,13 +111,11 @@ class BatchedPolicy:
         `frozen`: the policy acts as a frozen population member (`ActorBasics.set_frozen_policies`): its
         inference pass, its distribution sampled."""
         module = self.module
-        sampled = explore or frozen or module.greedy_is_sampled  # (a random baseline's greedy action is still a draw)
         if self.numpy_actor is not None and (explore or frozen or not module.greedy_is_sampled):
-            act, logp, values = self.numpy_actor.act({k: v.numpy() for k, v in inputs.items()}, rng, sampled)
+            act, logp, values = self.numpy_actor.act({k: v.numpy() for k, v in inputs.items()}, rng, explore or frozen
+                                                     or module.greedy_is_sampled)
             return torch.from_numpy(act), torch.from_numpy(logp), None if values is None else torch.from_numpy(values)
-        out = module.forward_exploration(inputs) if explore and not frozen else module.forward_inference(inputs)
-        dist = module.action_dist(out["action_dist_inputs"])
-        act = dist.sample(rng) if sampled else dist.deterministic_sample()
+        out, dist, act = torch_act(module, inputs, rng, explore, frozen)
         return act, dist.logp(act) if want_logp else None, out.get("vf_preds")
 
     def values(self, inputs: dict) -> torch.Tensor:
@@ -126,6 +125,5 @@ class BatchedPolicy:
                 return torch.from_numpy(values)
         out = self.module.forward_exploration(inputs)
         if "vf_preds" not in out:
-            raise ConfigError(f"policy '{self.pid}': its algorithm records value predictions, but module "
-                              f"{type(self.module).__name__}.forward_exploration returned no 'vf_preds'")
+            raise no_values(self.pid, self.module)
         return out["vf_preds"]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 
-import numpy as np
 import torch
 
 from marl.data import MultiAgentBatch
@@ -43,7 +42,7 @@ from marl.runners.batched_episodes import EpisodeCounters
 from marl.runners.batched_fragment import WorldColumns
 from marl.runners.batched_policy import BatchedPolicy, unsupported
 from marl.runners.fragments import fragment_length
-from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
+from marl.runners.seeds import batch_seed
 
 
 _FROZEN = False
@@ -75,8 +74,7 @@ class BatchedEnvRunner(ActorBasics):
         self.num_worlds = self.num_envs = run_cfg.num_envs_per_env_runner
         torch_seed = self._torch_seed(runner_seq)
         self.torch_rng = torch.Generator(device=self.device).manual_seed(torch_seed)
-        batch_seq = seed_sequence(config.debugging_cfg.seed, worker_index, incarnation, BATCH_SEED_KEY)
-        env_seed = int(batch_seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
+        env_seed = batch_seed(config.debugging_cfg.seed, worker_index, incarnation)
         self.env = make_batched_env(env_cfg.env, dict(env_cfg.env_config), self.num_worlds, env_seed, self.device)
         self.possible_agents = list(self.env.agents)
         self.agent_index = {a: i for i, a in enumerate(self.possible_agents)}
@@ -261,37 +259,26 @@ class BatchedEnvRunner(ActorBasics):
                  "agent_returns": dict(zip(agents, rets)), "policy_of": policy_of}
                 for eid, length, total, prets, rets in zip(ids, lengths, totals, by_policy, returns.tolist())]
 
-    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
-        """Fresh episodes with the current weights (no rows kept): the first `duration` episodes started run to
-        their end (unit="episodes"), or `duration` env steps (unit="env_steps"). See `EnvRunner.run_evaluation`."""
-        if unit not in ("episodes", "env_steps"):
-            raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
-        self._set_exploration_step(exploration_step)
+    # -- evaluation (ActorBasics.run_evaluation) -----------------------------------------------
+    def _start_evaluation(self) -> int:
         self._start()
-        first = int(self.episode_counters.ids[0])
-        kept: list[dict] = []
+        return int(self.episode_counters.ids[0])
+
+    def _evaluation_steps(self, explore: bool, last_id: int | None, steps_left: int | None) -> tuple[int, list[dict]]:
+        """Up to a fragment's steps of every world (fewer where `steps_left` env steps end the evaluation)."""
         steps = 0
         with torch.no_grad():
-            while True:
-                for t in range(self.fragment_length):
-                    self._step(t, explore, collect=False)
-                    steps += self.num_worlds
-                    if unit == "env_steps" and steps >= duration:
-                        break
-                done_steps = t + 1
-                finished = self._episodes(done_steps)
-                if unit == "episodes":
-                    kept.extend(e for e in finished if e["episode_id"] - first < duration)
-                    if len(kept) >= duration:
-                        break
-                else:
-                    kept.extend(finished)
-                    if steps >= duration:
-                        break
+            for t in range(self.fragment_length):
+                self._step(t, explore, collect=False)
+                steps += self.num_worlds
+                if steps_left is not None and steps >= steps_left:
+                    break
+        return steps, self._episodes(t + 1)
+
+    def _end_evaluation(self) -> None:
         self.world.terminated.zero_()
         self.world.truncated.zero_()
         self._started = False  # the next sample() starts fresh episodes
-        return {"episodes": kept, "env_steps": steps}
 
     # -- checkpoints ----------------------------------------------------------------------
     def get_state(self) -> dict:

@@ -48,7 +48,6 @@ from marl.runners.lockstep import LockstepSteps
 from marl.runners.module_inputs import AgentStates, ModuleInputs
 from marl.runners.runner_state import RunnerState
 
-ALL = "__all__"
 log = logging.getLogger(__name__)
 
 
@@ -191,10 +190,14 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
             self._reset_env(k)
         return env_steps
 
-    def _carried_state(self, pid: str, k: int, agent: str) -> dict | None:
-        """The state agent `agent` of env copy k carries now (None: stateless policy), read before a reset."""
+    def _piece_end(self, ends: dict, pid: str, row: int, k: int, agent: str, obs, state) -> None:
+        """Notes for `_bootstrap` that row `row` of policy `pid` (agent `agent` of env copy k) ends a piece without
+        termination, reaching `obs` (None: not acting then) and global state `state`, with the module state the agent
+        carries now (None: stateless policy; read before a reset)."""
         states = self.agent_states.get(pid)
-        return None if states is None else states.by_env[k][agent]
+        carried = None if states is None else states.by_env[k][agent]
+        for column, value in zip(ends.setdefault(pid, ([], [], [], [])), (row, obs, state, carried)):
+            column.append(value)
 
     def _bootstrap(self, rows_by_policy: dict[str, tuple[list, list, list, list]]) -> None:
         """Closes trajectory pieces that end without termination, as each policy's columns ask:
@@ -258,12 +261,8 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
         for k in range(self.num_envs):
             obs = self._obs[k]
             state = self.global_state(self.envs[k], obs) if self.global_state is not None and self._pending[k] else None
-            for agent, (pid, row) in self._pending[k].items():
-                rows = cut.setdefault(pid, ([], [], [], []))
-                rows[0].append(row)
-                rows[1].append(obs.get(agent))  # None (not acting now, e.g. turn-based): own value
-                rows[2].append(state)
-                rows[3].append(self._carried_state(pid, k, agent))
+            for agent, (pid, row) in self._pending[k].items():  # (obs None: not acting now, e.g. turn-based)
+                self._piece_end(cut, pid, row, k, agent, obs.get(agent), state)
             self._pending[k] = {}
         self._bootstrap(cut)
         self._steps_sampled += env_steps
@@ -275,46 +274,26 @@ class EnvRunner(LockstepSteps, RunnerState, ActorBasics):  # the step loop; chec
             runners=[self.worker_index], connector_deltas=[deltas] if deltas else [],
         )
 
-    def run_evaluation(self, duration: int, unit: str = "episodes", explore: bool = False, exploration_step: int = 0) -> dict:
-        """Fresh episodes with the current weights; no rows kept, no filter statistics updated.
-
-        Exploration schedules are set to `exploration_step` (the run's env steps), so sampled
-        evaluation explores as training does at that point (a training runner's next `sample()`
-        sets its own estimate again).
-
-        unit="episodes": the first `duration` episodes started run to their end
-        (an env copy retires once its episode is not among them, so short
-        episodes are not favoured). unit="env_steps": lockstep steps until
-        `duration` env steps; the episodes that finished count. Returns
-        {"episodes": [metrics...], "env_steps": int}.
-        """
-        if unit not in ("episodes", "env_steps"):
-            raise ValueError(f"evaluation unit must be 'episodes' or 'env_steps', got {unit!r}")
-        self._set_exploration_step(exploration_step)
-        for k in range(self.num_envs):  # every evaluation starts new episodes under the current weights
+    # -- evaluation (ActorBasics.run_evaluation): every evaluation starts new episodes under the current weights --
+    def _start_evaluation(self) -> int:
+        for k in range(self.num_envs):
             self._reset_env(k)
         self._started = True
         self._finished = []
-        first = self._episodes[0].id
-        kept: list[dict] = []
-        steps = 0
-        try:
-            if unit == "episodes":
-                self._active = [k for k in range(self.num_envs) if self._episodes[k].id - first < duration]
-                while self._active:
-                    steps += self._step_envs(self._act(collect=False, explore=explore), collect=False)
-                    kept.extend(e for e in self._finished if e["episode_id"] - first < duration)
-                    self._finished = []
-                    self._active = [k for k in self._active if self._episodes[k].id - first < duration]
-            else:
-                while steps < duration:
-                    steps += self._step_envs(self._act(collect=False, explore=explore), collect=False)
-                    kept.extend(self._finished)
-                    self._finished = []
-        finally:
-            self._active = list(range(self.num_envs))
-            self._finished = []
-        return {"episodes": kept, "env_steps": steps}
+        return self._episodes[0].id
+
+    def _evaluation_steps(self, explore: bool, last_id: int | None, steps_left: int | None) -> tuple[int, list[dict]]:
+        """One lockstep step; an env copy whose episode is not among the evaluated ones (id >= `last_id`) retires,
+        so short episodes are not favoured."""
+        if last_id is not None:
+            self._active = [k for k in range(self.num_envs) if self._episodes[k].id < last_id]
+        steps = self._step_envs(self._act(collect=False, explore=explore), collect=False)
+        finished, self._finished = self._finished, []
+        return steps, finished
+
+    def _end_evaluation(self) -> None:
+        self._active = list(range(self.num_envs))
+        self._finished = []
 
     # -- checkpoints: get_state and set_state (marl/runners/runner_state.py) --
     def set_mapping_state(self, state) -> None:

@@ -15,9 +15,9 @@ import logging
 import numpy as np
 
 from marl.envs import EnvOutputError
+from marl.envs.base import ALL
 from marl.envs.validation import unpack_step
 
-ALL = "__all__"
 log = logging.getLogger(__name__)
 
 

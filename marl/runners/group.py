@@ -99,13 +99,7 @@ class EnvRunnerGroup:
                 self.local.stop()
                 self._incarnations[0] += 1
                 self.local = self._runner_cls(self.config, self.first_index, self._incarnations[0])
-                if self._last_weights is not None:
-                    self.local.set_weights(self._last_weights)
-                if self._mapping_state is not None:
-                    self.local.set_mapping_state(self._mapping_state)
-                if self._frozen is not None:
-                    self.local.set_frozen_policies(self._frozen)
-                self.local.set_steps_sampled(self.steps_sampled[0])
+                self._catch_up(lambda name, *args: getattr(self.local, name)(*args), self._last_weights, 0)
 
     def call_remote(self, index: int, method: str, *args):
         return getattr(self.remote[index], method).remote(*args)
@@ -157,16 +151,22 @@ class EnvRunnerGroup:
             self.remote[index] = self._make_actor(index)
             self.versions[index] = 0
             try:
-                if self._weights_ref is not None:
-                    self.versions[index] = ray.get(self.remote[index].set_weights.remote(self._weights_ref))
-                if self._mapping_state is not None:
-                    ray.get(self.remote[index].set_mapping_state.remote(self._mapping_state))
-                if self._frozen is not None:
-                    ray.get(self.remote[index].set_frozen_policies.remote(self._frozen))
-                ray.get(self.remote[index].set_steps_sampled.remote(self.steps_sampled[index]))
+                call = lambda name, *args: ray.get(getattr(self.remote[index], name).remote(*args))  # noqa: E731
+                self.versions[index] = self._catch_up(call, self._weights_ref, index)
                 return
             except ray.exceptions.RayActorError as again:  # the replacement died too (e.g. its env cannot be made)
                 reason, err = f"its replacement died: {_first_line(again)}", again
+
+    def _catch_up(self, call, weights, index: int) -> int:
+        """Brings the fresh runner in slot `index` to where the others are (`call(method, *args)` asks it): weights,
+        the mapping's state, frozen policies, env steps sampled. Returns its weights version (0: none sent yet)."""
+        version = 0 if weights is None else call("set_weights", weights)
+        if self._mapping_state is not None:
+            call("set_mapping_state", self._mapping_state)
+        if self._frozen is not None:
+            call("set_frozen_policies", self._frozen)
+        call("set_steps_sampled", self.steps_sampled[index])
+        return version
 
     def node_ids(self) -> list[str]:
         """The Ray node id of each runner (['local'] when sampling in-process)."""

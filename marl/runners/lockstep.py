@@ -25,11 +25,10 @@ import torch
 
 from marl.data import sample_batch as sb
 from marl.envs import EnvStepError
+from marl.envs.base import ALL
 from marl.envs.validation import unpack_step
-from marl.errors import ConfigError  # a module or columns that do not fit the algorithm: one clear line
+from marl.runners.actor_basics import no_values, torch_act
 from marl.runners.global_state import state_rows
-
-ALL = "__all__"
 
 
 class LockstepSteps:
@@ -89,16 +88,7 @@ class LockstepSteps:
                     extra = self._requested(pid, lambda: logp, values, state_block, None, None)
             else:
                 with torch.inference_mode():
-                    if explore and not frozen:
-                        out = module.forward_exploration(inputs)
-                        dist = module.action_dist(out["action_dist_inputs"])
-                        act_t = dist.sample(self.torch_rng)
-                    else:
-                        out = module.forward_inference(inputs)
-                        dist = module.action_dist(out["action_dist_inputs"])
-                        # A random baseline's greedy action is still a draw, from this runner's seeded stream.
-                        sampled = module.greedy_is_sampled or frozen
-                        act_t = dist.sample(self.torch_rng) if sampled else dist.deterministic_sample()
+                    out, dist, act_t = torch_act(module, inputs, self.torch_rng, explore, frozen)
                     if agent_states is not None:  # the acting agents' states advance; the others' stay
                         agent_states.scatter(envs_idx, agents, out.get("state_out"))
                     act = act_t.numpy()
@@ -131,10 +121,7 @@ class LockstepSteps:
             extra[sb.ACTION_LOGP] = logp()
         if sb.VF_PREDS in columns:
             if vf is None:
-                raise ConfigError(
-                    f"policy '{pid}': its algorithm records value predictions, but module "
-                    f"{type(self.module[pid]).__name__}.forward_exploration returned no 'vf_preds'"
-                )
+                raise no_values(pid, self.module[pid])
             extra[sb.VF_PREDS] = vf
         if sb.STATE in columns:
             extra[sb.STATE] = state_block
@@ -207,11 +194,7 @@ class LockstepSteps:
                     final_obs = obs.pop(agent, None)
                     if slot is not None and collect:
                         collectors[slot[0]].truncateds[slot[1]] = True
-                        rows = truncated_rows.setdefault(slot[0], ([], [], [], []))
-                        rows[0].append(slot[1])
-                        rows[1].append(final_obs)
-                        rows[2].append(next_state)
-                        rows[3].append(self._carried_state(slot[0], k, agent))
+                        self._piece_end(truncated_rows, *slot, k, agent, final_obs, next_state)
                 if all_done:
                     # Agents the env ended without a flag: treat as truncated, bootstrap from their own value.
                     for agent, (pid, row) in pending.items():

@@ -12,3 +12,8 @@ BATCH_SEED_KEY = 1 << 20
 def seed_sequence(seed: int | None, *key: int) -> np.random.SeedSequence:
     """The SeedSequence of a component identified by `key` (None: fresh OS entropy)."""
     return np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
+
+
+def batch_seed(seed: int | None, worker_index: int, incarnation: int) -> int:
+    """The seed of a runner's batched simulator: the batched path and the dict path over its worlds use this one."""
+    return int(seed_sequence(seed, worker_index, incarnation, BATCH_SEED_KEY).generate_state(1, np.uint32)[0] >> np.uint32(1))

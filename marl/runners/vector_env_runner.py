@@ -3,18 +3,17 @@
 `EnvRunner` steps K Python env copies one after the other. A VMAS env already holds K worlds
 in torch tensors and steps them in one call, so `VectorEnvRunner` makes ONE VMAS env with
 `num_envs = num_envs_per_env_runner` and gives the runner's per-copy bookkeeping (episodes,
-pending rows, resets) K views of it (`marl.envs.vmas`): each lockstep step first steps the whole
+pending rows, resets) K views of it (`marl.envs.batched_view.BatchViews`): each lockstep step first steps the whole
 batch with every world's actions, then the usual per-copy loop reads each world's row of the
 result. It is the fallback for what the batched path (`BatchedEnvRunner`) does not run.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from marl.envs.vmas import VmasBatch
+from marl.envs.batched_view import BatchViews
+from marl.envs.vmas import VmasEnv
 from marl.runners.env_runner import EnvRunner
-from marl.runners.seeds import BATCH_SEED_KEY, seed_sequence
+from marl.runners.seeds import batch_seed
 
 
 class VectorEnvRunner(EnvRunner):
@@ -22,9 +21,8 @@ class VectorEnvRunner(EnvRunner):
 
     def _make_envs(self) -> list:
         env_cfg = self.config.environment_cfg
-        seq = seed_sequence(self.config.debugging_cfg.seed, self.worker_index, self.incarnation, BATCH_SEED_KEY)
-        seed = int(seq.generate_state(1, np.uint32)[0] >> np.uint32(1))
-        self.batch = VmasBatch(env_cfg.env, dict(env_cfg.env_config), self.num_envs, seed=seed)
+        seed = batch_seed(self.config.debugging_cfg.seed, self.worker_index, self.incarnation)
+        self.batch = BatchViews(VmasEnv(env_cfg.env, dict(env_cfg.env_config), self.num_envs, seed), seeded=False)
         return list(self.batch.views)
 
     def _step_envs(self, actions: list[dict], collect: bool) -> int:
