@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from marl.algorithms.canonical import CanonicalTask
-from marl.algorithms.hasac.loss import actor_loss
+from marl.algorithms.hasac.loss import actor_loss, alpha_loss
 from marl.algorithms.masac import loss as masac_loss
 from marl.algorithms.masac.config import MASACConfig, MASACTraining
 from marl.algorithms.sac.config import SACParts, group_lr
@@ -45,7 +45,7 @@ class HASACParts(SACParts):
     def param_groups(self, cfg):
         critic = ParamGroup("critic", masac_loss.critic_loss, lr=group_lr(cfg, "critic"), eps=cfg.adam_eps,
                             grad_clip=cfg.grad_clip, params=lambda m: m.critic_parameters())
-        alpha = ParamGroup("alpha", masac_loss.alpha_loss, lr=group_lr(cfg, "alpha"), eps=cfg.adam_eps,
+        alpha = ParamGroup("alpha", alpha_loss, lr=group_lr(cfg, "alpha"), eps=cfg.adam_eps,
                            params=lambda m: [m.log_alpha])
         return [critic, *(self._actor_group(cfg, k) for k in range(self.n_agents)), alpha]
 
