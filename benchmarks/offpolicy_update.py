@@ -9,8 +9,9 @@ defaults test's task (`canonical_tasks`: HASAC and MASAC on continuous simple_sp
 CartPole-v1) with seed 1, trains until the first learner update and keeps that update's replayed batch
 (`train_batch_size` rows), then reseeds torch and the learner's generator and runs `--updates` updates on it
 after 3 warm-up ones. It prints the process's CPU time per update (the steadier figure on a loaded machine:
-it leaves out the time the process waited for a core), the wall time, and a SHA-1 of the module's weights
-after the updates. The runs of one repeat go back to back, this tree and `--before REV` (exported with
+it leaves out the time the process waited for a core), the wall time, a SHA-1 of the module's weights after
+the updates, and the multiply-accumulates of one more update's matrix products (mm and addmm, forward and
+backward, counted by a dispatch mode: the work, whatever the load). The runs of one repeat go back to back, this tree and `--before REV` (exported with
 `git archive` into a temporary folder), their order rotating with the repeat. Reports the median per
 update and this tree / REV; `same weights` says whether both trees' updates gave bit-identical weights
 (same math, same random draws in the same order: a change that only removes repeated work keeps them).
