@@ -49,7 +49,8 @@ class ActorOutputs:
     are the very forwards the losses made before this cache (same inputs, same weights, same operations):
     the update's numbers are unchanged, bit for bit (benchmarks/offpolicy_update.py checks).
     Anything else that changes an actor's weights in place (`set_weights`, a checkpoint's restore) bumps the
-    parameters' version counters, which `_fingerprint` compares, so such outputs are never reused."""
+    parameters' version counters, which `_fingerprint` compares, so such outputs are never reused (the learner's
+    fused Adam kernel leaves those counters as they are: hence the explicit `stepped`)."""
 
     def __init__(self):
         self.obs = None
@@ -62,9 +63,11 @@ class ActorOutputs:
     def get(self, module, obs: torch.Tensor, agent: int) -> torch.Tensor:
         """Agent `agent`'s raw outputs [B, out] on obs[:, agent] (obs [B, n, ...]); with the graph to its actor's
         weights when gradients are on."""
+        actor = module.actors[agent]
+        if torch.compiler.is_compiling():  # (`learners.compile_loss`: traced losses compute their own)
+            return _apply(actor, obs[:, agent])
         if obs is not self.obs:  # another minibatch
             self.obs, self.outputs = obs, {}
-        actor = module.actors[agent]
         mark = (self._fingerprint(actor), torch.is_grad_enabled())
         kept = self.outputs.get(agent)
         if kept is None or kept[0][0] != mark[0] or (mark[1] and not kept[0][1]):  # (a no-grad forward has no graph)
