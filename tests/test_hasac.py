@@ -13,7 +13,9 @@ from marl import HASACConfig
 from marl.algorithms import config_from_dict
 from marl.algorithms.hasac.config import HASACParts
 from marl.algorithms.hasac.loss import actor_loss
+from marl.data import sample_batch as sb
 from marl.errors import ConfigError
+from marl.replay import DISCOUNTS, REPLAY_WEIGHTS
 
 SMALL = ["training.num_steps_sampled_before_learning_starts=50", "training.min_env_steps_per_iteration=100",
          "training.train_batch_size=16", "training.training_intensity=4", "env_runners.num_envs_per_env_runner=2",
@@ -67,3 +69,45 @@ def test_each_agent_has_its_own_actor_and_its_loss_reaches_only_that_actor(conti
 def test_a_shared_actor_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="shared_actor.*HASAC gives each agent its own actor"):
         config_from_dict({"algo": "HASAC", "environment": {"env": "mpe2.simple_spread_v3"}}, ["training.shared_actor=true"])
+
+
+@pytest.mark.parametrize("continuous", [True, False], ids=["Box", "Discrete"])
+def test_actor_forwards_shared_across_the_steps_leave_the_updates_bit_identical(continuous, monkeypatch):
+    """`ActorOutputs` runs each actor once per weight version on the minibatch (3n forwards an update with
+    next_obs's n, not n(n + 2) + n), and the runs' weights equal, bit for bit, those of runs that recompute
+    every forward, as the losses did before it."""
+    from marl.algorithms.hasac import loss as hasac_loss
+    from marl.modules.actor_q import _apply
+
+    def weights_after_training(recompute: bool):
+        with monkeypatch.context() as patch:
+            if recompute:
+                patch.setattr(hasac_loss.ActorOutputs, "get", lambda self, module, obs, k: _apply(module.actors[k], obs[:, k]))
+            algo = _build(continuous)
+            try:
+                algo.train()
+                algo.train()
+                return {k: v.clone() for k, v in algo.learners.local.module["default_policy"].state_dict().items()}, algo
+            finally:
+                algo.stop()
+
+    shared, algo = weights_after_training(recompute=False)
+    recomputed, _ = weights_after_training(recompute=True)
+    assert shared.keys() == recomputed.keys()
+    assert all(torch.equal(shared[k], recomputed[k]) for k in shared)
+    learner = algo.learners.local
+    module = learner.module["default_policy"]
+    calls = []
+    hooks = [actor.register_forward_hook(lambda *_: calls.append(1)) for actor in module.actors]
+    try:
+        rows = {sb.OBS: torch.randn(16, 3, module.obs_dim), sb.NEXT_OBS: torch.randn(16, 3, module.obs_dim),
+                sb.REWARDS: torch.zeros(16), sb.TERMINATEDS: torch.zeros(16), DISCOUNTS: torch.full((16,), 0.99),
+                REPLAY_WEIGHTS: torch.ones(16),
+                sb.ACTIONS: torch.rand(16, 3, 5) * 2 - 1 if continuous else torch.randint(0, 5, (16, 3))}
+        for group in learner.parts["default_policy"].update_order(learner.groups["default_policy"], learner.rng):
+            learner._step_group("default_policy", group, module, rows, learner.train_cfgs["default_policy"],
+                                learner.targets["default_policy"])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(calls) == 9  # 3 on next_obs (the critic's target), 6 on obs: each actor before and after its step

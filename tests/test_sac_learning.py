@@ -1,7 +1,9 @@
-"""SAC and TD3 learn from tuned scenarios: each run stops as soon as it reaches its threshold (slow tests).
+"""SAC learns from tuned scenarios: each run stops as soon as it reaches its threshold (slow tests).
 
 The defaults of SAC (Pendulum-v1; CartPole-v1, seeds 0-2), TD3, MASAC and MADDPG on their canonical tasks:
-tests/test_defaults_learn.py."""
+tests/test_defaults_learn.py. TD3 on Pendulum-v1 is that test's alone: scenarios/pendulum_td3.yaml sets TD3's
+defaults (seed 0 aside), and its test here (-250 within 30k, seed 0) claimed less than the defaults test does
+(-250 within 12k, seed 1; training.actor_lr=0 there: -1293 at 12k, 2026-11-29)."""
 
 from __future__ import annotations
 
@@ -36,10 +38,6 @@ def train_until(config, threshold: float, max_env_steps: int, what: str) -> floa
                 pytest.fail(f"{what} reached only {best:.1f} (needs {threshold}) in {result['env_steps_total']} env steps")
     finally:
         algo.stop()
-
-
-def test_td3_pendulum_reaches_minus_250_within_30k_env_steps():
-    train_until(marl.load_scenario(ROOT / "scenarios/pendulum_td3.yaml"), -250, 30_000, "TD3 on Pendulum-v1")
 
 
 def test_discrete_sac_cartpole_reaches_450_within_100k_env_steps():

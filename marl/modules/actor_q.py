@@ -219,8 +219,11 @@ class ActorQModule(RLModule):
         b, n = obs.shape[:2]
         if len(actors) > 1:  # an actor per agent (no agent-id one-hot: that is for a shared actor): k's on column k
             return torch.stack([_apply(actors[k], obs[:, k]) for k in range(n)], dim=1)
-        places = torch.arange(n).repeat(b)
-        return self.actor_rows(obs.reshape(b * n, *obs.shape[2:]), places, actors).view(b, n, -1)
+        rows = obs.reshape(b * n, *obs.shape[2:])
+        if not self.agent_id:  # one actor, no one-hot of the agent's place: the places are not read
+            return _apply(actors[0], rows).view(b, n, -1)
+        places = torch.arange(n, device=obs.device).repeat(b)
+        return self.actor_rows(rows, places, actors).view(b, n, -1)
 
     def q_values(self, obs: torch.Tensor, actions: torch.Tensor | None, critics: nn.ModuleList | None = None,
                  state: torch.Tensor | None = None) -> list[torch.Tensor]:

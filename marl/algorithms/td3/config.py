@@ -52,7 +52,7 @@ class TD3Parts(AlgorithmParts):
 class TD3Config(SACConfig):
     algo_name = "TD3"
     canonical_tasks = (
-        CanonicalTask("Pendulum-v1", threshold=-250, budget=12_000, measured="-194 at 5k env steps, 49 s"),
+        CanonicalTask("Pendulum-v1", threshold=-250, budget=12_000, measured="-194 at 5k env steps, 49 s; actor_lr 0: -1293 at 12k"),
     )
     training_section_cls = TD3Training
     capabilities = Capabilities(action_spaces=BOX, recurrent=False, overlap=False,
