@@ -114,16 +114,6 @@ def test_a_section_under_another_group_and_a_name_in_two_groups_are_one_line(tmp
 PATH = re.compile(r"(?<![\w/.-])benchmarks/(?:[\w-]+/)*[\w-]+\.(?:py|sh|md)\b")
 # What the repo keeps as it was measured or written then: the records (and the README made of them), peers' raw output.
 KEPT = re.compile(r"^(benchmarks/results/|benchmarks/README\.md$|docs/results/.*\.json$)")
-# Stale paths in folders this change did not edit (other work was under way there); each goes once it is fixed.
-STALE_ELSEWHERE = {
-    ("marl/algorithms/cql/config.py", "benchmarks/cql_pendulum.py"),
-    ("marl/algorithms/ppo/action_space_defaults.py", "benchmarks/images.py"),
-    ("marl/algorithms/sac/config.py", "benchmarks/sac_cartpole.py"),
-    ("marl/envs/many_agents.py", "benchmarks/many_agents.py"),
-    ("marl/envs/swarm.py", "benchmarks/agent_scaling.py"),
-    ("marl/envs/wrappers.py", "benchmarks/images.py"),
-    ("marl/runners/lockstep.py", "benchmarks/sampling.py"),
-}
 
 
 def repo_files() -> list[str]:
@@ -152,9 +142,7 @@ def test_every_benchmarks_path_the_repo_names_exists():
     named = named_paths()
     assert ("docs/batched.md", "benchmarks/speed/agent_scaling.py") in named  # the scan sees the docs
     dead = {(f, p) for f, p in named if not (ROOT / p).exists()}
-    new_dead = sorted(dead - STALE_ELSEWHERE)
-    assert not new_dead, "dead paths (file, path):\n" + "\n".join(map(str, new_dead))
-    assert STALE_ELSEWHERE - dead == set(), "fixed: take these out of STALE_ELSEWHERE"
+    assert not dead, "dead paths (file, path):\n" + "\n".join(map(str, sorted(dead)))
 
 
 def test_every_benchmark_a_command_in_the_repo_runs_exists():

@@ -5,7 +5,7 @@ every step; its observation is a slice of one NumPy array the env updates in one
 vectorised call, its reward is 1 when its action matches a target that moves with
 the step (so a policy can learn it); every agent ends together at `episode_length`.
 Importing this module registers it as `many_agents` (env_config: num_agents, obs_dim, num_actions,
-episode_length); `benchmarks/many_agents.py` and `tests/test_many_agents.py` use it.
+episode_length); `benchmarks/speed/many_agents.py` and `tests/test_many_agents.py` use it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A toy batched simulator: point agents steering to their own goals, O(worlds x agents) tensor work per step.
 
 A complete `BatchedEnv` (`marl.envs.batched`) to copy from, and what tests and
-`benchmarks/agent_scaling.py` use where a simulator's own cost must not set the curve (VMAS's
+`benchmarks/speed/agent_scaling.py` use where a simulator's own cost must not set the curve (VMAS's
 collision checks grow with the square of the agent count). `stacked=True` hands out one
 [worlds, agents, ...] tensor each for observations, actions and rewards; `False` a dict of
 [worlds, ...] views per agent. Register it for the batched path with

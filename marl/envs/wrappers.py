@@ -20,7 +20,7 @@ with a side over LARGE_SIDE = 84 px, RLlib's old `model.dim`) is resized by Supe
 IMAGE_SIDE x IMAGE_SIDE = 42 x 42, colour and uint8 kept; any other env gets no wrapper. The default modules
 size their conv stack to the resized frame (`marl.modules.catalog.default_conv_filters`). Pistonball's
 457x120 RGB crops, full size, cost 283 s an iteration under PPO's defaults; resized, seconds
-(benchmarks/images.py). A list given (even []) replaces `auto` whole: grey frames, another size, none. Frame
+(benchmarks/speed/images.py). A list given (even []) replaces `auto` whole: grey frames, another size, none. Frame
 stacking is the `frame_stack` connector's (`connectors.env_to_module`). The config resolves `auto` when it
 builds, so a run's config.yaml names the wrappers it ran with.
 """

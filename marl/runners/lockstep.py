@@ -3,7 +3,7 @@
 `EnvRunner` inherits these two methods. They run once per env step of a whole
 fragment, between env steps that evict the CPU caches, so every Python call and
 every torch call here costs several times what it costs in a warm loop (measured
-with benchmarks/sampling.py and cProfile call counts):
+with benchmarks/speed/sampling.py and cProfile call counts):
 
 * the acting agents of all env copies are grouped as one tuple per row (unzipped
   once per policy), not six list appends per agent;

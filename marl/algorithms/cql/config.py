@@ -68,7 +68,7 @@ class CQLConfig(OfflineConfig):
     # 50 iterations: CartPole's offline Q-learning must stay good, not peak and drift (as with cql_alpha 1).
     # Box actions: SAC's learner with the conservative penalty on Pendulum-v1's mixed recording; 30 iterations
     # (an iteration costs 8x CartPole's: 10 sampled actions a state through two 256x256 critics), judged at 20
-    # and 30. benchmarks/cql_pendulum.py holds 50 and 100-iteration runs (no drift) and cql_alpha 0's -727 to -933.
+    # and 30. benchmarks/studies/cql_pendulum.py holds 50 and 100-iteration runs (no drift) and cql_alpha 0's -727 to -933.
     canonical_tasks = (
         CanonicalTask(
             "CartPole-v1", threshold=400, budget=50, data="cartpole_mixed",

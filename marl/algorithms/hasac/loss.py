@@ -47,7 +47,7 @@ class ActorOutputs:
     are computed with the graph to their actor's weights where gradients are on, so agent k's own step
     backpropagates through the forward an earlier step made (its weights have not changed since). The values
     are the very forwards the losses made before this cache (same inputs, same weights, same operations):
-    the update's numbers are unchanged, bit for bit (benchmarks/offpolicy_update.py checks).
+    the update's numbers are unchanged, bit for bit (benchmarks/speed/offpolicy_update.py checks).
     Anything else that changes an actor's weights in place (`set_weights`, a checkpoint's restore) bumps the
     parameters' version counters, which `_fingerprint` compares, so such outputs are never reused (the learner's
     fused Adam kernel leaves those counters as they are: hence the explicit `stepped`)."""

@@ -20,7 +20,7 @@ too: on Pistonball, whose conv encoder both heads share, it did not learn in 266
 IMAGE keeps a conv update to seconds on a CPU: a conv pass costs about a hundred times an MLP's per row, so 3
 epochs of 256-row minibatches (48 SGD steps per 4,096-row batch, not DISCRETE's 640), a [256] relu head over the
 conv stack that `model.conv_filters: null` sizes to the frame, and GAE lambda 0.95 for Box actions too
-(BOX's 0.1 is sized for Pendulum's dense reward). Pistonball with these: benchmarks/images.py --defaults (time,
+(BOX's 0.1 is sized for Pendulum's dense reward). Pistonball with these: benchmarks/speed/images.py --defaults (time,
 memory) and --learn (against random actions).
 """
 

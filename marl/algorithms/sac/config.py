@@ -106,10 +106,10 @@ class SACConfig(AlgorithmConfig):
     algo_name = "SAC"
     canonical_tasks = (
         CanonicalTask("Pendulum-v1", threshold=-250, budget=10_000, measured="-97 at 3k env steps, 38 s"),
-        # Discrete actions: the stochastic policy's return in one iteration (benchmarks/sac_cartpole.py, same rule).
+        # Discrete actions: the stochastic policy's return in one iteration (benchmarks/studies/sac_cartpole.py, same rule).
         # Seeds 0-2 all pass there (its record); the defaults test runs seed 0 alone: seeds 1 and 2 take 200 s each
         # in CI, which would put the defaults test past its 10-minute budget.
-        CanonicalTask("CartPole-v1", threshold=450, budget=100_000, seeds=(0,), measured="465 at 7k env steps (seed 0; seeds 1, 2: 500 at 17k, 488 at 16k in benchmarks/sac_cartpole.py; greedy then 206, 415, 417)"),
+        CanonicalTask("CartPole-v1", threshold=450, budget=100_000, seeds=(0,), measured="465 at 7k env steps (seed 0; seeds 1, 2: 500 at 17k, 488 at 16k in benchmarks/studies/sac_cartpole.py; greedy then 206, 415, 417)"),
     )
     training_section_cls = SACTraining
     capabilities = Capabilities(action_spaces=DISCRETE | BOX, recurrent=False, overlap=False,
