@@ -3,8 +3,8 @@
     serve(host, port) --batch--> concat --> learn --> ... --> report      (the scenario's graph, sample replaced)
 
 Building the node starts the HTTP policy server (`marl.external.server`) in a
-thread; each item waits for client experience, then emits every finished piece
-as one batch, with the weights versions its rows were acted with. Before waiting
+thread; each item waits for client experience, then emits each finished piece (an
+episode's rows, or a cut of one) as a batch of its own, with the weights versions its rows were acted with. Before waiting
 it gives the server the learner's newest weights (inference on the server, and
 what `GET /weights` sends clients that act locally). The token comes from the environment variable
 named by `token_env` (never from the graph, which config.yaml records).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from marl.data import MultiAgentBatch, SampleBatch
+from marl.data import MultiAgentBatch
 from marl.data.records import BATCH, SampledBatch
 from marl.execution import LocalIterator
 from marl.execution import metrics as m
@@ -65,28 +65,35 @@ class Serve(Operator):
         counters, timer = metrics.counters, metrics.timers["serve"]
 
         def gen():
+            queue: list = []  # pieces drained and not emitted yet
+            finished: list = []  # episodes that ended since the last record
             while True:
-                server.set_weights(learners.get_weights())  # skipped when the version is loaded already
+                # Each record, as each iteration did: the server acts with the learner's newest weights (skipped
+                # when loaded already), its counters are read, silent episodes dropped (in `drain`).
+                server.set_weights(learners.get_weights())
                 with timer.timing():
                     while True:
-                        pieces, finished = server.drain()
+                        pieces, ended = server.drain()
                         with server.lock:
                             counters.update(server.counters)
-                        if pieces:
+                        queue.extend(pieces)
+                        finished.extend(ended)
+                        if queue:
                             break
                         time.sleep(0.02)
-                policies: dict[str, list[SampleBatch]] = {}
-                for batches, _, _ in pieces:
-                    for pid, b in batches.items():
-                        policies.setdefault(pid, []).append(b)
-                batch = MultiAgentBatch({p: SampleBatch.concat(bs) for p, bs in policies.items()}, sum(s for _, s, _ in pieces))
-                versions = sorted({v for _, _, vs in pieces for v in vs}) or [server.weights_version]
-                record = SampledBatch(batch, finished, versions)
+                # One record a piece (an episode's rows, or a cut of one), so `concat` cuts each train batch within
+                # one piece of its size whatever the clients sent meanwhile: while the learner trains, clients the
+                # server acts for go on stepping, and under load a drain held several batches' worth (3,250 env
+                # steps for 500), which trained as one batch would be fewer, larger updates per env step.
+                batches, steps, versions = queue.pop(0)
+                batch = MultiAgentBatch(batches, steps)
+                record = SampledBatch(batch, finished, sorted(versions) or [server.weights_version])
+                metrics.episodes.extend(finished)
+                finished = []
                 counters[m.ENV_STEPS_SAMPLED] += batch.env_steps
                 counters[m.AGENT_STEPS_SAMPLED] += batch.agent_steps()
                 for pid, n in batch.agent_steps_per_policy().items():
                     counters[f"{m.AGENT_STEPS_SAMPLED}/{pid}"] += n
-                metrics.episodes.extend(finished)
                 yield record
 
         return LocalIterator(gen, metrics, "serve")
