@@ -139,9 +139,11 @@ def recordings(tmp_path_factory):
 # -- the test ---------------------------------------------------------------------------------------------------
 
 
-def run_online(name, task, seed) -> tuple[float, int]:
+def run_online(name, task, seed) -> tuple[float, int, float | None]:
     """The metric (averaged over `window` iterations) when it first reaches the threshold, else at the end of
-    the budget, and the env steps sampled by then."""
+    the budget, and the env steps sampled by then; where the task asks the run to hold (`hold`), the run goes
+    on to `hold` env steps and the third value is the metric averaged over its last `hold_window` iterations
+    (to be at least `hold_threshold`, or the threshold)."""
     overrides = [*task.overrides, f"debugging.seed={seed}"]
     algo = config_from_dict({"algo": name, "environment": {"env": task.env}}, overrides).build()
     scores = []
@@ -151,7 +153,14 @@ def run_online(name, task, seed) -> tuple[float, int]:
             scores.append(result[task.metric])
             score = float(np.mean(scores[-task.window:])) if len(scores) >= task.window else math.nan
             if (not math.isnan(score) and score >= task.threshold) or result["env_steps_total"] >= task.budget:
-                return score, result["env_steps_total"]
+                break
+        reached, steps = score, result["env_steps_total"]
+        if not task.hold or not reached >= task.threshold:
+            return reached, steps, None
+        while result["env_steps_total"] < task.hold:
+            result = algo.train()
+            scores.append(result[task.metric])
+        return reached, steps, float(np.mean(scores[-task.hold_window:]))
     finally:
         algo.stop()
 
@@ -201,6 +210,9 @@ def test_every_algorithm_declares_where_its_defaults_learn():
             assert isinstance(task, CanonicalTask), f"{name}: {task!r} is not a CanonicalTask"
             assert task.data is None or task.data in RECORDINGS, f"{name}: unknown recording '{task.data}'"
             assert task.budget > 0 and task.window >= 1 and task.seeds, f"{name}: {task}"
+            # a hold is judged well past the first success: at least 3x the budget, online, over several iterations
+            assert task.hold == 0 or (task.hold >= 3 * task.budget and task.data is None and task.hold_window >= 2), (
+                f"{name}: hold {task.hold} (budget {task.budget}, window {task.hold_window}, data {task.data})")
 
 
 @pytest.mark.slow
@@ -222,9 +234,15 @@ def check_defaults_learn(name, task, seed, request) -> None:
             f"{name}'s defaults on '{task.data}': greedy return by iteration {scores} (threshold {task.threshold})"
         )
     else:
-        score, steps = run_online(name, task, seed)
-        print(f"{name} on {task.env}: {task.metric} {score:.1f} at {steps} env steps")
+        score, steps, held = run_online(name, task, seed)
+        print(f"{name} on {task.env}: {task.metric} {score:.1f} at {steps} env steps"
+              + ("" if held is None else f"; {held:.1f} over the last {task.hold_window} iterations to {task.hold}"))
         assert score >= task.threshold, (
             f"{name}'s defaults on {task.env}: {task.metric} {score:.1f} in {steps} env steps "
             f"(threshold {task.threshold}, budget {task.budget})"
+        )
+        hold_at = task.threshold if task.hold_threshold is None else task.hold_threshold
+        assert held is None or held >= hold_at, (
+            f"{name}'s defaults on {task.env} reached {task.threshold} but did not hold {hold_at}: {task.metric} "
+            f"{held:.1f} over the last {task.hold_window} iterations to {task.hold} env steps"
         )

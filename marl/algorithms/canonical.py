@@ -25,6 +25,12 @@ class CanonicalTask:
     # online: a key of train()'s result; the run passes when it first reaches `threshold` within `budget`
     metric: str = "episode_return_mean"
     window: int = 1  # online: iterations the metric is averaged over (noisy multi-agent returns)
+    # online: env steps the run goes on to once it reached the threshold (0: it stops there); the metric averaged
+    # over its last `hold_window` iterations must still reach `hold_threshold` (None: the threshold), so learning
+    # that peaks and falls back (a diverging target, a growing value loss) fails
+    hold: int = 0
+    hold_window: int = 10
+    hold_threshold: float | None = None
     # offline: the recording `offline.input` reads (a recipe the defaults test records); the run passes when the
     # greedy return reaches `threshold` at every 10th iteration of the budget's second half and at its end
     data: str | None = None
