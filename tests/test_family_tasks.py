@@ -104,7 +104,7 @@ def test_the_openspiel_group_learns_kuhn_poker_toward_nash_with_nothing_else_set
     import pyspiel
 
     from marl.population.members import mixture_nash_conv, tabular_policy
-    from marl.workflow.member_matches import MemberFactory
+    from marl.workflow.member_modules import MemberFactory
 
     config = compose(None, ["algorithm=ppo", "task=openspiel/kuhn_poker", "debugging.seed=1",
                             "loggers.tensorboard=false"]).config(validate=True)

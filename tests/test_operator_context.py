@@ -15,7 +15,7 @@ from marl import PPOConfig
 from marl.cli.serve import serving_config
 
 ROOT = Path(__file__).resolve().parents[1]
-# Rating games are played by a runner of their own (`marl.workflow.member_matches`), whose envs are its job;
+# Rating games are played by a runner of their own (`marl.runners.matches`), whose envs are its job;
 # the only envs the tests below let be made, and count.
 MATCH_GAMES = "marl.runners.env_runner"
 

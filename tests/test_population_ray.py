@@ -1,4 +1,4 @@
-"""PSRO's evaluation matches over Ray match runners: the same results as in-process, and none lost to a killed runner."""
+"""PSRO's evaluation matches over a runner group of match players: the same results as in-process, and none lost to a killed runner."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ def kill_a_runner_mid_match(ray, psro: PSRO, killed: list, step_done: threading.
 
     def watch():
         while not step_done.is_set():
-            pool = psro._matches
-            in_flight = list(pool.in_flight.values()) if pool is not None else []
+            group = psro._matches  # the match players' runner group
+            in_flight = list(getattr(group, "in_flight", {}).values()) if group is not None else []
             if in_flight:
-                index, job = in_flight[0]
-                kill_and_wait(ray, pool.runners[index])
-                killed.append(job[0])
+                index, call = in_flight[0]
+                kill_and_wait(ray, group.remote[index])
+                killed.append(call)
                 return
             time.sleep(0.005)
 

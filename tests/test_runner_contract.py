@@ -16,7 +16,7 @@ from marl.runners.env_runner import EnvRunner
 from marl.runners.jax_rollout import CompiledRolloutRunner
 from marl.runners.runner_choice import runner_class
 from marl.runners.vector_env_runner import VectorEnvRunner
-from marl.workflow import member_matches
+from marl.runners import matches
 from marl.workflow.runner_protocol import RUNNER_METHODS, Runner, contract_gaps
 
 RUNNERS = [EnvRunner, VectorEnvRunner, BatchedEnvRunner, CompiledRolloutRunner]
@@ -117,25 +117,25 @@ def test_a_batched_runner_refuses_a_mapping_state_that_rebinds_agents():
 
 
 def test_match_play_is_a_runner_with_both_members_frozen_and_seeded_by_the_match(monkeypatch):
-    """League and PSRO matches (`member_matches.play_matches`) are played by the runner the chooser picks, which keeps
+    """League and PSRO matches (`marl.runners.matches.play_matches`) are played by the runner the chooser picks, which keeps
     the contract, with the two members frozen in their seats; the match's seed alone decides its returns."""
     cfg = marl.PPOConfig().environment("openspiel.kuhn_poker").multi_agent(policies={"main": {"model": {"hiddens": [8]}}})
     trained = runner_class(cfg)(cfg, 0)
     spec, weights = trained.specs["main"], trained.get_weights()["modules"]["main"]
     trained.stop()
     played_by = []
-    chooser = member_matches.runner_class
+    chooser = matches.runner_class
 
     def recording(config):
         cls = chooser(config)
         return lambda config, index: played_by.append(cls(config, index)) or played_by[-1]
 
-    monkeypatch.setattr(member_matches, "runner_class", recording)
-    returns = member_matches.play_matches(cfg, spec, (weights, weights), 40, seed=5)
+    monkeypatch.setattr(matches, "runner_class", recording)
+    returns = matches.play_matches(cfg, spec, (weights, weights), 40, seed=5)
     (runner,) = played_by
     assert isinstance(runner, Runner) and contract_gaps(type(runner)) == []
-    assert runner.frozen_policies == set(member_matches.SEATS)
+    assert runner.frozen_policies == set(matches.SEATS)
     assert returns.shape == (40, 2) and np.all(returns.sum(axis=1) == 0)  # kuhn poker: zero-sum, every game played out
-    again = member_matches.play_matches(cfg, spec, (weights, weights), 40, seed=5)
-    other = member_matches.play_matches(cfg, spec, (weights, weights), 40, seed=6)
+    again = matches.play_matches(cfg, spec, (weights, weights), 40, seed=5)
+    other = matches.play_matches(cfg, spec, (weights, weights), 40, seed=6)
     assert np.array_equal(returns, again) and not np.array_equal(returns, other)

@@ -1,5 +1,5 @@
 """A population member as something that plays: its module rebuilt from saved weights and matches
-between members (`marl.workflow.member_matches`, which the league's rating matches share), and
+between members (`marl.runners.matches`, which the league's rating matches share), and
 (OpenSpiel games) the member as an OpenSpiel tabular policy.
 
 Modules are built on demand from the weights the population keeps (NumPy state dicts) and dropped
@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from marl.errors import ConfigError
-from marl.workflow.member_matches import MemberFactory, action_probabilities, play_matches
+from marl.runners.matches import play_matches
+from marl.workflow.member_modules import MemberFactory, action_probabilities
 
 __all__ = ["MemberFactory", "action_probabilities", "play_matches", "tabular_policy", "mixture_nash_conv",
            "uniform_table", "exact_best_response", "exact_payoffs"]

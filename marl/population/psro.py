@@ -12,7 +12,7 @@ A symmetric two-player population: every member plays either seat. One epoch:
    from the members' OpenSpiel tabular policies (`payoffs="exact"`, small OpenSpiel games; the
    matches are still played, for the ratings); every match moves the members' Elo and openskill
    ratings (`marl.policies.ratings`). `match_runners=N` plays them on N Ray actors
-   (`marl.population.match_runners`): the same returns as in-process, and a runner killed mid-match
+   (a runner group of `marl.runners.matches.MatchPlayer`s): the same returns as in-process, and a runner killed mid-match
    is replaced and its match played again, so no result is lost or counted twice;
 4. **meta-solve**: `meta_solver` (`nash` LP, `prd`, `uniform`) over the payoff table;
 5. **NashConv**: for OpenSpiel games with information states, OpenSpiel's
@@ -49,9 +49,12 @@ from marl.config.psro_section import BEST_RESPONSES, PAYOFF_SOURCES, PSROSection
 from marl.envs import make_env
 from marl.errors import ConfigError
 from marl.population import members as mb
-from marl.population.match_runners import MatchPool
 from marl.population.meta_solvers import META_SOLVERS, solve
 from marl.policies.ratings import Ratings
+from marl.execution.ray_init import ensure_ray
+from marl.execution.user_code import job_runtime_env
+from marl.runners import EnvRunnerGroup
+from marl.runners.matches import MatchPlayer
 
 TABLE = "__table__"  # a member that is an OpenSpiel tabular policy (best_response="exact"), not module weights
 
@@ -222,9 +225,11 @@ class PSRO:
         half = self.match_episodes // 2
         seeds = {b: self.seed * 1_000_003 + a * 1009 + b for b in others}
         if self.match_runners:
-            pool, ref = self._match_pool(), self._ref
-            played = pool.play([((b, 0), ref(a), ref(b), half, seeds[b]) for b in others]
-                               + [((b, 1), ref(b), ref(a), half, seeds[b] + 1) for b in others])
+            group, ref, spec = self._match_group(), self._ref, self._factory.spec
+            keys = [(b, seat) for seat in (0, 1) for b in others]
+            calls = [(spec, ref(a), ref(b), half, seeds[b]) if seat == 0 else (spec, ref(b), ref(a), half, seeds[b] + 1)
+                     for b, seat in keys]
+            played = dict(zip(keys, group.map_calls("play", calls)))
         else:
             config, spec, weights = self._factory.config, self._factory.spec, self.weights
             played = {}
@@ -248,14 +253,19 @@ class PSRO:
         mine, theirs = returns
         return float(mine.mean()), float(theirs.mean())
 
-    def _match_pool(self):
+    def _match_group(self):
         if self._matches is None:
-            self._matches = MatchPool(self._factory.config, self._factory.spec, self.match_runners)
+            config = self._factory.config.copy().env_runners(num_env_runners=self.match_runners)
+            ensure_ray(runtime_env=job_runtime_env(config))
+            self._matches = EnvRunnerGroup(config, runner_cls=MatchPlayer)
         return self._matches
 
     def _ref(self, k: int):
+        """Member k's weights in the object store, put once and read by every match that plays it."""
+        import ray
+
         if k not in self._refs:
-            self._refs[k] = self._matches.put(self.weights[k])
+            self._refs[k] = ray.put(self.weights[k])
         return self._refs[k]
 
     def stop(self) -> None:

@@ -1,4 +1,5 @@
-"""The env runners of a run: one in-process runner, or N Ray actors.
+"""The env runners of a run: one in-process runner, or N Ray actors (or, given `runner_cls`, N actors of another
+class whose calls the group spreads and retries the same way: PSRO's match players, `map_calls`).
 
 Remote work is Ray actors; waiting is `ray.get`/`ray.wait`; weights travel
 through the object store, put once per version and shared by all runners.
@@ -36,14 +37,31 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def _transient(err: BaseException) -> tuple[str, BaseException]:
+    """Why a runner failed, for a restart, where its call can be asked again of a replacement (its process died, or
+    its env raised); an env or a policy mapping that is wrong is raised at once, one clear message, no retry."""
+    import ray
+
+    if isinstance(err, ray.exceptions.RayActorError):
+        return f"its process died: {_first_line(err)}", err
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, EnvStepError):
+        return f"its env raised: {_first_line(cause)}", cause
+    if isinstance(cause, (EnvError, MappingError)):
+        raise cause from None
+    raise err
+
+
 class EnvRunnerGroup:
-    def __init__(self, config, first_index: int = 0):
-        """`first_index` offsets the runners' worker indices (evaluation runners get their own seeds)."""
+    def __init__(self, config, first_index: int = 0, runner_cls: type | None = None):
+        """`first_index` offsets the runners' worker indices (evaluation runners get their own seeds); `runner_cls`:
+        the actors' class where it is not the chooser's runner (`marl.runners.matches.MatchPlayer`)."""
         self.config = config = config.as_built()
         self.first_index = first_index
         self.num_remote = config.env_runners_cfg.num_env_runners
         self.is_local = self.num_remote == 0
-        self._runner_cls = runner_class(config)  # one of the four runner classes (`marl.runners.runner_choice`)
+        # one of the four runner classes (`marl.runners.runner_choice`) unless the caller names another
+        self._runner_cls = runner_cls or runner_class(config)
         self.local: EnvRunner | None = self._runner_cls(config, first_index) if self.is_local else None
         self.remote: list = []
         self.restarts = 0
@@ -111,17 +129,33 @@ class EnvRunnerGroup:
         while True:
             try:
                 return self._counted(index, method, ray.get(ref))
-            except ray.exceptions.RayActorError as err:
-                self._restart(index, f"its process died: {_first_line(err)}", err)
-            except ray.exceptions.RayTaskError as err:
-                cause = err.cause
-                if isinstance(cause, EnvStepError):
-                    self._restart(index, f"its env raised: {_first_line(cause)}", cause)
-                elif isinstance(cause, (EnvError, MappingError)):
-                    raise cause from None  # the env or the mapping is wrong: one clear message, no retry
-                else:
-                    raise
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
+                self._restart(index, *_transient(err))
             ref = getattr(self.remote[index], method).remote(*args)
+
+    def map_calls(self, method: str, calls: list[tuple]) -> list:
+        """`method(*args)` for each `args` of `calls`, spread over the runners as each frees up; a call whose runner
+        failed is asked again, whole, of its replacement, so each call must be a pure function of its arguments
+        (a match: `marl.runners.matches`). The results in the order of `calls`."""
+        if self.is_local:
+            return [self.call_local(method, *args) for args in calls]
+        import ray
+
+        results, pending, idle = [None] * len(calls), list(reversed(range(len(calls)))), list(range(self.num_remote))
+        self.in_flight = {}  # call ref -> (runner index, call index); read by tests that kill a runner mid-call
+        while pending or self.in_flight:
+            while pending and idle:
+                index, k = idle.pop(0), pending.pop()
+                self.in_flight[self.call_remote(index, method, *calls[k])] = (index, k)
+            ref = ray.wait(list(self.in_flight), num_returns=1)[0][0]
+            index, k = self.in_flight.pop(ref)
+            try:
+                results[k] = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as err:
+                self._restart(index, *_transient(err))
+                pending.append(k)
+            idle.append(index)
+        return results
 
     def _counted(self, index: int, method: str, result):
         if method == "sample":
@@ -165,7 +199,8 @@ class EnvRunnerGroup:
             call("set_mapping_state", self._mapping_state)
         if self._frozen is not None:
             call("set_frozen_policies", self._frozen)
-        call("set_steps_sampled", self.steps_sampled[index])
+        if self.steps_sampled[index]:  # (a fresh runner starts at 0; a match player samples nothing)
+            call("set_steps_sampled", self.steps_sampled[index])
         return version
 
     def node_ids(self) -> list[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from marl.data.records import RESULTS, SKIP
 from marl.policies.league import League, pfsp_probabilities
 from marl.policies.ratings import Ratings
-from marl.workflow.member_matches import play_matches
+from marl.runners.matches import play_matches
 from marl.workflow.protocol import Operator
 
 

@@ -23,7 +23,7 @@
 
 `EnvRunner`, `VectorEnvRunner`, `BatchedEnvRunner` and `CompiledRolloutRunner` implement it
 (`marl.runners.runner_choice.runner_class` picks one per config; tests/test_runner_contract.py checks each).
-League and PSRO matches are played by them too (`marl.workflow.member_matches`: the two members frozen in
+League and PSRO matches are played by them too (`marl.runners.matches`: the two members frozen in
 their seats, `run_evaluation`), not by an env loop of their own.
 It is a structural protocol: runners sit below the workflow and do not import it.
 """

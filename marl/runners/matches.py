@@ -1,12 +1,16 @@
-"""Two members of a population playing each other: a member's module rebuilt from saved weights
-(`MemberFactory`) and matches between two members' weights played by a runner (`play_matches`).
+"""Two members of a population playing each other, on runners like any other sampling.
 
-Used by the league's rating matches (`marl.workflow.league_ops`) and PSRO's evaluation matches
-(`marl.population`). A match is a way of sampling like any other: the runner the chooser picks for the
-run's env (`marl.runners.runner_choice`), with the two members as frozen policies in their seats, plays
-fresh episodes (`run_evaluation`), so masks, connectors and acting are the runners' own. Members act as
-frozen policies do: their masked action distribution sampled -- a mixed strategy is what a poker policy
-is, and its greedy action would be a different (more exploitable) policy.
+A match is the runner the chooser picks for the run's env (`marl.runners.runner_choice`) with the two members as
+frozen policies in their seats, playing fresh episodes (`run_evaluation`): masks, connectors and acting are the
+runners' own. Members act as frozen policies do: their masked action distribution sampled -- a mixed strategy is
+what a poker policy is, and its greedy action would be a different (more exploitable) policy.
+
+`play_matches` is a pure function of its arguments (the match's runner is seeded by the match), so the same match
+gives the same returns in-process, on any Ray actor, and when played again after its actor died. Over Ray,
+`MatchPlayer` is the actor an `EnvRunnerGroup` holds for it (`EnvRunnerGroup(config, runner_cls=MatchPlayer)`,
+calls spread by `map_calls`): the group's restarts and failure counts are the env runners' own, and a player keeps
+no network between matches (a population of many members holds weights, not live modules).
+Used by the league's rating matches (`marl.workflow.league_ops`) and PSRO's payoff matches (`marl.population`).
 """
 
 from __future__ import annotations
@@ -14,39 +18,11 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import torch
 
-from marl.connectors import build_policy_module
 from marl.errors import ConfigError
 from marl.runners.runner_choice import runner_class
 
 SEATS = ("seat_0", "seat_1")  # a match's two policies: the members seated first and second
-
-
-def action_probabilities(module, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """[rows, actions] probabilities of a categorical-policy module at observations `obs` with legal `mask`
-    (an OpenSpiel member's tabular policy: every information state at once)."""
-    batch = {"obs": torch.as_tensor(np.asarray(obs, np.float32)), "action_mask": torch.as_tensor(np.asarray(mask, np.float32))}
-    out = module.forward_inference(batch)
-    logits = out.get("action_dist_inputs")
-    if logits is None:
-        raise ConfigError(f"population members need a categorical policy (a module with 'action_dist_inputs'); "
-                          f"{type(module).__name__} returns {sorted(out)}")
-    logits = logits.masked_fill(batch["action_mask"] < 0.5, float("-inf"))
-    return torch.softmax(logits.double(), dim=-1).numpy()
-
-
-class MemberFactory:
-    """Builds the trained policy's module (the shape every member shares) and loads a member's weights into it."""
-
-    def __init__(self, config, policy: str, spec):
-        self.config, self.policy, self.spec = config, policy, spec
-
-    def module(self, weights: dict):
-        with torch.random.fork_rng(devices=[]):
-            module = build_policy_module(self.config, self.policy, self.spec)
-        module.set_state(weights)
-        return module.eval()
 
 
 class SeatMapping:
@@ -86,3 +62,21 @@ def play_matches(config, spec, weights: tuple, episodes: int, seed: int) -> np.n
     finally:
         runner.stop()
     return np.array([[e["policy_returns"].get(s, 0.0) for s in SEATS] for e in played]).reshape(len(played), 2)
+
+
+class MatchPlayer:
+    """What a runner group's actor is when it plays matches: `play` builds the match's runner for that match only,
+    so the player holds no env or network between matches. Not a runner (it samples nothing): beside `play` it
+    answers only what the group asks of every actor (`ping`, `stop`)."""
+
+    def __init__(self, config, worker_index: int = 0, incarnation: int = 0):
+        self.config = config
+
+    def play(self, spec, weights_a: dict, weights_b: dict, episodes: int, seed: int) -> np.ndarray:
+        return play_matches(self.config, spec, (weights_a, weights_b), episodes, seed)
+
+    def ping(self) -> str:
+        return "ok"
+
+    def stop(self) -> None:
+        pass
