@@ -23,8 +23,9 @@ class QMIXTraining(MixingTraining):
     # gain |W1|.|w2| grows while the agents' Q values shrink toward 0 (the product is what the TD loss sees); when
     # they cross 0 the ELU turns linear and Q_tot runs away (+5,000 by 73k env steps with VDN's 64 rows and target
     # every 500 env steps; return -134, random -79). Larger batches (PyMARL and JaxMARL replay ~800 transitions an
-    # update) and a target every 2,000 env steps put that past 150k: seeds 0-3 at 150k -62/-70/-63/-69 (the mixer's
-    # gain still creeps up there: found, not cured; gamma 0.95, Huber, lr 5e-4, Polyak targets only delay it too).
+    # update) and a target every 2,000 env steps put that past 150k: seeds 0-3, last 10 iterations to 150k, -68.3 /
+    # -69.6 / -62.2 / -68.6 (the gain still creeps up there: found, not cured; gamma 0.95, Huber, lr 5e-4 and
+    # Polyak targets only delay it too).
     train_batch_size: int = doc("replayed joint transitions (env steps of a group) per learner update; recurrent agents: replayed sequences (chunks of model.max_seq_len joint steps)", 256, min=1, at_most="replay_capacity")
     target_network_update_freq: int = doc("env steps sampled between target network updates", 2000, min=1)
 
