@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -151,3 +153,12 @@ def jaxmarl_source(venv: Path, src: str | None) -> str:
     if not (Path(venv) / "JAXMARL_SRC").is_file():
         raise SystemExit(f"no JaxMARL venv at {venv}: run JAXMARL_SRC=... bash benchmarks/peers/setup_jaxmarl.sh first")
     return (Path(venv) / "JAXMARL_SRC").read_text().strip()
+
+
+def export_revision(rev: str) -> Path:
+    """A git revision of this repository's tracked files in a new temporary folder (a baseline a script measures
+    beside this working tree, each in its own process with PYTHONPATH set to its folder)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"marl-{rev[:12]}-"))
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder

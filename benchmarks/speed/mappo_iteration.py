@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import _path  # noqa: F401  (benchmarks/ on sys.path: the shared helpers)
@@ -56,13 +55,6 @@ def run_child(root: Path, algo: str, iterations: int) -> list[dict]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
-def export(rev: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix=f"marl-{rev[:12]}-"))
-    archive = subprocess.run(["git", "-C", str(C.REPO_ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", default=None, help="a git revision to measure beside this working tree")
@@ -73,7 +65,7 @@ def main() -> None:
     print(f"mappo_iteration: {C.machine_line()}", flush=True)
     trees = {"this tree": C.REPO_ROOT}
     if args.before:
-        trees[f"before ({args.before})"] = export(args.before)
+        trees[f"before ({args.before})"] = C.export_revision(args.before)
     jobs = [(tree, algo) for tree in trees for algo in SCENARIOS]
     times: dict[tuple[str, str], list[dict]] = {job: [] for job in jobs}
     loads = []

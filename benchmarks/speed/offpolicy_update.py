@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import _path  # noqa: F401  (benchmarks/ on sys.path: the shared helpers)
@@ -93,13 +92,6 @@ def run_child(root: Path, task: str, updates: int) -> dict:
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")][-1]
 
 
-def export(rev: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix=f"marl-{rev[:12]}-"))
-    archive = subprocess.run(["git", "-C", str(C.REPO_ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", default=None, help="a git revision to measure beside this working tree")
@@ -111,7 +103,7 @@ def main() -> None:
     print(f"offpolicy_update: {C.machine_line()}", flush=True)
     trees = {"this tree": C.REPO_ROOT}
     if args.before:
-        trees[f"before ({args.before})"] = export(args.before)
+        trees[f"before ({args.before})"] = C.export_revision(args.before)
     tasks = [t.strip() for t in args.algos.split(",") if t.strip()]
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
