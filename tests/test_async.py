@@ -232,12 +232,14 @@ def test_appo_kl_loss_without_a_target_policy_is_rejected():
 
 @pytest.mark.slow
 def test_appo_cartpole_learns_with_two_ray_runners_within_the_lag_bound(ray_session):
-    """The scenario on its two asynchronous Ray runners: best return >= 120 within 24k env steps (12 iterations),
+    """The scenario on its two asynchronous Ray runners: best return >= 120 within 40k env steps (20 iterations),
     the policy lag never past the in-flight bound. Reaching 450 and holding it is the in-process test's claim.
 
     Measured (2026-11-29, 2 cores shared with other runs): seeds 0-2 best 218 / 172 / 209 by 24k env steps,
     first >= 120 at 22k / 22k / 20k; at 2k env steps 23 / 22 / 21. The mutant is a runner group that never
-    sends the actors new weights (they act with the initial policy): best 24.9 in 24k env steps."""
+    sends the actors new weights (they act with the initial policy): best 24.9 in 24k env steps. A fresh-clone suite
+    run (2026-11-29) reached only 99.8 by 24k (the runners' batches depend on timing): the budget is 40k, about twice
+    the steps the seeds first reached 120 at; the run stops there, so a passing run costs the same."""
     from marl import load_scenario
 
     algo = load_scenario("scenarios/cartpole_appo.yaml").build()
@@ -248,7 +250,7 @@ def test_appo_cartpole_learns_with_two_ray_runners_within_the_lag_bound(ray_sess
             result = algo.train()
             best = max(best, result["episode_return_mean"])
             lag_max = max(lag_max, result.get("perf/policy_lag_max", 0))
-            if best >= 120 or result["env_steps_total"] >= 24_000:
+            if best >= 120 or result["env_steps_total"] >= 40_000:
                 break
         assert best >= 120, f"APPO reached only {best:.1f} in {result['env_steps_total']} env steps"
         assert lag_max <= bound, f"policy lag {lag_max} exceeded the in-flight bound {bound}"
