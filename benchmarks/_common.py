@@ -7,6 +7,7 @@ reports the median over repeats rather than a single figure.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -49,8 +50,6 @@ def print_table(headers: list[str], rows: list[list], title: str | None = None) 
     """A plain fixed-width text table (first column left-aligned, the rest right-aligned)."""
     cells = [[str(c) for c in row] for row in rows]
     if os.environ.get(TABLES_ENV):
-        import json
-
         with open(os.environ[TABLES_ENV], "a") as f:
             f.write(json.dumps({"title": title, "headers": [str(h) for h in headers], "rows": cells}) + "\n")
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
@@ -105,8 +104,6 @@ def write_json(path: str, record: dict) -> None:
     The record `python -m benchmarks` keeps (benchmarks/_records.py) holds the printed tables; this
     file is the script's own detail (per-seed curves, events) for a later --merge or plot.
     """
-    import json
-
     head = {"command": " ".join(sys.argv), "machine": machine_line(with_load=False)}
     try:
         head["load_avg"] = os.getloadavg()[0]
@@ -162,3 +159,13 @@ def export_revision(rev: str) -> Path:
     archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", rev], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
+
+
+def run_in_tree(root: Path, code: str, args: list[str], label: str) -> list[dict]:
+    """`python -c code args` with `root`'s marl (a revision `export_revision` made, or this tree) and one thread; the
+    JSON rows it printed. A failed child ends the script with its label and the tail of its stderr."""
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=root, env=env, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"{label} in {root} failed:\n{out.stderr[-3000:]}")
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]

@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import _path  # noqa: F401  (benchmarks/ on sys.path: the shared helpers)
@@ -46,15 +44,6 @@ finally:
 """
 
 
-def run_child(root: Path, algo: str, iterations: int) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(root / SCENARIOS[algo]), str(iterations)], cwd=root,
-                         env=env, capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"{algo} in {root} failed:\n{out.stderr[-3000:]}")
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", default=None, help="a git revision to measure beside this working tree")
@@ -73,7 +62,7 @@ def main() -> None:
         order = jobs[repeat % len(jobs):] + jobs[: repeat % len(jobs)]
         for tree, algo in order:
             loads.append(os.getloadavg()[0])
-            rows = run_child(trees[tree], algo, args.iterations)
+            rows = C.run_in_tree(trees[tree], CHILD, [str(trees[tree] / SCENARIOS[algo]), str(args.iterations)], algo)
             times[(tree, algo)] += rows
             print(f"  repeat {repeat} {tree:>24} {algo}: iteration {C.median([r['iter_s'] for r in rows]):.3f} s "
                   f"(load {loads[-1]:.1f})", flush=True)

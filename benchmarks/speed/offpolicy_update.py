@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -84,12 +83,7 @@ finally:
 
 def run_child(root: Path, task: str, updates: int) -> dict:
     algo, env, overrides = TASKS[task]
-    environ = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD, algo, env, json.dumps(overrides), str(updates)], cwd=root,
-                         env=environ, capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"{task} in {root} failed:\n{out.stderr[-3000:]}")
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")][-1]
+    return C.run_in_tree(root, CHILD, [algo, env, json.dumps(overrides), str(updates)], task)[-1]
 
 
 def main() -> None:
