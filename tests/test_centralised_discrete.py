@@ -211,14 +211,14 @@ def test_per_agent_actors_each_act_on_their_own_rows_only(continuous):
     """An actor per agent (HASAC, MADDPG/MASAC with shared_actor false): each actor runs on its agent's rows, equal
     to every actor on every row and each row picked from its agent's actor (which did n times the work)."""
 
-    from marl.modules.actor_q import _apply
+    from marl.modules.actor_q import apply_net
 
     action_space = gym.spaces.Box(-1, 1, (2,)) if continuous else gym.spaces.Discrete(4)
     module = ActorQModule(gym.spaces.Box(-1, 1, (5,)), action_space, {"agent_indices": [0, 1, 2], "shared_actor": False})
     assert len(module.actors) == 3
     obs = torch.randn(7, 3, 5)
     places = torch.arange(3).repeat(7)
-    every = torch.stack([_apply(actor, obs.reshape(21, 5)) for actor in module.actors])  # [actors, rows, out]
+    every = torch.stack([apply_net(actor, obs.reshape(21, 5)) for actor in module.actors])  # [actors, rows, out]
     picked = every[places, torch.arange(21)]
     torch.testing.assert_close(module.group_actor(obs), picked.view(7, 3, -1), rtol=1e-5, atol=1e-6)
     shuffled = torch.randperm(21)  # rows of mixed agents in any order (a runner's batch)

@@ -77,12 +77,12 @@ def test_actor_forwards_shared_across_the_steps_leave_the_updates_bit_identical(
     next_obs's n, not n(n + 2) + n), and the runs' weights equal, bit for bit, those of runs that recompute
     every forward, as the losses did before it."""
     from marl.algorithms.hasac import loss as hasac_loss
-    from marl.modules.actor_q import _apply
+    from marl.modules.actor_q import apply_net
 
     def weights_after_training(recompute: bool):
         with monkeypatch.context() as patch:
             if recompute:
-                patch.setattr(hasac_loss.ActorOutputs, "get", lambda self, module, obs, k: _apply(module.actors[k], obs[:, k]))
+                patch.setattr(hasac_loss.ActorOutputs, "get", lambda self, module, obs, k: apply_net(module.actors[k], obs[:, k]))
             algo = _build(continuous)
             try:
                 algo.train()

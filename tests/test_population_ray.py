@@ -20,7 +20,7 @@ def kill_a_runner_mid_match(ray, psro: PSRO, killed: list, step_done: threading.
     def watch():
         while not step_done.is_set():
             group = psro._matches  # the match players' runner group
-            in_flight = list(getattr(group, "in_flight", {}).values()) if group is not None else []
+            in_flight = list(group.in_flight.values()) if group is not None else []
             if in_flight:
                 index, call = in_flight[0]
                 kill_and_wait(ray, group.remote[index])

@@ -67,7 +67,7 @@ class Encoded(nn.Module):
         return self.head(features if extra is None else torch.cat([features, extra], dim=-1))
 
 
-def _apply(net: nn.Module, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+def apply_net(net: nn.Module, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
     """`net` on rows of observations and extra inputs: an `Encoded` net encodes them first, an MLP reads them flat."""
     if isinstance(net, Encoded):
         return net(obs, extra)
@@ -176,15 +176,15 @@ class ActorQModule(RLModule):
         actors = self.actors if actors is None else actors
         one_hot = nn.functional.one_hot(places, self.group_size).float() if self.agent_id else None
         if len(actors) == 1:
-            return _apply(actors[0], obs, one_hot)
+            return apply_net(actors[0], obs, one_hot)
         # an actor per agent (no one-hot then): each on its own rows only, not on every row and then picked
         # (n times the work with n actors)
-        parts = [(rows, _apply(actor, obs[rows])) for k, actor in enumerate(actors)
+        parts = [(rows, apply_net(actor, obs[rows])) for k, actor in enumerate(actors)
                  if (rows := (places == k).nonzero(as_tuple=True)[0]).numel()]
         if sum(len(rows) for rows, _ in parts) != obs.shape[0]:
             raise IndexError(f"actor places {sorted(set(places.tolist()))} beyond the module's {len(actors)} actors")
         if not parts:  # no rows
-            return _apply(actors[0], obs)
+            return apply_net(actors[0], obs)
         out = parts[0][1].new_empty((obs.shape[0], *parts[0][1].shape[1:]))
         for rows, part in parts:
             out = out.index_copy(0, rows, part)
@@ -218,10 +218,10 @@ class ActorQModule(RLModule):
         actors = self.actors if actors is None else actors
         b, n = obs.shape[:2]
         if len(actors) > 1:  # an actor per agent (no agent-id one-hot: that is for a shared actor): k's on column k
-            return torch.stack([_apply(actors[k], obs[:, k]) for k in range(n)], dim=1)
+            return torch.stack([apply_net(actors[k], obs[:, k]) for k in range(n)], dim=1)
         rows = obs.reshape(b * n, *obs.shape[2:])
         if not self.agent_id:  # one actor, no one-hot of the agent's place: the places are not read
-            return _apply(actors[0], rows).view(b, n, -1)
+            return apply_net(actors[0], rows).view(b, n, -1)
         places = torch.arange(n, device=obs.device).repeat(b)
         return self.actor_rows(rows, places, actors).view(b, n, -1)
 
@@ -236,8 +236,8 @@ class ActorQModule(RLModule):
             if self.state_dim is not None and state is None:
                 raise ValueError("critics over the global state (model.state_dim) need the batch's state columns")
             seen = obs if self.state_dim is None else state.reshape(b, -1)
-            return [_apply(critic, seen, actions.reshape(b, -1)).squeeze(-1) for critic in critics]
-        outs = [_apply(critic, obs) for critic in critics]
+            return [apply_net(critic, seen, actions.reshape(b, -1)).squeeze(-1) for critic in critics]
+        outs = [apply_net(critic, obs) for critic in critics]
         if not self.dueling:
             return outs
         return [out[:, :1] + out[:, 1:] - out[:, 1:].mean(-1, keepdim=True) for out in outs]

@@ -72,6 +72,7 @@ class EnvRunnerGroup:
         self._mapping_state = None  # the latest state a stateful mapping was sent (a league's matchmaking table)
         self._frozen = None  # the policies last set to act as frozen population members (a replacement gets them)
         self._acks: dict = {}  # set_weights calls in flight -> (runner index, actor it was sent to)
+        self.in_flight: dict = {}  # map_calls' calls in flight -> (runner index, call index); tests kill one mid-call
         self.versions = [0] * self.num_remote  # weights version last sent to each runner (it acts with it next)
         # Env steps each runner slot has delivered: a replacement goes on with its exploration schedule from there.
         self.steps_sampled = [0] * max(1, self.num_remote)
@@ -142,7 +143,7 @@ class EnvRunnerGroup:
         import ray
 
         results, pending, idle = [None] * len(calls), list(reversed(range(len(calls)))), list(range(self.num_remote))
-        self.in_flight = {}  # call ref -> (runner index, call index); read by tests that kill a runner mid-call
+        self.in_flight = {}
         while pending or self.in_flight:
             while pending and idle:
                 index, k = idle.pop(0), pending.pop()

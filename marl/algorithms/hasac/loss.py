@@ -34,7 +34,7 @@ from marl.algorithms.masac.loss import sampled_one_hots
 from marl.algorithms.sac import loss as sac
 from marl.algorithms.sac.loss import frozen, grouped
 from marl.data import sample_batch as sb
-from marl.modules.actor_q import _apply
+from marl.modules.actor_q import apply_net
 from marl.modules.squashed import SquashedGaussian
 
 
@@ -65,13 +65,13 @@ class ActorOutputs:
         weights when gradients are on."""
         actor = module.actors[agent]
         if torch.compiler.is_compiling():  # (`learners.compile_loss`: traced losses compute their own)
-            return _apply(actor, obs[:, agent])
+            return apply_net(actor, obs[:, agent])
         if obs is not self.obs:  # another minibatch
             self.obs, self.outputs = obs, {}
         mark = (self._fingerprint(actor), torch.is_grad_enabled())
         kept = self.outputs.get(agent)
         if kept is None or kept[0][0] != mark[0] or (mark[1] and not kept[0][1]):  # (a no-grad forward has no graph)
-            kept = self.outputs[agent] = (mark, _apply(actor, obs[:, agent]))
+            kept = self.outputs[agent] = (mark, apply_net(actor, obs[:, agent]))
         return kept[1]
 
     def stepped(self, agent: int) -> None:
