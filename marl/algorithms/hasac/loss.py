@@ -156,8 +156,7 @@ def alpha_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
                 entropy = only_live(-(logp.exp() * logp).sum(-1), alive).sum(-1)
     finally:
         cache.clear()
-    loss = (module.log_alpha * (entropy - live_count(alive, obs.shape[1]) * sac.target_entropy(module, cfg))).mean()
-    return loss, {"loss": loss, "alpha": module.log_alpha.detach().exp(), "entropy": entropy.mean()}
+    return sac.temperature_loss(module, entropy, live_count(alive, obs.shape[1]) * sac.target_entropy(module, cfg))
 
 
 def own_action_values(module, obs: torch.Tensor, joint: torch.Tensor, agent: int, state=None) -> torch.Tensor:

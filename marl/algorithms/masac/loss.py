@@ -99,5 +99,4 @@ def alpha_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
     with torch.no_grad():
         probs, logp = joint_policy(module, obs)
         entropy = only_live(-(probs * logp).sum(-1), alive).sum(-1)
-    loss = (module.log_alpha * (entropy - live_count(alive, obs.shape[1]) * sac.target_entropy(module, cfg))).mean()
-    return loss, {"loss": loss, "alpha": module.log_alpha.detach().exp(), "entropy": entropy.mean()}
+    return sac.temperature_loss(module, entropy, live_count(alive, obs.shape[1]) * sac.target_entropy(module, cfg))

@@ -148,5 +148,11 @@ def alpha_loss(module, batch: dict, cfg, targets: dict) -> tuple[torch.Tensor, d
         else:
             probs, logp = _discrete_policy(module, obs, batch.get(sb.ACTION_MASK))
             entropy = -(probs * logp).sum(-1)
-    loss = (module.log_alpha * (entropy - live_count(alive, obs.shape[1]) * per_agent)).mean()
+    return temperature_loss(module, entropy, live_count(alive, obs.shape[1]) * per_agent)
+
+
+def temperature_loss(module, entropy: torch.Tensor, target: torch.Tensor | float) -> tuple[torch.Tensor, dict]:
+    """SAC's temperature objective: log alpha rises while the policy's `entropy` (no gradient) is below `target`
+    (the target entropy of the agents alive), falls while above. SAC, MASAC and HASAC differ only in the entropy."""
+    loss = (module.log_alpha * (entropy - target)).mean()
     return loss, {"loss": loss, "alpha": module.log_alpha.detach().exp(), "entropy": entropy.mean()}
