@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from marl.algorithms import config_from_dict
+from marl.algorithms.canonical_run import run_canonical
 from marl.config.compose import algorithm_family
 from marl.config.registry import discovered
 from marl.data import SampleBatch
@@ -139,32 +140,6 @@ def recordings(tmp_path_factory):
 # -- the test ---------------------------------------------------------------------------------------------------
 
 
-def run_online(name, task, seed) -> tuple[float, int, float | None]:
-    """The metric (averaged over `window` iterations) when it first reaches the threshold, else at the end of
-    the budget, and the env steps sampled by then; where the task asks the run to hold (`hold`), the run goes
-    on to `hold` env steps and the third value is the metric averaged over its last `hold_window` iterations
-    (to be at least `hold_threshold`, or the threshold)."""
-    overrides = [*task.overrides, f"debugging.seed={seed}"]
-    algo = config_from_dict({"algo": name, "environment": {"env": task.env}}, overrides).build()
-    scores = []
-    try:
-        while True:
-            result = algo.train()
-            scores.append(result[task.metric])
-            score = float(np.mean(scores[-task.window:])) if len(scores) >= task.window else math.nan
-            if (not math.isnan(score) and score >= task.threshold) or result["env_steps_total"] >= task.budget:
-                break
-        reached, steps = score, result["env_steps_total"]
-        if not task.hold or not reached >= task.threshold:
-            return reached, steps, None
-        while result["env_steps_total"] < task.hold:
-            result = algo.train()
-            scores.append(result[task.metric])
-        return reached, steps, float(np.mean(scores[-task.hold_window:]))
-    finally:
-        algo.stop()
-
-
 def offline_checks(budget: int) -> list[int]:
     """The iterations an offline run is judged at: every 10th in the second half of its budget, and the last
     (a policy that is good once and then drifts away, as offline Q-learning can, fails)."""
@@ -234,7 +209,8 @@ def check_defaults_learn(name, task, seed, request) -> None:
             f"{name}'s defaults on '{task.data}': greedy return by iteration {scores} (threshold {task.threshold})"
         )
     else:
-        score, steps, held = run_online(name, task, seed)
+        run = run_canonical(name, task, seed)
+        score, steps, held = run.reached, run.steps, run.held
         print(f"{name} on {task.env}: {task.metric} {score:.1f} at {steps} env steps"
               + ("" if held is None else f"; {held:.1f} over the last {task.hold_window} iterations to {task.hold}"))
         assert score >= task.threshold, (

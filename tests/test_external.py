@@ -35,6 +35,9 @@ def free_port() -> int:
 
 
 def serving_algo(port, overrides=(), **serve):
+    """A serving Algorithm; with no bound on the backlog unless given: these tests play without training (the bound
+    has its own test), and a bounded backlog would hold their requests."""
+    serve.setdefault("max_backlog_steps", 10**9)
     config = marl.load_scenario(str(ROOT / "scenarios/simple_spread_serve.yaml"), list(overrides))
     return serving_config(config, "127.0.0.1", port, **serve).build()
 
@@ -176,6 +179,41 @@ def test_a_backlog_of_client_steps_is_trained_in_batches_of_the_configured_size(
             assert 250 <= 3 * n < 250 + 3 * 25, n
     finally:
         algo.stop()
+
+
+def test_with_the_default_backlog_bound_clients_run_one_piece_ahead_of_training():
+    """`marl serve`'s default bound (`max_backlog_steps` 1): once one piece (an episode, 25 env steps) waits for
+    training, the next request that would add steps waits (the test above shows what an unbounded server piles up
+    instead: steps that train ever later as the load grows). Training takes the waiting pieces one a record and the
+    client goes on; a batch then holds at most one piece acted before the previous update. Without the bound the
+    backlog passes 25 env steps and nothing waits: the first check fails."""
+    port = free_port()
+    algo = serving_algo(port, ["training.train_batch_size=250"], max_backlog_steps=1, end_grace_s=1.0)
+    server = next(d["operator"] for _, d in algo.workflow.graph.nodes(data=True) if d["op"] == "serve").server
+
+    def state() -> tuple[int, int, int]:
+        with server.lock:
+            return server.backlog_steps, server.counters.get("external/backlog_waits", 0), server.counters.get("external/actions", 0)
+
+    thread, stop = player(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + HANG_S  # bounds a hang only: the loop ends on what the server did
+        while time.monotonic() < deadline:
+            backlog, waits, actions = state()
+            if waits or backlog > 25:
+                break
+            time.sleep(0.01)
+        assert (backlog, waits, actions) == (25, 1, 3 * 25)  # one episode waits, the client's next action request too
+        lags = []
+        for _ in range(3):
+            result = algo.train()
+            assert 250 <= 3 * result["env_steps_this_iter"] < 250 + 3 * 25, result["env_steps_this_iter"]
+            lags.append(result["perf/policy_lag_max"])
+        assert max(lags) <= 1, lags
+    finally:
+        stop.set()
+        algo.stop(reason="the test is over")  # a request still waiting is answered 503 with it: the player ends
+        thread.join(timeout=HANG_S)
 
 
 @pytest.mark.parametrize("feature", ["observation_filter", "connectors", "action_mask", "recurrent", "mappo"])
@@ -322,6 +360,7 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path,
     assert (local_steps >= steps) if inference == "local" else (local_steps == 0), local_steps  # who acted
     late = float(np.mean(returns[-window:]))
     curve = [round(r, 1) for r in returns]
+    print(f"{inference}: {late:.1f} over the last {window} iterations to {results[-1]['env_steps_total']} env steps")
     assert late >= RANDOM_SIMPLE_SPREAD + margin, (
         f"return {late:.1f} after {results[-1]['env_steps_total']} env steps in {len(results)} iterations; "
         f"returns {curve}; policy lag {[r.get('perf/policy_lag_mean') for r in results[-5:]]}{_log_tails(tmp_path)}")

@@ -38,6 +38,9 @@ def free_port() -> int:
 
 
 def serving_algo(port, overrides=(), **serve):
+    """A serving Algorithm; with no bound on the backlog unless given: these tests play without training (the bound
+    has its own test), and a bounded backlog would hold their requests."""
+    serve.setdefault("max_backlog_steps", 10**9)
     config = marl.load_scenario(str(ROOT / SCENARIO), [*SMALL, *overrides])
     return serving_config(config, "127.0.0.1", port, **serve).build()
 
@@ -93,6 +96,9 @@ def test_a_refused_start_prints_only_the_refusal(tmp_path):
     assert err.strip().splitlines() == ["marl: error: serving on 0.0.0.0 (beyond this machine) needs a token: give "
                                         "--token or set MARL_SERVE_TOKEN; clients send it as 'Authorization: Bearer <token>'"]
     assert not (tmp_path / "beyond").exists()
+    server = marl_serve("--max-backlog", "0", "--output", str(tmp_path / "nobacklog"))
+    out, err = server.communicate(timeout=HANG_S)
+    assert server.returncode == 2 and out == "" and "--max-backlog >= 1 (got 0)" in err and "Traceback" not in err, err
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

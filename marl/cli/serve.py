@@ -23,7 +23,7 @@ from marl.runtime.run_loop import train_run
 
 
 def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episode_timeout_s: float = 60.0,
-                   max_episodes: int = 1000, end_grace_s: float = 5.0, on_listening=None):
+                   max_episodes: int = 1000, end_grace_s: float = 5.0, on_listening=None, max_backlog_steps: int = 1):
     """The config with its workflow's one `sample` node replaced by `serve` (same edges); `on_listening(server)`
     is called once the server's socket is bound."""
 
@@ -36,7 +36,7 @@ def serving_config(config, host: str, port: int, max_body_kb: int = 1024, episod
     outs = [(v, dict(d)) for _, v, d in g.out_edges(node, data=True)]
     g.remove_node(node)
     serve = Serve(host=host, port=port, max_body_kb=max_body_kb, episode_timeout_s=episode_timeout_s,
-                  max_episodes=max_episodes, end_grace_s=end_grace_s)
+                  max_episodes=max_episodes, end_grace_s=end_grace_s, max_backlog_steps=max_backlog_steps)
     serve.on_listening = on_listening
     wf.add(node, serve)
     for v, d in outs:
@@ -51,8 +51,9 @@ def cmd_serve(args) -> int:
         os.environ[TOKEN_ENV] = args.token
     # Everything that can refuse the start is checked before anything is printed or created.
     check_host(args.host, os.environ.get(TOKEN_ENV) or None)
-    if args.max_episodes < 1 or args.end_grace < 0:
-        raise ConfigError(f"--max-episodes must be >= 1 (got {args.max_episodes}) and --end-grace >= 0 (got {args.end_grace})")
+    if args.max_episodes < 1 or args.end_grace < 0 or args.max_backlog < 1:
+        raise ConfigError(f"--max-episodes must be >= 1 (got {args.max_episodes}), --end-grace >= 0 (got {args.end_grace}) "
+                          f"and --max-backlog >= 1 (got {args.max_backlog})")
     path_checks.input_file(args.scenario, "scenario")
     if args.output:
         path_checks.output_dir(args.output, "--output", what="run directory")
@@ -74,7 +75,7 @@ def cmd_serve(args) -> int:
                  f"({'token required' if server.token else 'no token: local clients only'})")
 
     config = serving_config(config, args.host, args.port, args.max_body_kb, args.episode_timeout,
-                            args.max_episodes, args.end_grace, on_listening=announce)
+                            args.max_episodes, args.end_grace, on_listening=announce, max_backlog_steps=args.max_backlog)
     config.validate()
     run_dir = make_run_dir(Path(args.scenario).stem + "-serve", args.output)
     try:
@@ -105,6 +106,9 @@ def add_parser(sub) -> None:
     serve.add_argument("--end-grace", type=float, default=5.0, metavar="SECONDS",
                        help="once training ends, answer new requests with 503 and the reason this long before exiting "
                             "(default 5)")
+    serve.add_argument("--max-backlog", type=int, default=1, metavar="ENV_STEPS",
+                       help="env steps waiting for training at which requests that add steps wait (default 1: clients run "
+                            "at most one piece ahead of training, so the policy lag does not grow with the machine's load)")
     add_import_option(serve)
     serve.add_argument("--output", metavar="RUN_DIR", help="run directory (default: ./runs/<scenario>-serve-<timestamp>)")
     serve.add_argument("--quiet", action="store_true", help="print nothing")

@@ -17,6 +17,9 @@ from typing import Self
 from marl.errors import ConfigError
 from marl.external.request_checks import RequestError
 
+BACKLOG_WAIT_S = 20.0  # the longest a request waits for a backlog to shrink: below the client's 30 s HTTP timeout
+BACKLOG_POLL_S = 0.002
+
 
 class HttpServing:
     """`start`, `end` and `stop` of `ExperienceServer` (mixed in; serves its verbs, counters and lock)."""
@@ -59,10 +62,24 @@ class HttpServing:
             except Exception:  # invalid JSON or encoding
                 raise RequestError(400, "body is not valid JSON") from None
 
-        def verb(method):
+        async def wait_for_backlog():
+            """A request that adds steps waits while the backlog is full (the module docstring of the server)."""
+            for polls in range(int(BACKLOG_WAIT_S / BACKLOG_POLL_S)):  # counted, not clocked: tests patch `time`
+                with server.lock:
+                    if server.ended is not None:
+                        raise RequestError(503, f"training has ended: {server.ended}")
+                    if not server.backlogged():
+                        return
+                    if not polls:
+                        server.count("external/backlog_waits")
+                await asyncio.sleep(BACKLOG_POLL_S)
+
+        def verb(method, adds_steps: bool = False):
             async def handle(request):
                 body = await body_of(request)
                 eid = request.match_info.get("eid")
+                if adds_steps:
+                    await wait_for_backlog()
                 with server.lock:
                     server.count("external/requests")
                     result = method(eid, body) if eid is not None else method()
@@ -76,10 +93,10 @@ class HttpServing:
 
         app = web.Application(middlewares=[guard], client_max_size=self.max_body_bytes)
         app.router.add_post("/episodes", verb(lambda: server.start_episode()))
-        app.router.add_post("/episodes/{eid}/action", verb(self.get_action))
+        app.router.add_post("/episodes/{eid}/action", verb(self.get_action, adds_steps=True))
         app.router.add_post("/episodes/{eid}/rewards", verb(self.log_returns))
         app.router.add_post("/episodes/{eid}/end", verb(self.end_episode))
-        app.router.add_post("/episodes/{eid}/steps", verb(self.add_steps))
+        app.router.add_post("/episodes/{eid}/steps", verb(self.add_steps, adds_steps=True))
         app.router.add_get("/stats", stats)
 
         async def weights(request):

@@ -38,6 +38,14 @@ observation the next action request brings) and at their end (bootstrapped when
 `truncated`). Inference runs here, on the learner's newest weights, one forward pass
 per policy per request.
 
+Backlog: pieces wait in a queue until training takes them, one a record. While `max_backlog_steps` env
+steps wait there, a request that would add steps (`action`, `steps`) waits for training to take some
+(`external/backlog_waits` counts it) -- at most `BACKLOG_WAIT_S`, then it is served anyway, so a client
+never meets its HTTP timeout. With the default, 1, clients run at most one piece ahead of what training has
+taken: a batch is acted with the newest weights but for that piece, whatever the machine's load (without
+the bound, clients acting while the learner trains piled up steps that trained ever later: the policy lag,
+and the memory held, grew with the load). Larger values let clients run ahead while the learner trains.
+
 aiohttp serves (it comes with ray[default], bounds request bodies itself and runs
 in a thread of its own, so training keeps the main thread); the client uses httpx.
 
@@ -91,13 +99,14 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
     def __init__(self, config, specs: dict, agents_of: dict, possible_agents: list[str], host: str = "127.0.0.1",
                  port: int = 9900, token: str | None = None, max_body_bytes: int = 1 << 20,
                  episode_timeout_s: float = 60.0, max_episodes: int = 1000, end_grace_s: float = 5.0,
-                 on_listening=None):
+                 on_listening=None, max_backlog_steps: int = 1):
         check_host(host, token)
         cfg = config
         check_servable(cfg, specs)
         self.host, self.port, self.token = host, int(port), token
         self.max_body_bytes, self.episode_timeout_s = int(max_body_bytes), float(episode_timeout_s)
         self.max_episodes, self.end_grace_s = int(max_episodes), float(end_grace_s)
+        self.max_backlog_steps = int(max_backlog_steps)
         self.on_listening = on_listening  # called with the server once its socket is bound (`marl serve` says so then)
         self.ended: str | None = None  # why training ended: new requests get 503 with it
         self.fragment = cfg.env_runners_cfg.rollout_fragment_length
@@ -123,9 +132,11 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
         self.weights_version = -1
         self.episodes: dict[str, _Episode] = {}
         self.pieces: list[tuple[dict[str, SampleBatch], int, set]] = []  # (policy batches, env steps, weights versions)
+        self.backlog_steps = 0  # env steps of the pieces waiting for training
         self.finished: list[dict] = []  # episode metrics
         self.counters: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.piece_ready = threading.Condition(self.lock)
         self.rng = torch.Generator().manual_seed(int(cfg.debugging_cfg.seed or 0))
         self._next_number = 1
         self._loop = self._thread = self._runner = None
@@ -159,13 +170,22 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
                 self.weights_version = weights["version"]
                 self._weights_json = None
 
-    def drain(self) -> tuple[list, list]:
-        """The pieces and finished-episode metrics since the last call; drops episodes whose client went silent."""
+    def take(self, wait_s: float) -> tuple[tuple | None, list]:
+        """The oldest waiting piece (None if none came within `wait_s`) and the finished-episode metrics since the
+        last call; drops episodes whose client went silent."""
         with self.lock:
             self._drop_stale()
-            pieces, finished = self.pieces, self.finished
-            self.pieces, self.finished = [], []
-            return pieces, finished
+            if not self.pieces:
+                self.piece_ready.wait(wait_s)
+            piece = self.pieces.pop(0) if self.pieces else None
+            if piece is not None:
+                self.backlog_steps -= piece[1]
+            finished, self.finished = self.finished, []
+            return piece, finished
+
+    def backlogged(self) -> bool:
+        """Whether a request that adds steps should wait for training to take some (under the lock)."""
+        return self.backlog_steps >= self.max_backlog_steps
 
     def _drop_stale(self) -> None:
         now = time.monotonic()
@@ -333,4 +353,6 @@ class ExperienceServer(RequestChecks, HttpServing):  # the request checks; HTTP
         if per_policy:
             batches = {pid: SampleBatch.concat([SampleBatch(c) for c in parts]) for pid, parts in per_policy.items()}
             self.pieces.append((batches, steps, set(ep.versions)))
+            self.backlog_steps += steps
+            self.piece_ready.notify_all()
         ep.versions = set()

@@ -16,7 +16,6 @@ When the run ends, `end(reason)` has the server answer 503 with the reason for
 from __future__ import annotations
 
 import os
-import time
 
 from marl.data import MultiAgentBatch
 from marl.data.records import BATCH, SampledBatch
@@ -31,14 +30,17 @@ class Serve(Operator):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9900, token_env: str = TOKEN_ENV,
                  max_body_kb: int = 1024, episode_timeout_s: float = 60.0, max_episodes: int = 1000,
-                 end_grace_s: float = 5.0):
+                 end_grace_s: float = 5.0, max_backlog_steps: int = 1):
         if not 0 <= int(port) <= 65535:
             raise ValueError(f"serve.port must be in [0, 65535], got {port}")
         if int(max_body_kb) < 1 or float(episode_timeout_s) <= 0:
             raise ValueError("serve.max_body_kb must be >= 1 and serve.episode_timeout_s > 0")
         if int(max_episodes) < 1 or float(end_grace_s) < 0:
             raise ValueError(f"serve.max_episodes must be >= 1 (got {max_episodes}) and serve.end_grace_s >= 0 (got {end_grace_s})")
+        if isinstance(max_backlog_steps, bool) or not isinstance(max_backlog_steps, int) or max_backlog_steps < 1:
+            raise ValueError(f"serve.max_backlog_steps must be an int >= 1, got {max_backlog_steps!r}")
         self.host, self.port, self.token_env = str(host), int(port), str(token_env)
+        self.max_backlog_steps = max_backlog_steps
         self.max_body_kb, self.episode_timeout_s = int(max_body_kb), float(episode_timeout_s)
         self.max_episodes, self.end_grace_s = int(max_episodes), float(end_grace_s)
         self.on_listening = None  # Callable[[ExperienceServer], None]
@@ -58,6 +60,7 @@ class Serve(Operator):
         self.server = server = ExperienceServer(  # the run's policies and agents, resolved by Algorithm
             ctx.config, ctx.policy_specs, ctx.agents_of, ctx.possible_agents, self.host, self.port, os.environ.get(self.token_env) or None,
             self.max_body_kb * 1024, self.episode_timeout_s, self.max_episodes, self.end_grace_s, self.on_listening,
+            self.max_backlog_steps,
         )
         metrics, learners = ctx.metrics, ctx.learners
         server.set_weights(learners.get_weights())  # clients acting locally fetch these before the first pull
@@ -65,27 +68,23 @@ class Serve(Operator):
         counters, timer = metrics.counters, metrics.timers["serve"]
 
         def gen():
-            queue: list = []  # pieces drained and not emitted yet
             finished: list = []  # episodes that ended since the last record
             while True:
                 # Each record, as each iteration did: the server acts with the learner's newest weights (skipped
-                # when loaded already), its counters are read, silent episodes dropped (in `drain`).
+                # when loaded already), its counters are read, silent episodes dropped (in `take`).
                 server.set_weights(learners.get_weights())
                 with timer.timing():
                     while True:
-                        pieces, ended = server.drain()
+                        piece, ended = server.take(wait_s=0.02)
                         with server.lock:
                             counters.update(server.counters)
-                        queue.extend(pieces)
                         finished.extend(ended)
-                        if queue:
+                        if piece is not None:
                             break
-                        time.sleep(0.02)
                 # One record a piece (an episode's rows, or a cut of one), so `concat` cuts each train batch within
-                # one piece of its size whatever the clients sent meanwhile: while the learner trains, clients the
-                # server acts for go on stepping, and under load a drain held several batches' worth (3,250 env
-                # steps for 500), which trained as one batch would be fewer, larger updates per env step.
-                batches, steps, versions = queue.pop(0)
+                # one piece of its size, and the server's backlog bound (`max_backlog_steps`) counts what training
+                # has not taken yet: while the learner trains, clients run at most that far ahead.
+                batches, steps, versions = piece
                 batch = MultiAgentBatch(batches, steps)
                 record = SampledBatch(batch, finished, sorted(versions) or [server.weights_version])
                 metrics.episodes.extend(finished)
