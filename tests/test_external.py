@@ -153,8 +153,9 @@ def test_a_client_acting_locally_drives_training_with_pulled_weights():
 
 
 def test_a_backlog_of_client_steps_is_trained_in_batches_of_the_configured_size():
-    """While the learner trains, clients the server acts for go on stepping, so one drain of the server can hold
-    several train batches' worth (under load 3,250 env steps for 500). Each batch is still train_batch_size agent
+    """With the backlog unbounded (`max_backlog_steps` raised, as this file's servers are), clients the server acts
+    for go on stepping while the learner trains, so the server can hold several train batches' worth (under load
+    3,250 env steps for 500). Each batch is still train_batch_size agent
     steps, within one piece (an episode: 25 env steps), not the whole backlog at once: a budget is the same number of
     updates at any load. (Emitting a drain as one batch fails: the first iteration trains on all of it.)"""
     port = free_port()
@@ -320,10 +321,14 @@ def test_external_client_process_drives_simple_spread_ppo_above_random(tmp_path,
       iterations) remote gave -60.3/-66.8, local pulling every step -64.4/-63.3 at the same policy lag (0.12),
       local pulling every second -66.0/-64.2 at lag 0.85: the spread of this task at this budget, not a mode's.
       So: 40k env steps and the last 10 iterations at random + 5; with lr=0 the weights never change (random).
-    The batches stay 500 env steps (within one 25-step episode) whatever the load: the serve node hands the
-    server's pieces to `concat` one by one (test_a_backlog_of_client_steps_is_trained_in_batches_of_the_configured_size),
-    so a budget is the same number of updates on any machine (since then, 2026-11-29, load 5-8, seed 0: remote -58.2
-    over the last 5 iterations, local -65.9 over the last 10; every iteration 500 env steps). The server picks its own port (no race for a port chosen
+    The batches stay 500 env steps (within one 25-step episode) whatever the load:
+    the serve node hands the server's pieces to `concat` one by one
+    (test_a_backlog_of_client_steps_is_trained_in_batches_of_the_configured_size), and clients run at most one
+    piece ahead of training (`--max-backlog` 1, test_with_the_default_backlog_bound_clients_run_one_piece_ahead_of_training):
+    before that bound a run failed 1 of 5 at load 7 (clients kept stepping while the learner trained, and those
+    steps trained ever later as the load grew). With it (2026-11-29, load 6-10, two busy loops beside): remote, 25k,
+    seed 0 gave -56.4 in 5 runs of 5 (the same number: the batches no longer depend on timing), seeds 1-3 -60.3 /
+    -57.1 / -67.4 (seed 3 still rising), policy lag at most 1; lr=0: -80.3. The server picks its own port (no race for a port chosen
     beforehand); both processes' logs are kept and printed on failure.
     """
     import json
