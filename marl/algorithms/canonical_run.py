@@ -30,18 +30,20 @@ def run_canonical(name: str, task: CanonicalTask, seed: int, hold: int | None = 
     hold = task.hold if hold is None else hold
     overrides = [*task.overrides, f"debugging.seed={seed}"]
     algo = config_from_dict({"algo": name, "environment": {"env": task.env}}, overrides).build()
-    run, scores = CanonicalRun(math.nan, 0), []
+    run = CanonicalRun(math.nan, 0)
 
     def step() -> dict:
         result = algo.train()
-        scores.append(result[task.metric])
         run.curve.append((int(result["env_steps_total"]), float(result[task.metric])))
         return result
+
+    def mean_of_last(k: int) -> float:
+        return float(np.mean([metric for _, metric in run.curve[-k:]]))
 
     try:
         while True:
             result = step()
-            score = float(np.mean(scores[-task.window:])) if len(scores) >= task.window else math.nan
+            score = mean_of_last(task.window) if len(run.curve) >= task.window else math.nan
             if (not math.isnan(score) and score >= task.threshold) or result["env_steps_total"] >= task.budget:
                 break
         run.reached, run.steps = score, int(result["env_steps_total"])
@@ -49,7 +51,7 @@ def run_canonical(name: str, task: CanonicalTask, seed: int, hold: int | None = 
             return run
         while result["env_steps_total"] < hold:
             result = step()
-        run.held = float(np.mean(scores[-task.hold_window:]))
+        run.held = mean_of_last(task.hold_window)
         return run
     finally:
         algo.stop()
