@@ -89,12 +89,14 @@ def test_runners_server_and_offline_batches_fit_the_schema(algo):
     finally:
         env.close()
     server = ExperienceServer(cfg, specs, agents_of, agents)
-    eid = server.start_episode()
-    for _ in range(3):
-        server.get_action(eid, {"obs": {a: obs_space.sample().tolist() for a in agents}})
-        server.log_returns(eid, {"rewards": {a: 1.0 for a in agents}})
-    server.end_episode(eid, {"obs": {a: obs_space.sample().tolist() for a in agents}, "truncated": True})
-    (served, steps, _), = server.drain()[0]
+    with server.lock:  # the verbs' contract: the HTTP thread calls each under the server's lock
+        eid = server.start_episode()
+        for _ in range(3):
+            server.get_action(eid, {"obs": {a: obs_space.sample().tolist() for a in agents}})
+            server.log_returns(eid, {"rewards": {a: 1.0 for a in agents}})
+        server.end_episode(eid, {"obs": {a: obs_space.sample().tolist() for a in agents}, "truncated": True})
+    (served, steps, _), finished = server.take(wait_s=0)
+    assert [f["length"] for f in finished] == [3]
     assert steps == 3
     for pid, schema in expected(cfg, frozenset({sb.NEXT_OBS, sb.ACTION_LOGP})).items():
         assert_fits(served[pid], schema, f"policy server {algo}")
