@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from marl.algorithms import config_from_dict
-from marl.algorithms.canonical_run import run_canonical
+from marl.algorithms.canonical_run import run_canonical, window_mean
 from marl.config.compose import algorithm_family
 from marl.config.registry import discovered
 from marl.data import SampleBatch
@@ -188,6 +188,13 @@ def test_every_algorithm_declares_where_its_defaults_learn():
             # a hold is judged well past the first success: at least 3x the budget, online, over several iterations
             assert task.hold == 0 or (task.hold >= 3 * task.budget and task.data is None and task.hold_window >= 2), (
                 f"{name}: hold {task.hold} (budget {task.budget}, window {task.hold_window}, data {task.data})")
+
+
+def test_a_window_skips_iterations_in_which_no_episode_finished():
+    """Four CartPole copies that all last 500 steps finish together, every other iteration: the iterations between
+    report NaN (no episode), which must not turn a held window into a failure, nor count as a score."""
+    assert window_mean([math.nan, 500.0, math.nan, 480.0]) == 490.0
+    assert math.isnan(window_mean([math.nan, math.nan]))
 
 
 @pytest.mark.slow

@@ -16,16 +16,16 @@ Learning, not speed: no baseline; wall seconds are for sizing runs.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 import _path  # noqa: F401  (benchmarks/ on sys.path: the shared helpers)
 import _common as C
-import numpy as np
 
 import marl  # noqa: F401  (registers marl's envs)
-from marl.algorithms.canonical_run import run_canonical
+from marl.algorithms.canonical_run import run_canonical, window_mean
 from marl.config.registry import discovered
 
 
@@ -47,7 +47,8 @@ def run_one(name: str, task, factor: float) -> dict:
     run = run_canonical(name, task, task.seeds[0], hold=hold)
     after = [score for steps, score in run.curve if steps > run.steps]
     w = task.hold_window
-    worst = min((float(np.mean(after[i:i + w])) for i in range(max(0, len(after) - w + 1))), default=float("nan"))
+    windows = [window_mean(after[i:i + w]) for i in range(max(0, len(after) - w + 1))]
+    worst = min((m for m in windows if not math.isnan(m)), default=float("nan"))
     return {"name": name, "task": task, "hold": hold, "run": run, "worst": worst, "wall_s": time.perf_counter() - t0}
 
 

@@ -15,6 +15,13 @@ from marl.algorithms import config_from_dict
 from marl.algorithms.canonical import CanonicalTask
 
 
+def window_mean(values) -> float:
+    """The mean of a window of iterations' metric values, skipping NaN ones: an iteration in which no episode
+    finished (long episodes, few env copies) says nothing about the policy. NaN if none finished."""
+    known = [v for v in values if not math.isnan(v)]
+    return float(np.mean(known)) if known else math.nan
+
+
 @dataclass
 class CanonicalRun:
     reached: float  # the metric (averaged over the task's window) when it first reached the threshold, else at the budget
@@ -38,7 +45,7 @@ def run_canonical(name: str, task: CanonicalTask, seed: int, hold: int | None = 
         return result
 
     def mean_of_last(k: int) -> float:
-        return float(np.mean([metric for _, metric in run.curve[-k:]]))
+        return window_mean(metric for _, metric in run.curve[-k:])
 
     try:
         while True:
