@@ -12,6 +12,7 @@ import torch
 import marl
 from marl.learners import compiled, learner as learner_module
 from marl.learners.learner import Learner
+from marl.runtime.run_loop import train_run
 from marl.runners import EnvRunner
 
 
@@ -78,3 +79,12 @@ def test_an_error_of_the_loss_itself_is_raised_not_hidden():
     loss = compiled.CompiledLoss(broken, "policy 'p' group 'g'", backend=failing_backend)
     with pytest.raises(KeyError, match="missing"):
         loss(torch.nn.Linear(1, 1), {"obs": torch.zeros(2)}, None, {})
+
+
+def test_the_run_says_the_losses_are_compiled_and_its_results_whether_they_ran(monkeypatch, tmp_path):
+    monkeypatch.setattr(learner_module, "compiled_losses", functools.partial(compiled.compiled_losses,
+                                                                             backend=failing_backend))
+    lines, results = [], []
+    train_run(ppo_config(True).stopping(iterations=1), tmp_path, echo=lines.append, progress=results.append)
+    assert any(line.startswith("learner losses: torch.compile (learners.compile_loss)") for line in lines), lines
+    assert results[-1]["losses/default_policy/loss_compiled"] == 0.0

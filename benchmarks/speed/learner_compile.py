@@ -1,7 +1,8 @@
 """The learner's minibatch step, eager against torch.compile (the loss, or the whole step), side by side on one thread.
 
     .venv/bin/python benchmarks/speed/learner_compile.py [--algos PPO,MAPPO] [--minibatch 1536,8192] [--repeats 15]
-                                                         [--variants eager,loss,loss-autotune,step]
+                                                         [--variants eager,loss,loss-autotune,backward,step]
+                                                         [--warm-cache]
 
 Issue 41's captured steps, CPU half. The batch is JaxMARL's IPPO-FF MPE setting (`algorithm=ippo
 task=jaxmarl/simple_spread experiment=jaxmarl_ippo_ff_mpe`: 16 worlds x 128 steps x 3 agents = 6,144
@@ -224,7 +225,7 @@ def main() -> None:
     ap.add_argument("--algos", default="PPO,MAPPO")
     ap.add_argument("--minibatch", default="1536,8192", help="rows per minibatch step")
     ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--variants", default="eager,loss,loss-autotune,step")
+    ap.add_argument("--variants", default="eager,loss,loss-autotune,backward,step")
     ap.add_argument("--warm-cache", action="store_true",
                     help="keep inductor's on-disk cache (default: a fresh one, so compile seconds are a first run's)")
     ap.add_argument("--compile-side", nargs=3, help=argparse.SUPPRESS)

@@ -46,9 +46,11 @@ class CompiledLoss:
                 return self.compiled(module, minibatch, cfg, targets)
             except TorchDynamoException as e:  # dynamo or the backend failed; an error of the loss itself is re-raised
                 # as it is, by the compiled call or by the eager one below
-                self.failed = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-                log.warning("learners.compile_loss: torch.compile of the loss of %s failed (%s: %s); it runs eager",
-                            self.where, type(e).__name__, self.failed[:300])
+                cause = getattr(e, "inner_exception", None) or e.__cause__ or e  # (the backend's own error)
+                first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+                self.failed = f"{type(cause).__name__}: {first}"[:300]
+                log.warning("learners.compile_loss: torch.compile of the loss of %s failed (%s); it runs eager",
+                            self.where, self.failed)
         return self.eager(module, minibatch, cfg, targets)
 
 
