@@ -3,12 +3,14 @@
 The compiled loss is the group's own loss function (the module's training pass and the loss terms), traced by
 dynamo on the first minibatch and fused by inductor into C++ kernels; autograd runs its compiled backward, and
 zero_grad, the gradient clip and the fused Adam step stay as the learner runs them. On PPO's JaxMARL-sized
-simple_spread update (1,536-row minibatches, [64, 64] tanh, one thread) it took a minibatch step from 3.7-4.4 ms
-to 2.7-2.8 ms (1.3-1.6x in one process, `benchmarks/speed/learner_compile.py`) for about 17 s of compilation on
-these CPUs with an empty inductor cache (1-3 s with a warm one), paid in the first update.
+simple_spread update (1,536-row minibatches, [64, 64] tanh, one thread) it took a minibatch step from 3.0 ms to
+2.2 ms (1.36x; MAPPO 1.38x; 1.24-1.26x at 8,192 rows: `benchmarks/speed/learner_compile.py`, in one process) for
+13-19 s of compilation on these CPUs with an empty inductor cache (4 s with a warm one), paid in the first update.
+Compiling more of the step measured no faster: the backward pass under compiled autograd, and the clip and Adam
+compiled as well (1.33x at 1,536 rows, with 18-31 s of compilation), so only the loss is compiled.
 
 Shapes: a minibatch with a row count not seen before (a batch's shorter last minibatch) makes torch recompile
-once, with the row count dynamic (automatic dynamic shapes: 5-10 s here); later sizes reuse that graph. Nothing
+once, with the row count dynamic (automatic dynamic shapes: 6-10 s here); later sizes reuse that graph. Nothing
 is padded or dropped: the updates are the eager ones, to float rounding (fused kernels round differently, so a
 compiled run is not bit-identical to an eager one: resume a run with the setting it ran with).
 
@@ -23,7 +25,6 @@ import dataclasses
 import logging
 
 import torch
-from torch._dynamo.exc import TorchDynamoException
 
 from marl.learners.param_groups import ParamGroup
 
@@ -44,8 +45,11 @@ class CompiledLoss:
         if self.failed is None:
             try:
                 return self.compiled(module, minibatch, cfg, targets)
-            except TorchDynamoException as e:  # dynamo or the backend failed; an error of the loss itself is re-raised
-                # as it is, by the compiled call or by the eager one below
+            except Exception as e:
+                # Dynamo or the backend failed (torch.compile imported dynamo: no import here for a learner without
+                # it); an error of the loss itself is raised as it is.
+                if not isinstance(e, torch._dynamo.exc.TorchDynamoException):
+                    raise
                 cause = getattr(e, "inner_exception", None) or e.__cause__ or e  # (the backend's own error)
                 first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
                 self.failed = f"{type(cause).__name__}: {first}"[:300]
