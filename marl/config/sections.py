@@ -161,10 +161,16 @@ class LearnersSection:
         0.0, min=0,
     )
     compile_loss: bool = doc(
-        "compile each parameter group's loss (the module's training pass and the loss, forward and backward) with "
-        "torch.compile: fused elementwise kernels, about a fifth less learner time on PPO's simple_spread update "
-        "(1,536-row minibatches, 64x64 tanh, CPU); costs tens of seconds of compilation in the first updates "
-        "(and again for each new minibatch shape)",
+        "compile each trainable parameter group's loss (the module's training pass and the loss; autograd runs the "
+        "compiled backward) with torch.compile (marl/learners/compiled.py): on one CPU thread, PPO's and MAPPO's "
+        "simple_spread minibatch steps 1.36-1.38x faster at 1,536 rows ([64, 64] tanh: 3.0 -> 2.2 ms) and 1.24-1.26x "
+        "at 8,192 (benchmarks/speed/learner_compile.py), for 13-19 s of compilation in the first update (4 s with "
+        "inductor's cache warm) and 6-10 s more at the first new minibatch row count (then the row count is "
+        "dynamic: no more recompiles). It pays back after about 25k minibatch steps (7k with the cache warm: 3M and "
+        "0.9M env steps at JaxMARL's 16x128), so it is off by default: tests and short runs would only pay the "
+        "compilation. Updates equal the "
+        "eager ones to float rounding, not bit for bit: resume a run with its own setting. Where compiling fails the "
+        "run warns in one line and runs the eager loss; each update's loss_compiled stat says which ran",
         False,
     )
 

@@ -18,7 +18,6 @@ shuffled whole (`marl.learners.sequences`), checked once against its acting pass
 from __future__ import annotations
 
 import copy
-import dataclasses
 import random
 
 import numpy as np
@@ -31,6 +30,7 @@ from marl.data import sample_batch as sb
 from marl.execution.cores import learner_threads
 from marl.learners import sequences as seq
 from marl.learners.adam import make_adam
+from marl.learners.compiled import compiled_losses, compiled_share
 from marl.learners.device import learner_device, to_device
 from marl.learners.memory import keep_freed_memory
 from marl.learners.param_groups import DEFAULT_GROUP, ParamGroup, check_declared
@@ -51,10 +51,7 @@ def _as_tensor(array: np.ndarray | torch.Tensor) -> torch.Tensor:
 
 
 def _frozen_copy(network: nn.Module) -> nn.Module:
-    target = copy.deepcopy(network)
-    target.requires_grad_(False)
-    target.eval()
-    return target
+    return copy.deepcopy(network).requires_grad_(False).eval()
 
 
 def _named(table: dict, name: str, what: str):
@@ -130,8 +127,8 @@ class Learner:
             module, cfg = self.module[pid], self.train_cfgs[pid]
             groups, copies = self.parts[pid].param_groups(cfg), self.parts[pid].target_copies(cfg)
             check_declared(pid, groups, copies)
-            if config.learners_cfg.compile_loss:  # the same terms, traced and fused on the first minibatch
-                groups = [dataclasses.replace(g, loss=torch.compile(g.loss)) if g.trainable else g for g in groups]
+            if config.learners_cfg.compile_loss:  # the same terms, traced and fused (`marl.learners.compiled`)
+                groups = compiled_losses(pid, groups)
             self.groups[pid] = groups
             self.group_params[pid] = _owned_parameters(pid, module, groups)
             self.optimizers[pid] = {}
@@ -258,6 +255,7 @@ class Learner:
             ran = group_steps[group.name]
             out.update({prefix + key: float(value) / ran for key, value in sums[group.name].items()})
         out["num_sgd_steps"] = steps
+        out.update(compiled_share(groups))  # learners.compile_loss: whether the compiled losses ran (1.0) or eager
         out["agent_steps_trained"] = n
         out.update(per_row)
         return out

@@ -99,6 +99,9 @@ def train_run(
         _record_cluster(algo, run_dir, say)
         threads, why = algo.learners.threads
         say(f"learner threads: {threads} ({why})")
+        if config.learners_cfg.compile_loss:
+            say("learner losses: torch.compile (learners.compile_loss): the first updates compile, seconds to tens "
+                "of seconds; each update's loss_compiled says whether they ran compiled (0: eager, after a warning)")
         stop_cfg, ckpt_cfg = config.stop_cfg, config.checkpointing_cfg
         saves = _CheckpointSchedule(ckpt_cfg)
         reason = None
