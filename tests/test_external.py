@@ -21,25 +21,12 @@ from marl.external import PolicyClient, PolicyServerError
 from marl.cli.serve import serving_config
 from marl.external import server as server_module
 from tests.fake_clock import FakeClock
+from tests.serving import free_port, serving_algo
 from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 RANDOM_SIMPLE_SPREAD = -79.0  # a uniform random policy's episode return, summed over the 3 agents (measured)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serving_algo(port, overrides=(), **serve):
-    """A serving Algorithm; with no bound on the backlog unless given: these tests play without training (the bound
-    has its own test), and a bounded backlog would hold their requests."""
-    serve.setdefault("max_backlog_steps", 10**9)
-    config = marl.load_scenario(str(ROOT / "scenarios/simple_spread_serve.yaml"), list(overrides))
-    return serving_config(config, "127.0.0.1", port, **serve).build()
 
 
 def player(address, token=None, seed=0, **client):

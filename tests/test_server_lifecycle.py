@@ -16,13 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-import marl
 from marl.external import client as client_module
 from marl.external import http_app
 from marl.external import PolicyClient, PolicyServerError, PolicyServerUnavailable
-from marl.cli.serve import serving_config
 
+import tests.serving
 from tests.fake_clock import FakeClock
+from tests.serving import free_port
 from tests.bounds import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,18 +31,9 @@ SMALL = ["training.train_batch_size=150", "training.minibatch_size=75", "trainin
 OBS = {f"agent_{i}": [0.0] * 18 for i in range(3)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serving_algo(port, overrides=(), **serve):
-    """A serving Algorithm; with no bound on the backlog unless given: these tests play without training (the bound
-    has its own test), and a bounded backlog would hold their requests."""
-    serve.setdefault("max_backlog_steps", 10**9)
-    config = marl.load_scenario(str(ROOT / SCENARIO), [*SMALL, *overrides])
-    return serving_config(config, "127.0.0.1", port, **serve).build()
+    """The serving scenario with one small update an iteration."""
+    return tests.serving.serving_algo(port, [*SMALL, *overrides], **serve)
 
 
 def marl_serve(*args):
