@@ -38,6 +38,8 @@ def test_compare_jaxmarl_runs_the_ippo_preset_at_each_setting():
     # the budget rounded up to whole updates (98 x 2,048), the lr at 1 - u / 98 at update u, as ANNEAL_LR
     assert ours.learners_cfg.lr_multiplier == [[2048, 1.0], [2048 * 99, 0.0]]
     assert ours.debugging_cfg.seed == 3
+    # a 1e7-step preset compiles its loss (it pays back); the benchmark's --eager-loss turns that off
+    assert preset.learners_cfg.compile_loss is True and ours.learners_cfg.compile_loss is False
     # 1024 x 32: the batch and the minibatches follow the worlds x steps, the rest stays the preset's
     big = composed(compare_jaxmarl.marl_items("vmas.simple_spread", 1024, 32, 200_000, 0, 1, False))
     t = big.training_cfg

@@ -22,8 +22,9 @@ MPELogWrapper logs the reward times the number of agents, which for this shared-
 sum; JaxMARL's MPE episodes last 26 steps, VMAS's 25), and ratios marl/JaxMARL. `--json OUT` writes the rows.
 Known differences not matched: JaxMARL IPPO trains on the reward times 3, and treats the time limit
 as termination; marl bootstraps at truncation. VMAS's simple_spread is VMAS's port (its own reward
-scale), so its return ratio is indicative only. `--compile-loss` sets marl's `learners.compile_loss` (its PPO
-loss through torch.compile, as JaxMARL's update is XLA-compiled; the compilation falls in marl's start-up).
+scale), so its return ratio is indicative only. marl's sides keep the preset's `learners.compile_loss` (its PPO
+loss through torch.compile, as JaxMARL's update is XLA-compiled; the compilation falls in marl's start-up);
+`--eager-loss` turns it off.
 `--overlap` runs marl's sides with `env_runners.overlap` and one runner actor: it samples the next round
 while the learner trains on this one (half a batch of policy lag, which PPO's ratio to the acting policy's
 log-probs corrects); start-up then includes Ray's, and per-CPU-second figures are left out (nan: the
@@ -155,7 +156,8 @@ def main() -> None:
                         help="threads per side: 1 (default) turns XLA's Eigen pool off and gives marl's learner one "
                              "thread; N > 1 leaves XLA its default pool and gives marl's learner N threads; 0: both "
                              "sides at their defaults (marl's learner: learners.num_threads unset)")
-    parser.add_argument("--compile-loss", action="store_true", help="marl sides: learners.compile_loss (torch.compile)")
+    parser.add_argument("--eager-loss", action="store_true",
+                        help="marl sides: learners.compile_loss=false (the preset compiles the loss)")
     parser.add_argument("--device", default="cpu", help="marl sides: env_runners.device and the learner's (cpu, cuda)")
     parser.add_argument("--sides", nargs="+", default=list(DEFAULT_SIDES), choices=list(SIDES),
                         help="'marl jaxmarl stepwise': the JaxMARL adapter with env_runners.compiled_rollout false")
@@ -186,7 +188,7 @@ def main() -> None:
         for seed in range(args.seeds):
             order = sides[seed % len(sides):] + sides[:seed % len(sides)]  # alternate who runs first (the machine drifts)
             for side in order:
-                row = run_side(side, setting, args.env_steps, seed, jax_python, src, args.threads, args.compile_loss,
+                row = run_side(side, setting, args.env_steps, seed, jax_python, src, args.threads, not args.eager_loss,
                                args.device, args.overlap, args.compiled_rollout)
                 rows.append(row)
                 print(f"{setting} seed {seed} {side:>12}: {row['env_steps_per_s']:>9,.0f} env steps/s "
@@ -208,7 +210,7 @@ def main() -> None:
     C.print_table(["settings", "side", "env steps/s incl. learning", "/ JaxMARL", "per CPU-second", "/ JaxMARL",
                    "start-up", "/ JaxMARL", "return at the budget"], table,
                   title=f"medians over seeds, ratios marl / JaxMARL ({args.threads} thread(s) per side, marl on {args.device}"
-                        f"{', marl learners.compile_loss' if args.compile_loss else ''}"
+                        f"{', marl loss eager (--eager-loss)' if args.eager_loss else ''}"
                         f"{', marl env_runners.overlap (one runner actor)' if args.overlap else ''}"
                         f"{f', marl env_runners.compiled_rollout {args.compiled_rollout}' if args.compiled_rollout != 'auto' else ''})")
     if args.json:
