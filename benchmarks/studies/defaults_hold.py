@@ -1,6 +1,6 @@
 """Do the defaults hold what they learn? Every online canonical task, run on to several times its budget.
 
-    .venv/bin/python benchmarks/studies/defaults_hold.py [--factor 3] [--algos PPO QMIX ...] [--jobs 2]
+    .venv/bin/python benchmarks/studies/defaults_hold.py [--factor 3] [--algos PPO QMIX SAC:Pendulum-v1 ...] [--jobs 2]
 
 Each registered algorithm's online canonical tasks (`canonical_tasks` on its config class; offline ones are
 judged over their whole budget already) run exactly as `tests/test_defaults_learn*.py` runs them
@@ -30,11 +30,19 @@ from marl.config.registry import discovered
 
 
 def online_tasks(algos: list[str] | None) -> list[tuple[str, object]]:
-    chosen = [(name, task) for name, cls in discovered().items() if not algos or name in algos
-              for task in cls.__dict__.get("canonical_tasks") or () if task.data is None]
-    unknown = sorted(set(algos or ()) - {name for name, _ in chosen})
+    """The online canonical tasks of the named algorithms (all without names); `NAME:ENV` picks one of them."""
+    wanted = [tuple((a.split(":", 1) + [None])[:2]) for a in algos or ()]  # (name, env or None)
+
+    def chosen_task(name: str, task) -> bool:
+        return not wanted or any(name == n and env in (None, task.env) for n, env in wanted)
+
+    chosen = [(name, task) for name, cls in discovered().items()
+              for task in cls.__dict__.get("canonical_tasks") or () if task.data is None and chosen_task(name, task)]
+    unknown = sorted(f"{n}:{e}" if e else n for n, e in wanted
+                     if not any(n == name and e in (None, task.env) for name, task in chosen))
     if unknown:
-        raise SystemExit(f"--algos: no online canonical task for {unknown}; known: {sorted(discovered())}")
+        raise SystemExit(f"--algos: no online canonical task for {unknown}; known: "
+                         f"{sorted(f'{n}:{t.env}' for n, t in online_tasks(None))}")
     return chosen
 
 
@@ -55,7 +63,8 @@ def run_one(name: str, task, factor: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--factor", type=float, default=3.0, help="hold to this many times each task's budget")
-    ap.add_argument("--algos", nargs="*", default=None, help="registered names (default: every online task)")
+    ap.add_argument("--algos", nargs="*", default=None,
+                    help="registered names, or NAME:ENV for one of an algorithm's tasks (default: every online task)")
     ap.add_argument("--jobs", type=int, default=1, help="tasks run side by side, each in its own process")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"
