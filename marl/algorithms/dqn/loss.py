@@ -1,7 +1,7 @@
 """DQN's loss (Mnih et al. 2015) with double Q (van Hasselt et al. 2016), n-step targets and PER weights.
 
     y = R^(n) + gamma^m * (1 - terminated) * Q_target(s', argmax_a Q_online(s', a))
-    loss = mean_i( w_i * huber(Q_online(s_i, a_i) - y_i) )
+    loss = mean_i( w_i * l(Q_online(s_i, a_i) - y_i) ),  l: squared (default) or Huber (`td_error_loss`)
 
 `discounts` holds gamma^m per transition (m <= n steps were summed into R^(n));
 `weights` are prioritised replay's importance weights (1 for uniform replay).
