@@ -7,9 +7,12 @@ MultiDiscrete, mixed). A value the user gives (a number, null) is kept as given;
 
 DISCRETE is sized for CartPole (the canonical discrete task), as PPO's defaults were before this split. BOX is
 RLlib's multi-agent Pendulum PPO example's settings (lambda 0.1, 6 epochs, 128-row minibatches, relu [256, 256],
-value loss weight 1, no gradient clipping) at marl's 4,096-row train batch (RLlib's 8,000 rows reached -300 on
-single-agent Pendulum at 221k-246k env steps, 4,096 rows at 143k-160k). With the DISCRETE values two Pendulum
-copies missed RLlib's -600 within 250k env steps on 2 of 3 seeds (docs/results/rllib_targets/).
+value loss weight 1) at marl's 4,096-row train batch (RLlib's 8,000 rows reached -300 on
+single-agent Pendulum at 221k-246k env steps, 4,096 rows at 143k-160k), with a gradient clip of 0.5 where the
+example has none: RLlib's PPO adds an adaptive KL penalty that marl's does not, and without either the 192 SGD
+steps of an update spiked the KL to 5.6 (seed 1) and Pendulum fell from -150 at 400k env steps to -840 at 750k;
+with the clip seeds 0-3 held -147 to -165 over the last 10 iterations at 750k, approx_kl 0.01-0.08.
+With the DISCRETE values two Pendulum copies missed RLlib's -600 within 250k env steps on 2 of 3 seeds (docs/results/rllib_targets/).
 BOX adds PopArt value normalisation (`marl.modules.popart`): Pendulum's returns are in the hundreds, and with it
 the 3-iteration mean reached -300 at 111k-123k env steps on seeds 0-2 against 143k-156k, and the last quarter of
 250k held -142 to -160 against -165 to -337. DISCRETE leaves it off: its gradient clip of 0.5 was set with the
@@ -45,7 +48,7 @@ BOX = {
     "minibatch_size": 128,
     "num_epochs": 6,
     "vf_loss_coeff": 1.0,
-    "grad_clip": None,
+    "grad_clip": 0.5,
     "model": {"hiddens": [256, 256], "activation": "relu"},
     "popart": True,
 }
