@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,20 +19,18 @@ from marl.external import client as client_module
 from marl.external import http_app
 from marl.external import PolicyClient, PolicyServerError, PolicyServerUnavailable
 
-import tests.serving
+from tests import serving
 from tests.fake_clock import FakeClock
-from tests.serving import free_port
+from tests.serving import ROOT, SCENARIO, free_port
 from tests.bounds import HANG_S
 
-ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = "scenarios/simple_spread_serve.yaml"
 SMALL = ["training.train_batch_size=150", "training.minibatch_size=75", "training.num_epochs=1"]
 OBS = {f"agent_{i}": [0.0] * 18 for i in range(3)}
 
 
 def serving_algo(port, overrides=(), **serve):
     """The serving scenario with one small update an iteration."""
-    return tests.serving.serving_algo(port, [*SMALL, *overrides], **serve)
+    return serving.serving_algo(port, [*SMALL, *overrides], **serve)
 
 
 def marl_serve(*args):

@@ -31,18 +31,18 @@ from marl.config.registry import discovered
 
 def online_tasks(algos: list[str] | None) -> list[tuple[str, object]]:
     """The online canonical tasks of the named algorithms (all without names); `NAME:ENV` picks one of them."""
+    tasks = [(name, task) for name, cls in discovered().items()
+             for task in cls.__dict__.get("canonical_tasks") or () if task.data is None]
     wanted = [tuple((a.split(":", 1) + [None])[:2]) for a in algos or ()]  # (name, env or None)
 
-    def chosen_task(name: str, task) -> bool:
-        return not wanted or any(name == n and env in (None, task.env) for n, env in wanted)
+    def matches(want: tuple, name: str, task) -> bool:
+        return name == want[0] and want[1] in (None, task.env)
 
-    chosen = [(name, task) for name, cls in discovered().items()
-              for task in cls.__dict__.get("canonical_tasks") or () if task.data is None and chosen_task(name, task)]
-    unknown = sorted(f"{n}:{e}" if e else n for n, e in wanted
-                     if not any(n == name and e in (None, task.env) for name, task in chosen))
+    chosen = [(name, task) for name, task in tasks if not wanted or any(matches(w, name, task) for w in wanted)]
+    unknown = sorted(":".join(filter(None, w)) for w in wanted if not any(matches(w, n, t) for n, t in chosen))
     if unknown:
         raise SystemExit(f"--algos: no online canonical task for {unknown}; known: "
-                         f"{sorted(f'{n}:{t.env}' for n, t in online_tasks(None))}")
+                         f"{sorted(f'{n}:{t.env}' for n, t in tasks)}")
     return chosen
 
 
